@@ -1,0 +1,64 @@
+# Every dependency is found through CMAKE_PREFIX_PATH (no hard-coded system paths), so the same
+# build works against Debian's packages, a staged prefix on a GPU node, or a custom install.
+
+# The Python interpreter of the venv: it locates LibTorch and runs the TensorBoard reader tests.
+set(STRATA_PYTHON "" CACHE FILEPATH "Python interpreter with torch and tensorboard (recorded by scripts/setup.sh)")
+
+# LibTorch's CMake config probes the local GPU with a CUDA try_run unless an architecture list is
+# given. Strata compiles no CUDA code of its own, so the list only silences that probe (and keeps
+# configure identical on machines with and without a GPU).
+if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(TORCH_CUDA_ARCH_LIST "9.0")
+endif()
+
+find_package(Torch QUIET)
+if(NOT Torch_FOUND)
+  if(NOT STRATA_PYTHON)
+    find_program(STRATA_PYTHON_FALLBACK NAMES python3 python)
+    set(_strata_py "${STRATA_PYTHON_FALLBACK}")
+  else()
+    set(_strata_py "${STRATA_PYTHON}")
+  endif()
+  if(_strata_py)
+    execute_process(
+      COMMAND "${_strata_py}" -c "import torch; print(torch.utils.cmake_prefix_path)"
+      OUTPUT_VARIABLE _strata_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE
+      RESULT_VARIABLE _strata_rc ERROR_QUIET)
+    if(_strata_rc EQUAL 0)
+      list(APPEND CMAKE_PREFIX_PATH "${_strata_torch_prefix}")
+    endif()
+  endif()
+  find_package(Torch)
+  if(NOT Torch_FOUND)
+    message(FATAL_ERROR
+      "LibTorch was not found. Run scripts/setup.sh, or pass -DSTRATA_PYTHON=<python with torch 2.11> "
+      "or add the output of `python -c 'import torch;print(torch.utils.cmake_prefix_path)'` to CMAKE_PREFIX_PATH.")
+  endif()
+endif()
+if(NOT Torch_VERSION VERSION_EQUAL 2.11.0)
+  message(WARNING "Strata is pinned to LibTorch 2.11.0; found ${Torch_VERSION}.")
+endif()
+set(STRATA_TORCH_VERSION "${Torch_VERSION}")
+
+find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
+find_package(tomlplusplus 3.3 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(ZLIB REQUIRED)
+if(STRATA_BUILD_TESTS)
+  find_package(doctest REQUIRED)
+endif()
+
+# LibTorch ships its own fmt headers (a newer major) in its include directory. Any target that
+# sees both would compile against LibTorch's headers but link Debian's libfmt. strata::fmt puts
+# a directory holding only the real fmt headers ahead of every -isystem path (-I wins).
+get_target_property(_fmt_inc fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
+find_path(STRATA_FMT_INCLUDE_DIR fmt/core.h HINTS ${_fmt_inc} REQUIRED)
+set(_fmt_shim "${PROJECT_BINARY_DIR}/include-shims/fmt")
+file(MAKE_DIRECTORY "${_fmt_shim}")
+if(NOT EXISTS "${_fmt_shim}/fmt")
+  file(CREATE_LINK "${STRATA_FMT_INCLUDE_DIR}/fmt" "${_fmt_shim}/fmt" SYMBOLIC)
+endif()
+add_library(strata_fmt INTERFACE)
+add_library(strata::fmt ALIAS strata_fmt)
+target_include_directories(strata_fmt BEFORE INTERFACE "$<BUILD_INTERFACE:${_fmt_shim}>")
+target_link_libraries(strata_fmt INTERFACE fmt::fmt)

@@ -1,0 +1,124 @@
+// The `strata` command line: parses arguments and calls the core. Every error is caught here,
+// printed as one paragraph with its fix, and mapped to an exit code (2: bad input or usage).
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "run.hpp"
+#include "strata/errors.hpp"
+#include "text/errors_text.hpp"
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: strata <command> [options]
+
+commands:
+  run FILE [--out DIR] [--set KEY=VALUE]...   train the experiment in FILE
+  validate FILE [--set KEY=VALUE]...          check FILE, its plugins and data without training
+  plugins                                     list the plugins found (kind, name, description, library)
+  describe NAME                               options of a plugin or a core section (e.g. train)
+
+options:
+  -h, --help      this text (or `strata <command> --help`)
+  --version       print the version
+
+plugins are searched in build/plugins (next to this program), in each directory of
+STRATA_PLUGIN_PATH, and in [plugins] paths of the experiment.
+)";
+
+
+po::variables_map parse(const std::vector<std::string>& args, const po::options_description& options,
+                        const po::positional_options_description& positional) {
+  po::variables_map vars;
+  try {
+    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vars);
+    po::notify(vars);
+  } catch (const po::error& e) {
+    throw strata::UsageError(e.what(), "Run `strata --help` for the usage.");
+  }
+  return vars;
+}
+
+int dispatch(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  const std::string command = args.front();
+  if (command == "-h" || command == "--help" || command == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (command == "--version") {
+    std::cout << "strata " << STRATA_VERSION << "\n";
+    return 0;
+  }
+  args.erase(args.begin());
+
+  po::options_description options("options");
+  options.add_options()("help,h", "show help");
+  po::positional_options_description positional;
+
+  if (command == "run" || command == "validate") {
+    options.add_options()("file", po::value<std::string>(), "experiment TOML")(
+        "set", po::value<std::vector<std::string>>()->composing(), "override KEY=VALUE");
+    if (command == "run") options.add_options()("out", po::value<std::string>(), "run directory");
+    positional.add("file", 1);
+    auto vars = parse(args, options, positional);
+    if (vars.count("help")) {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (!vars.count("file")) throw strata::UsageError("`strata " + command + "` needs an experiment file.",
+                                                      "Write `strata " + command + " experiments/quickstart.toml`.");
+    strata::RunRequest request;
+    request.file = vars["file"].as<std::string>();
+    if (vars.count("set")) request.overrides = vars["set"].as<std::vector<std::string>>();
+    if (vars.count("out")) request.out = vars["out"].as<std::string>();
+    if (command == "run") strata::run_experiment(request);
+    else strata::validate_experiment(request);
+    return 0;
+  }
+  if (command == "plugins") {
+    auto vars = parse(args, options, positional);
+    if (vars.count("help")) {
+      std::cout << kUsage;
+      return 0;
+    }
+    strata::list_plugins();
+    return 0;
+  }
+  if (command == "describe") {
+    options.add_options()("name", po::value<std::string>(), "plugin or section name");
+    positional.add("name", 1);
+    auto vars = parse(args, options, positional);
+    if (vars.count("help")) {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (!vars.count("name")) throw strata::UsageError("`strata describe` needs a name.", "Write `strata describe mlp`.");
+    strata::describe(vars["name"].as<std::string>());
+    return 0;
+  }
+  throw strata::UsageError("unknown command '" + command + "'.", "Commands: run, validate, plugins, describe.");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return dispatch(argc, argv);
+  } catch (const strata::UsageError& e) {
+    std::cerr << strata::detail::format_error(e) << "\n\n" << kUsage;
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::cerr << strata::detail::format_error(e) << "\n";
+    return strata::detail::exit_code_of(e);
+  }
+}

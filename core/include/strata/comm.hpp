@@ -1,0 +1,74 @@
+#pragma once
+/// \file comm.hpp
+/// Collective communication handed to strategies by the core. Every call is counted (payload
+/// bytes, bus bytes, calls, time) so a strategy cannot forget to account for its traffic.
+///
+/// Bus bytes follow nccl-tests: for a tensor of S bytes on each of n ranks, all-reduce moves
+/// 2(n-1)/n*S, reduce-scatter and all-gather (n-1)/n*S (S = the full tensor), broadcast S.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace strata {
+
+/// Reduction applied by all_reduce and reduce_scatter.
+enum class ReduceOp { kSum, kAvg, kMax };
+
+/// Which part of the run traffic is booked to; per-step figures count kTrain only.
+enum class CommPhase { kSetup, kTrain, kEval };
+
+/// Counters of one phase.
+struct CommCounters {
+  std::int64_t calls = 0;          ///< number of collective calls
+  std::int64_t payload_bytes = 0;  ///< bytes of the tensors passed in (per rank)
+  double bus_bytes = 0;            ///< nccl-tests bus bytes (per rank)
+  double time_s = 0;               ///< wall time spent in calls and waits, in seconds
+};
+
+/// A pending asynchronous collective.
+class CommWork {
+ public:
+  virtual ~CommWork() = default;
+  /// Blocks until the collective has completed (its output tensor is ready to use).
+  virtual void wait() = 0;
+};
+
+/// Collectives over the ranks of one job. Tensors are modified in place where noted.
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  /// In place: every rank ends with the reduction of all ranks' `tensor`.
+  virtual std::shared_ptr<CommWork> all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum,
+                                               bool async = false) = 0;
+  /// `output` (numel = input.numel() / world_size) receives this rank's slice of the reduction.
+  virtual std::shared_ptr<CommWork> reduce_scatter(torch::Tensor& output, const torch::Tensor& input,
+                                                   ReduceOp op = ReduceOp::kSum, bool async = false) = 0;
+  /// `output` (numel = input.numel() * world_size) receives every rank's `input`, in rank order.
+  virtual std::shared_ptr<CommWork> all_gather(torch::Tensor& output, const torch::Tensor& input,
+                                               bool async = false) = 0;
+  /// In place: every rank ends with `root`'s tensor.
+  virtual std::shared_ptr<CommWork> broadcast(torch::Tensor& tensor, int root = 0, bool async = false) = 0;
+  /// Returns when every rank has reached it.
+  virtual void barrier() = 0;
+
+  /// Phase that subsequent calls are booked to.
+  virtual void set_phase(CommPhase phase) = 0;
+  /// Counters accumulated so far in `phase`.
+  virtual CommCounters counters(CommPhase phase) const = 0;
+};
+
+/// Bus-bytes factor of nccl-tests for an operation over `world_size` ranks.
+double all_reduce_bus_factor(int world_size);
+double gather_scatter_bus_factor(int world_size);
+
+/// The communicator of a one-process job: every collective is the identity on one rank (which is
+/// exactly its mathematical meaning) and moves zero bus bytes.
+std::unique_ptr<Comm> make_local_comm();
+
+}  // namespace strata

@@ -1,0 +1,85 @@
+#pragma once
+/// \file strategy.hpp
+/// The Strategy contract: how a model is placed on ranks, how gradients are synchronized and
+/// who steps the optimizer. The trainer drives one optimizer step as
+///
+///   for each micro-batch m of M:  loss_m = forward_backward(batch_m, {m, M})
+///   norm = finish_gradients(clip)       // sync done, clipped; trainer stops if norm is not finite
+///   step(lr)                            // optimizer step, gradients cleared
+///
+/// Invariant every strategy keeps: with the same seed, data order and global batch, its
+/// parameters after K steps equal those of `single` up to floating-point reduction order.
+/// Optional features are separate small interfaces (see below), not flags.
+
+#include <cstdint>
+#include <memory>
+
+#include <torch/types.h>
+
+#include "strata/comm.hpp"
+#include "strata/dataset.hpp"
+#include "strata/logger.hpp"
+#include "strata/model.hpp"
+#include "strata/optim.hpp"
+
+namespace strata {
+
+/// Everything a strategy receives when it takes the model over.
+struct StrategySetup {
+  std::shared_ptr<Model> model;   ///< built with the same seed on every rank, on the CPU
+  OptimizerSpec optimizer;        ///< the strategy builds the optimizer over what it holds
+  Comm* comm = nullptr;           ///< collectives of this job (never null; world 1 for one process)
+  torch::Device device{torch::kCPU};  ///< this rank's device
+  const Logger* log = nullptr;    ///< never null
+};
+
+/// Position of a micro-batch inside one optimizer step (gradient accumulation).
+struct MicroStep {
+  int index = 0;  ///< 0-based
+  int count = 1;  ///< micro-batches per optimizer step
+  bool last() const noexcept { return index + 1 == count; }
+};
+
+/// Bytes of model state this rank holds between steps, measured from its tensors.
+struct ModelStateBytes {
+  std::int64_t params = 0;     ///< parameters (and master copies), in bytes
+  std::int64_t grads = 0;      ///< gradients, in bytes
+  std::int64_t optimizer = 0;  ///< optimizer state, in bytes
+  std::int64_t total() const noexcept { return params + grads + optimizer; }
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+
+  /// Takes the model over: place, replicate, shard or wrap it and build the optimizer.
+  /// Called once, before any other method.
+  virtual void setup(const StrategySetup& setup) = 0;
+
+  /// Forward and backward of one micro-batch of this rank (inputs and targets on the CPU).
+  /// Gradients accumulate scaled by 1/micro.count, so after the last micro-batch they hold the
+  /// mean over the rank's share of the global batch. Returns the micro-batch's mean loss
+  /// (detached, unscaled).
+  virtual torch::Tensor forward_backward(const Batch& batch, MicroStep micro) = 0;
+
+  /// Completes gradient synchronization after the last micro-batch, clips the global gradient
+  /// norm to `max_norm` when `max_norm > 0`, and returns the global norm before clipping.
+  virtual double finish_gradients(double max_norm) = 0;
+
+  /// Optimizer step with learning rate `lr`; clears gradients afterwards.
+  virtual void step(double lr) = 0;
+
+  /// Model output for `inputs` (CPU) in evaluation mode, without gradients, on this rank's device.
+  virtual torch::Tensor evaluate(const torch::Tensor& inputs) = 0;
+
+  /// The model's loss and metric (for evaluation of the outputs of evaluate()).
+  virtual const Model& model() const = 0;
+
+  /// Global L2 norm over all parameters of the model; the same on every rank.
+  virtual double parameter_norm() = 0;
+
+  /// What this rank holds now (sampled between steps).
+  virtual ModelStateBytes memory() const = 0;
+};
+
+}  // namespace strata

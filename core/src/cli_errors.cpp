@@ -1,0 +1,52 @@
+#include <string>
+
+#include "strata/errors.hpp"
+#include "text/errors_text.hpp"
+
+namespace strata::detail {
+
+std::string exception_text(const std::exception& e) {
+  std::string text = e.what();
+  // c10::Error appends where it was raised and, with TORCH_SHOW_CPP_STACKTRACES, C++ frames.
+  for (const char* marker : {"\nException raised from ", "Exception raised from "}) {
+    if (auto pos = text.find(marker); pos != std::string::npos) {
+      text.erase(pos);
+      break;
+    }
+  }
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+std::string format_error(const std::exception& e) {
+  std::string where;
+  if (const auto* c = dynamic_cast<const ConfigError*>(&e)) {
+    where = c->where().str();
+    if (!c->key().empty()) where += (where.empty() ? "" : ": ") + c->key();
+  } else if (const auto* p = dynamic_cast<const PluginError*>(&e)) {
+    where = p->library();
+  } else if (const auto* t = dynamic_cast<const TrainingError*>(&e)) {
+    where = "step " + std::to_string(t->step());
+  }
+  std::string out = "error: ";
+  if (!where.empty()) out += where + ": ";
+  out += exception_text(e);
+  if (const auto* s = dynamic_cast<const Error*>(&e); s && !s->fix().empty()) out += "\n  fix: " + s->fix();
+  return out;
+}
+
+int exit_code_of(const std::exception& e) {
+  if (const auto* s = dynamic_cast<const Error*>(&e)) return s->exit_code();
+  return 1;
+}
+
+}  // namespace strata::detail
+
+namespace strata {
+Error::~Error() = default;
+ConfigError::~ConfigError() = default;
+OptionError::~OptionError() = default;
+PluginError::~PluginError() = default;
+UsageError::~UsageError() = default;
+TrainingError::~TrainingError() = default;
+}  // namespace strata

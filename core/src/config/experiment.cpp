@@ -1,0 +1,445 @@
+#include "config/experiment.hpp"
+
+#include <map>
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "text/suggest.hpp"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+struct ExperimentDocument {
+  toml::table root;
+  std::string file_label;                         // the path as the user gave it
+  std::map<std::string, std::string> overrides;   // key path -> "--set key=value"
+};
+
+namespace {
+
+// ---- core section schemas -------------------------------------------------------------------
+
+const Schema<ExperimentSection>& experiment_schema() {
+  static const auto schema = [] {
+    Schema<ExperimentSection> s;
+    s.option("name", &ExperimentSection::name, "run name; runs go to <out_dir>/<name>/<UTC time>")
+        .option("out_dir", &ExperimentSection::out_dir, "parent directory of run directories");
+    return s;
+  }();
+  return schema;
+}
+
+const Schema<OptimizerSpec>& optimizer_schema() {
+  static const auto schema = [] {
+    Schema<OptimizerSpec> s;
+    s.option("name", &OptimizerSpec::name, "optimizer", one_of({"sgd", "adamw"}))
+        .option("lr", &OptimizerSpec::lr, "peak learning rate", positive())
+        .option("weight_decay", &OptimizerSpec::weight_decay, "weight decay (decoupled for adamw)", at_least(0))
+        .option("momentum", &OptimizerSpec::momentum, "sgd momentum; 0 disables it", half_open(0, 1))
+        .option("betas", &OptimizerSpec::betas, "adamw (beta1, beta2)", half_open(0, 1))
+        .option("eps", &OptimizerSpec::eps, "adamw epsilon", positive());
+    return s;
+  }();
+  return schema;
+}
+
+const Schema<TrainSection>& train_schema() {
+  static const auto schema = [] {
+    Schema<TrainSection> s;
+    s.option("steps", &TrainSection::steps, "optimizer steps", at_least(1))
+        .option("global_batch_size", &TrainSection::global_batch_size,
+                "examples per optimizer step over all ranks and micro-batches", at_least(1))
+        .option("micro_batches", &TrainSection::micro_batches,
+                "gradient accumulation: micro-steps per optimizer step", at_least(1))
+        .option("seed", &TrainSection::seed, "seed of model initialization and data order", at_least(0))
+        .option("clip_grad_norm", &TrainSection::clip_grad_norm, "clip the global gradient norm; 0 disables",
+                at_least(0))
+        .option("lr_schedule", &TrainSection::lr_schedule, "learning-rate schedule after warmup",
+                one_of({"constant", "cosine"}))
+        .option("warmup_steps", &TrainSection::warmup_steps, "linear warmup steps", at_least(0))
+        .option("min_lr_ratio", &TrainSection::min_lr_ratio, "cosine floor as a fraction of optimizer.lr",
+                between(0, 1))
+        .option("device", &TrainSection::device, "auto, cpu, cuda or cuda:N")
+        .option("threads", &TrainSection::threads, "intra-op CPU threads per rank; 0 = LibTorch default",
+                at_least(0));
+    return s;
+  }();
+  return schema;
+}
+
+const Schema<EvalSection>& eval_schema() {
+  static const auto schema = [] {
+    Schema<EvalSection> s;
+    s.option("every", &EvalSection::every, "evaluate every N steps; 0 = only at the end", at_least(0))
+        .option("batches", &EvalSection::batches, "batches per evaluation; 0 = whole eval split", at_least(0))
+        .option("batch_size", &EvalSection::batch_size, "examples per eval batch; 0 = train.global_batch_size",
+                at_least(0));
+    return s;
+  }();
+  return schema;
+}
+
+const Schema<LogSection>& log_schema() {
+  static const auto schema = [] {
+    Schema<LogSection> s;
+    s.option("every", &LogSection::every, "log a line and TensorBoard scalars every N steps", at_least(1));
+    return s;
+  }();
+  return schema;
+}
+
+const Schema<DistributedSection>& distributed_schema() {
+  static const auto schema = [] {
+    Schema<DistributedSection> s;
+    s.option("nproc", &DistributedSection::nproc, "processes (ranks) on this host", at_least(1))
+        .option("backend", &DistributedSection::backend, "process group backend", one_of({"auto", "gloo", "nccl"}))
+        .option("timeout_s", &DistributedSection::timeout_s, "collective and rendezvous timeout in seconds",
+                positive());
+    return s;
+  }();
+  return schema;
+}
+
+const Schema<PluginsSection>& plugins_schema() {
+  static const auto schema = [] {
+    Schema<PluginsSection> s;
+    s.option("paths", &PluginsSection::paths, "extra plugin directories or libraries (relative to this file)");
+    return s;
+  }();
+  return schema;
+}
+
+const std::vector<std::string> kPluginSections = {"model", "dataset", "strategy"};
+
+// ---- TOML node helpers ----------------------------------------------------------------------
+
+std::string describe_node(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::string: return fmt::format("string \"{}\"", node.as_string()->get());
+    case toml::node_type::integer: return fmt::format("integer {}", node.as_integer()->get());
+    case toml::node_type::floating_point: return fmt::format("float {}", node.as_floating_point()->get());
+    case toml::node_type::boolean: return node.as_boolean()->get() ? "boolean true" : "boolean false";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    default: return "a date/time";
+  }
+}
+
+class Validator {
+ public:
+  explicit Validator(const Experiment& e) : e_(e) {}
+
+  SourceLocation at(const std::string& key_path, const toml::node* node) const {
+    const auto& doc = *e_.document;
+    if (auto it = doc.overrides.find(key_path); it != doc.overrides.end()) return {it->second, 0, 0};
+    if (node && node->source().begin.line != 0)
+      return {doc.file_label, node->source().begin.line, node->source().begin.column};
+    return e_.location(key_path);
+  }
+
+  [[noreturn]] void fail(const std::string& key_path, const toml::node* node, const std::string& message,
+                         std::string fix = {}) const {
+    throw ConfigError(at(key_path, node), key_path, message, std::move(fix));
+  }
+
+  OptionValue convert(const std::string& key_path, const toml::node& node, const OptionSpec& spec) const {
+    auto expect = [&](const toml::node& n, const char* what) {
+      fail(key_path, &n, fmt::format("expected {}, got {}.", what, describe_node(n)),
+           fmt::format("Write `{} = <{}>`.", spec.name, type_name(spec.type)));
+    };
+    auto element = [&](const toml::node& n, OptionType t) -> OptionValue {
+      switch (t) {
+        case OptionType::kBool:
+          if (!n.is_boolean()) expect(n, "a boolean (true or false)");
+          return n.as_boolean()->get();
+        case OptionType::kInt:
+          if (!n.is_integer()) expect(n, "an integer");
+          return n.as_integer()->get();
+        case OptionType::kFloat:
+          if (n.is_integer()) return static_cast<double>(n.as_integer()->get());
+          if (!n.is_floating_point()) expect(n, "a number");
+          return n.as_floating_point()->get();
+        case OptionType::kString:
+          if (!n.is_string()) expect(n, "a string");
+          return n.as_string()->get();
+        default: return {};
+      }
+    };
+    auto list = [&]<class T>(OptionType element_type) -> OptionValue {
+      if (!node.is_array()) expect(node, type_name(spec.type));
+      std::vector<T> out;
+      for (const auto& item : *node.as_array()) out.push_back(std::get<T>(element(item, element_type)));
+      return out;
+    };
+    OptionValue value;
+    switch (spec.type) {
+      case OptionType::kIntList: value = list.template operator()<std::int64_t>(OptionType::kInt); break;
+      case OptionType::kFloatList: value = list.template operator()<double>(OptionType::kFloat); break;
+      case OptionType::kStringList: value = list.template operator()<std::string>(OptionType::kString); break;
+      default: value = element(node, spec.type);
+    }
+    if (auto problem = spec.check(value); !problem.empty())
+      fail(key_path, &node, fmt::format("{} {}", spec.name, problem),
+           fmt::format("Use a value that is {}.", spec.constraint_text()));
+    return value;
+  }
+
+  /// Validates every key of `table` against `schema` (except `reserved`); defaults fill the rest.
+  Options section(const std::string& section, const toml::table* table, const OptionsSchema& schema,
+                  const std::set<std::string>& reserved, const std::string& describe) const {
+    Options out = schema.defaults();
+    if (!table) return out;
+    std::vector<std::string> known;
+    for (const auto& s : schema.specs) known.push_back(s.name);
+    for (const auto& [key, node] : *table) {
+      const std::string name(key.str());
+      const std::string path = section + "." + name;
+      if (reserved.count(name)) continue;
+      const OptionSpec* spec = schema.find(name);
+      if (!spec) {
+        SourceLocation where = at(path, &node);
+        if (key.source().begin.line != 0 && !e_.document->overrides.count(path))
+          where = {e_.document->file_label, key.source().begin.line, key.source().begin.column};
+        throw ConfigError(where, path,
+                          fmt::format("unknown key '{}' in [{}].{} Known keys: {}.", name, section,
+                                      detail::did_you_mean(name, known), known.empty() ? "none" : detail::join(known)),
+                          fmt::format("Remove or correct it; `strata describe {}` lists the options.", describe));
+      }
+      out.set(name, convert(path, node, *spec));
+    }
+    return out;
+  }
+
+ private:
+  const Experiment& e_;
+};
+
+const toml::table* table_of(const toml::table& root, const std::string& name) { return root.get_as<toml::table>(name); }
+
+// ---- overrides --------------------------------------------------------------------------------
+
+void apply_override(ExperimentDocument& doc, const std::string& text) {
+  const std::string origin = "--set " + text;
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError({origin, 0, 0}, "", "an override must look like section.key=value.",
+                      "Write for example `--set train.steps=50` or `--set optimizer.name=sgd`.");
+  std::string path = text.substr(0, eq);
+  std::string raw = text.substr(eq + 1);
+  std::vector<std::string> parts;
+  for (std::size_t start = 0;;) {
+    auto dot = path.find('.', start);
+    parts.push_back(path.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  for (const auto& p : parts)
+    if (p.empty() || parts.size() < 2)
+      throw ConfigError({origin, 0, 0}, path, "the key of an override must be section.key.",
+                        "Write for example `--set train.steps=50`.");
+  // The value is TOML (50, 0.1, true, "x", [1, 2]); anything that does not parse is a bare string.
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + raw);
+  } catch (const toml::parse_error&) {
+    parsed = toml::table{{"v", raw}};
+  }
+  toml::table* table = &doc.root;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    toml::node* child = table->get(parts[i]);
+    if (!child) child = &table->insert_or_assign(parts[i], toml::table{}).first->second;
+    if (!child->is_table())
+      throw ConfigError({origin, 0, 0}, path, "'" + parts[i] + "' is not a table, so it has no keys.",
+                        "Override a key inside a section, for example `--set train.steps=50`.");
+    table = child->as_table();
+  }
+  parsed.get("v")->visit([&](auto&& node) { table->insert_or_assign(parts.back(), std::move(node)); });
+  doc.overrides[path] = origin;
+}
+
+// ---- cross-field checks ---------------------------------------------------------------------
+
+void check_consistency(const Experiment& e) {
+  const auto& t = e.train;
+  if (t.global_batch_size % t.micro_batches != 0)
+    throw e.error("train.micro_batches",
+                  fmt::format("global_batch_size {} is not divisible by micro_batches {}.", t.global_batch_size,
+                              t.micro_batches),
+                  "Choose micro_batches that divides global_batch_size.");
+  if (t.warmup_steps > t.steps)
+    throw e.error("train.warmup_steps",
+                  fmt::format("warmup_steps {} exceeds steps {}.", t.warmup_steps, t.steps),
+                  "Use at most as many warmup steps as training steps.");
+  static const std::regex device_pattern("auto|cpu|cuda(:[0-9]+)?");
+  if (!std::regex_match(t.device, device_pattern))
+    throw e.error("train.device", "device must be auto, cpu, cuda or cuda:N; got \"" + t.device + "\".",
+                  "Write for example `device = \"cpu\"`.");
+  if (e.optimizer.betas.size() != 2)
+    throw e.error("optimizer.betas", fmt::format("betas needs exactly 2 values, got {}.", e.optimizer.betas.size()),
+                  "Write `betas = [0.9, 0.999]`.");
+  static const std::regex name_pattern("[A-Za-z0-9_.-]+");
+  if (!std::regex_match(e.experiment.name, name_pattern))
+    throw e.error("experiment.name", "name \"" + e.experiment.name + "\" is not usable as a directory name.",
+                  "Use letters, digits, '.', '_' and '-' only.");
+}
+
+}  // namespace
+
+// ---- Experiment -----------------------------------------------------------------------------
+
+fs::path Experiment::directory() const {
+  auto dir = file.parent_path();
+  return dir.empty() ? fs::path(".") : dir;
+}
+
+std::vector<fs::path> Experiment::plugin_paths() const {
+  std::vector<fs::path> out;
+  for (const auto& p : plugins.paths) out.push_back(fs::path(p).is_absolute() ? fs::path(p) : directory() / p);
+  return out;
+}
+
+SourceLocation Experiment::location(const std::string& key_path) const {
+  if (!document) return {file.string(), 0, 0};
+  const auto& doc = *document;
+  if (auto it = doc.overrides.find(key_path); it != doc.overrides.end()) return {it->second, 0, 0};
+  // The key itself, else the nearest enclosing table that has a position, else the file start.
+  std::string path = key_path;
+  while (!path.empty()) {
+    auto view = doc.root.at_path(path);
+    if (view && view.node()->source().begin.line != 0)
+      return {doc.file_label, view.node()->source().begin.line, view.node()->source().begin.column};
+    auto dot = path.rfind('.');
+    path = dot == std::string::npos ? std::string{} : path.substr(0, dot);
+  }
+  return {doc.file_label, 1, 1};
+}
+
+ConfigError Experiment::error(const std::string& key_path, const std::string& message, std::string fix) const {
+  return ConfigError(location(key_path), key_path, message, std::move(fix));
+}
+
+Experiment load_experiment(const fs::path& file, const std::vector<std::string>& overrides) {
+  Experiment e;
+  e.file = file;
+  auto doc = std::make_shared<ExperimentDocument>();
+  doc->file_label = file.string();
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec))
+    throw ConfigError({file.string(), 0, 0}, "", "experiment file not found.",
+                      "Check the path; experiments/quickstart.toml is a working example.");
+  try {
+    doc->root = toml::parse_file(file.string());
+  } catch (const toml::parse_error& err) {
+    throw ConfigError({file.string(), err.source().begin.line, err.source().begin.column}, "",
+                      std::string(err.description()) + ".", "Fix the TOML syntax at this position.");
+  }
+  for (const auto& o : overrides) apply_override(*doc, o);
+  e.document = doc;
+  Validator v(e);
+
+  // Top level: only known sections, each a table.
+  std::vector<std::string> sections = core_section_names();
+  sections.insert(sections.end(), kPluginSections.begin(), kPluginSections.end());
+  for (const auto& [key, node] : doc->root) {
+    const std::string name(key.str());
+    bool known = std::find(sections.begin(), sections.end(), name) != sections.end();
+    if (!known)
+      throw ConfigError(v.at(name, &node), name,
+                        fmt::format("unknown section [{}].{} Known sections: {}.", name,
+                                    detail::did_you_mean(name, sections), detail::join(sections)),
+                        "Remove it or correct its name.");
+    if (!node.is_table())
+      v.fail(name, &node, fmt::format("'{}' must be a section ([{}]), got {}.", name, name, describe_node(node)),
+             fmt::format("Write a [{}] header and put its keys below it.", name));
+  }
+
+  auto core = [&](const std::string& name, const auto& schema, auto& target) {
+    target = schema.bind(v.section(name, table_of(doc->root, name), schema.erased(), {}, name));
+  };
+  core("experiment", experiment_schema(), e.experiment);
+  core("optimizer", optimizer_schema(), e.optimizer);
+  core("train", train_schema(), e.train);
+  core("eval", eval_schema(), e.eval);
+  core("log", log_schema(), e.log);
+  core("distributed", distributed_schema(), e.distributed);
+  core("plugins", plugins_schema(), e.plugins);
+
+  for (const auto& section : kPluginSections) {
+    PluginSection& target = section == "model" ? e.model : section == "dataset" ? e.dataset : e.strategy;
+    const toml::table* table = table_of(doc->root, section);
+    const toml::node* name = table ? table->get("name") : nullptr;
+    if (!name)
+      throw e.error(section, fmt::format("[{}] needs a `name` that says which {} plugin to use.", section, section),
+                    fmt::format("Add `[{}]` with `name = \"...\"`; `strata plugins` lists the names.", section));
+    if (!name->is_string() || name->as_string()->get().empty())
+      v.fail(section + ".name", name, fmt::format("expected a plugin name (a string), got {}.", describe_node(*name)),
+             "`strata plugins` lists the names.");
+    target.name = name->as_string()->get();
+  }
+  check_consistency(e);
+  return e;
+}
+
+void validate_plugin_sections(Experiment& e, const Registry& registry) {
+  Validator v(e);
+  const std::pair<const char*, PluginKind> sections[] = {
+      {"model", PluginKind::kModel}, {"dataset", PluginKind::kDataset}, {"strategy", PluginKind::kStrategy}};
+  for (const auto& [section, kind] : sections) {
+    PluginSection& target = kind == PluginKind::kModel ? e.model : kind == PluginKind::kDataset ? e.dataset : e.strategy;
+    const RegistryEntry* entry = registry.find(kind, target.name);
+    if (!entry) {
+      auto known = registry.names(kind);
+      throw e.error(std::string(section) + ".name",
+                    fmt::format("unknown {} '{}'; available: {}.{}", section, target.name,
+                                known.empty() ? "none" : detail::join(known), detail::did_you_mean(target.name, known)),
+                    "Use one of the available names, or add the plugin's directory to STRATA_PLUGIN_PATH or "
+                    "[plugins] paths.");
+    }
+    target.options = v.section(section, table_of(e.document->root, section), entry->schema, {"name"}, target.name);
+  }
+}
+
+namespace {
+void write_section(std::string& out, const std::string& name, const Options& options,
+                   const std::string* plugin_name = nullptr) {
+  out += "\n[" + name + "]\n";
+  if (plugin_name) out += "name = " + to_toml(*plugin_name) + "\n";
+  for (const auto& [key, value] : options.values()) out += key + " = " + to_toml(value) + "\n";
+}
+}  // namespace
+
+std::string resolved_toml(const Experiment& e) {
+  std::string out = "# Resolved experiment: " + e.file.string() + " with every default filled in.\n";
+  write_section(out, "experiment", experiment_schema().dump(e.experiment));
+  write_section(out, "model", e.model.options, &e.model.name);
+  write_section(out, "dataset", e.dataset.options, &e.dataset.name);
+  write_section(out, "strategy", e.strategy.options, &e.strategy.name);
+  write_section(out, "optimizer", optimizer_schema().dump(e.optimizer));
+  write_section(out, "train", train_schema().dump(e.train));
+  write_section(out, "eval", eval_schema().dump(e.eval));
+  write_section(out, "log", log_schema().dump(e.log));
+  write_section(out, "distributed", distributed_schema().dump(e.distributed));
+  write_section(out, "plugins", plugins_schema().dump(e.plugins));
+  return out;
+}
+
+const OptionsSchema* core_section_schema(const std::string& section) {
+  if (section == "experiment") return &experiment_schema().erased();
+  if (section == "optimizer") return &optimizer_schema().erased();
+  if (section == "train") return &train_schema().erased();
+  if (section == "eval") return &eval_schema().erased();
+  if (section == "log") return &log_schema().erased();
+  if (section == "distributed") return &distributed_schema().erased();
+  if (section == "plugins") return &plugins_schema().erased();
+  return nullptr;
+}
+
+std::vector<std::string> core_section_names() {
+  return {"experiment", "optimizer", "train", "eval", "log", "distributed", "plugins"};
+}
+
+}  // namespace strata

@@ -1,0 +1,113 @@
+#pragma once
+// The experiment file: TOML -> typed sections -> one validation pass (DESIGN §6).
+//
+// load_experiment() parses the file, applies `--set` overrides and validates the core sections;
+// validate_plugin_sections() then validates [model], [dataset] and [strategy] against the
+// schemas of the plugins they name, once the plugins are loaded. Every error is a ConfigError
+// carrying file:line:column (or the `--set` override) and the dotted key.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/errors.hpp"
+#include "strata/optim.hpp"
+#include "strata/options.hpp"
+#include "strata/registry.hpp"
+
+namespace strata {
+
+/// [experiment]
+struct ExperimentSection {
+  std::string name = "experiment";  ///< run name; also the directory under out_dir
+  std::string out_dir = "runs";     ///< parent of run directories (relative to the working directory)
+};
+
+/// [train]
+struct TrainSection {
+  std::int64_t steps = 200;              ///< optimizer steps
+  std::int64_t global_batch_size = 64;   ///< examples per optimizer step, over all ranks and micro-batches
+  std::int64_t micro_batches = 1;        ///< gradient accumulation: sequential micro-steps per optimizer step
+  std::int64_t seed = 0;                 ///< seeds model initialization and data order
+  double clip_grad_norm = 0.0;           ///< clip the global gradient norm to this value; 0 disables
+  std::string lr_schedule = "constant";  ///< "constant" or "cosine" (linear warmup, then cosine decay)
+  std::int64_t warmup_steps = 0;         ///< linear warmup from 0 to optimizer.lr over this many steps
+  double min_lr_ratio = 0.0;             ///< cosine floor, as a fraction of optimizer.lr
+  std::string device = "auto";           ///< "auto" (CUDA when present), "cpu", "cuda" or "cuda:N"
+  std::int64_t threads = 0;              ///< intra-op CPU threads per rank; 0 = LibTorch's default
+};
+
+/// [eval]
+struct EvalSection {
+  std::int64_t every = 100;      ///< evaluate every N steps; 0 = only at the end (always at the end)
+  std::int64_t batches = 20;     ///< batches per evaluation; 0 = the whole eval split
+  std::int64_t batch_size = 0;   ///< examples per eval batch; 0 = train.global_batch_size
+};
+
+/// [log]
+struct LogSection {
+  std::int64_t every = 10;  ///< log a line and TensorBoard scalars every N steps
+};
+
+/// [distributed]
+struct DistributedSection {
+  std::int64_t nproc = 1;          ///< processes (ranks) to run on this host
+  std::string backend = "auto";    ///< "auto", "gloo" or "nccl"
+  double timeout_s = 300.0;        ///< collective and rendezvous timeout, in seconds
+};
+
+/// [plugins]
+struct PluginsSection {
+  std::vector<std::string> paths;  ///< extra plugin directories or library files (relative to the file)
+};
+
+/// [model], [dataset] or [strategy]: the plugin name and its validated options.
+struct PluginSection {
+  std::string name;
+  Options options;
+};
+
+struct ExperimentDocument;  // the parsed TOML with override origins (config/experiment.cpp)
+
+struct Experiment {
+  std::filesystem::path file;  ///< the experiment file as given
+  ExperimentSection experiment;
+  PluginSection model;
+  PluginSection dataset;
+  PluginSection strategy;
+  OptimizerSpec optimizer;
+  TrainSection train;
+  EvalSection eval;
+  LogSection log;
+  DistributedSection distributed;
+  PluginsSection plugins;
+  std::shared_ptr<const ExperimentDocument> document;
+
+  /// Directory of the experiment file (relative paths in it resolve here).
+  std::filesystem::path directory() const;
+  /// [plugins] paths resolved against directory().
+  std::vector<std::filesystem::path> plugin_paths() const;
+  /// Where `key_path` (e.g. "train.steps") was set; falls back to its section, then the file.
+  SourceLocation location(const std::string& key_path) const;
+  /// A ConfigError at `key_path`.
+  ConfigError error(const std::string& key_path, const std::string& message, std::string fix = {}) const;
+};
+
+/// Parses `file`, applies `overrides` ("section.key=value", value in TOML syntax or a bare
+/// string) and validates the core sections. Throws ConfigError.
+Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+
+/// Validates the plugin sections against the plugins' schemas and fills their options.
+void validate_plugin_sections(Experiment& experiment, const Registry& registry);
+
+/// The resolved experiment (every default filled in) as TOML text.
+std::string resolved_toml(const Experiment& experiment);
+
+/// Schemas of the core sections, for `strata describe` ("train", "optimizer", ...); null if unknown.
+const OptionsSchema* core_section_schema(const std::string& section);
+/// Names of the core sections.
+std::vector<std::string> core_section_names();
+
+}  // namespace strata

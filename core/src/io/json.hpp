@@ -1,0 +1,46 @@
+#pragma once
+// A small JSON value for writing summary.json (ordered keys, exact doubles).
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace strata {
+
+class Json {
+ public:
+  using Array = std::vector<Json>;
+  using Object = std::vector<std::pair<std::string, Json>>;  // insertion order is kept
+
+  Json() : value_(nullptr) {}
+  Json(std::nullptr_t) : value_(nullptr) {}
+  Json(bool b) : value_(b) {}
+  Json(int i) : value_(static_cast<std::int64_t>(i)) {}
+  Json(std::int64_t i) : value_(i) {}
+  Json(double d) : value_(d) {}
+  Json(const char* s) : value_(std::string(s)) {}
+  Json(std::string s) : value_(std::move(s)) {}
+  Json(Array a) : value_(std::move(a)) {}
+  static Json object() { Json j; j.value_ = Object{}; return j; }
+  static Json array() { Json j; j.value_ = Array{}; return j; }
+
+  /// Object member (created, in insertion order, if absent).
+  Json& operator[](const std::string& key);
+  /// Appends to an array.
+  void push_back(Json value);
+  /// Serialized text; non-finite numbers become null. indent < 0: one line.
+  std::string dump(int indent = 2) const;
+
+ private:
+  void dump_to(std::string& out, int indent, int depth) const;
+  std::variant<std::nullptr_t, bool, std::int64_t, double, std::string, Array, Object> value_;
+};
+
+/// JSON string literal with escapes.
+std::string json_quote(const std::string& s);
+
+}  // namespace strata

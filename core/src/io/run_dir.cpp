@@ -1,0 +1,55 @@
+#include "io/run_dir.hpp"
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "strata/errors.hpp"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+namespace {
+void make_directories(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw Error("cannot create run directory " + dir.string() + ": " + ec.message() + ".",
+                "Choose a writable location with --out DIR or [experiment] out_dir.");
+}
+}  // namespace
+
+fs::path make_run_directory(const fs::path& out, const std::string& out_dir, const std::string& name) {
+  if (!out.empty()) {
+    make_directories(out);
+    return out;
+  }
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+  fs::path base = fs::path(out_dir) / name / stamp;
+  fs::path dir = base;
+  for (int i = 1; fs::exists(dir); ++i) dir = base.string() + "-" + std::to_string(i);
+  make_directories(dir);
+  return dir;
+}
+
+void write_text_file(const fs::path& file, const std::string& text) {
+  fs::path tmp = file;
+  tmp += ".tmp";
+  {
+    std::ofstream os(tmp, std::ios::binary | std::ios::trunc);
+    os << text;
+    if (!os) throw Error("cannot write " + tmp.string() + ".", "Check free space and permissions.");
+  }
+  std::error_code ec;
+  fs::rename(tmp, file, ec);
+  if (ec) throw Error("cannot write " + file.string() + ": " + ec.message() + ".", "Check permissions.");
+}
+
+}  // namespace strata

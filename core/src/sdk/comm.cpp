@@ -1,0 +1,59 @@
+#include "strata/comm.hpp"
+
+#include <array>
+
+namespace strata {
+
+double all_reduce_bus_factor(int world_size) {
+  return world_size <= 1 ? 0.0 : 2.0 * (world_size - 1) / world_size;
+}
+double gather_scatter_bus_factor(int world_size) {
+  return world_size <= 1 ? 0.0 : static_cast<double>(world_size - 1) / world_size;
+}
+
+namespace {
+
+class DoneWork final : public CommWork {
+ public:
+  void wait() override {}
+};
+
+/// One rank: every collective is the identity. Calls are still counted (with zero bus bytes) so
+/// a strategy's accounting is exercised the same way at every world size.
+class LocalComm final : public Comm {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::shared_ptr<CommWork> all_reduce(torch::Tensor& tensor, ReduceOp, bool) override {
+    return count(tensor.nbytes());
+  }
+  std::shared_ptr<CommWork> reduce_scatter(torch::Tensor& output, const torch::Tensor& input, ReduceOp,
+                                           bool) override {
+    output.copy_(input.view_as(output));
+    return count(input.nbytes());
+  }
+  std::shared_ptr<CommWork> all_gather(torch::Tensor& output, const torch::Tensor& input, bool) override {
+    output.copy_(input.view_as(output));
+    return count(output.nbytes());
+  }
+  std::shared_ptr<CommWork> broadcast(torch::Tensor& tensor, int, bool) override { return count(tensor.nbytes()); }
+  void barrier() override {}
+  void set_phase(CommPhase phase) override { phase_ = phase; }
+  CommCounters counters(CommPhase phase) const override { return counters_[static_cast<int>(phase)]; }
+
+ private:
+  std::shared_ptr<CommWork> count(std::size_t payload) {
+    auto& c = counters_[static_cast<int>(phase_)];
+    c.calls += 1;
+    c.payload_bytes += static_cast<std::int64_t>(payload);
+    return std::make_shared<DoneWork>();
+  }
+  CommPhase phase_ = CommPhase::kSetup;
+  std::array<CommCounters, 3> counters_{};
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_local_comm() { return std::make_unique<LocalComm>(); }
+
+}  // namespace strata

@@ -1,0 +1,136 @@
+#include "strata/registry.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "strata/errors.hpp"
+#include "text/errors_text.hpp"
+#include "text/suggest.hpp"
+
+namespace strata {
+
+const char* kind_name(PluginKind kind) noexcept {
+  switch (kind) {
+    case PluginKind::kStrategy: return "strategy";
+    case PluginKind::kModel: return "model";
+    case PluginKind::kDataset: return "dataset";
+  }
+  return "?";
+}
+
+namespace {
+std::string library_label(const std::string& path) {
+  return path.empty() ? std::string("the host") : std::filesystem::path(path).filename().string();
+}
+
+/// Keeps the plugin library loaded while an object it created is alive. Members are destroyed
+/// in reverse order: the object first, then (possibly) the library.
+template <class T>
+struct KeepAlive {
+  std::shared_ptr<void> library;
+  std::shared_ptr<T> object;
+};
+
+template <class T>
+std::shared_ptr<T> keep_library(std::shared_ptr<T> object, const std::shared_ptr<void>& library) {
+  if (!object || !library) return object;
+  auto holder = std::make_shared<KeepAlive<T>>(KeepAlive<T>{library, object});
+  T* raw = holder->object.get();
+  return std::shared_ptr<T>(std::move(holder), raw);
+}
+
+template <class F>
+auto guarded_create(const RegistryEntry& entry, F make) {
+  try {
+    auto object = make();
+    if (!object)
+      throw PluginError(entry.library, std::string(kind_name(entry.kind)) + " '" + entry.name +
+                                           "' from " + library_label(entry.library) + " returned no object.",
+                        "This is a bug in the plugin; report it to its authors.");
+    return keep_library(std::move(object), entry.library_handle);
+  } catch (const OptionError&) {
+    throw;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw PluginError(entry.library,
+                      std::string(kind_name(entry.kind)) + " '" + entry.name + "' from " +
+                          library_label(entry.library) + " failed while being created: " +
+                          detail::exception_text(e),
+                      "Check the plugin's options (`strata describe " + entry.name + "`).");
+  }
+}
+}  // namespace
+
+void Registry::set_current_library(std::string path, std::shared_ptr<void> handle) {
+  current_library_ = std::move(path);
+  current_handle_ = std::move(handle);
+}
+
+void Registry::add(PluginKind kind, std::string name, std::string description, OptionsSchema schema,
+                   std::variant<StrategyFactory, ModelFactory, DatasetFactory> factory) {
+  auto key = std::make_pair(kind, name);
+  if (auto it = entries_.find(key); it != entries_.end()) {
+    throw PluginError(current_library_,
+                      std::string("duplicate ") + kind_name(kind) + " name '" + name + "': registered by " +
+                          library_label(it->second.library) + " and again by " +
+                          library_label(current_library_) + ".",
+                      "Remove one of the two libraries from the plugin search path, or rename one plugin.");
+  }
+  RegistryEntry entry;
+  entry.library_handle = current_handle_;
+  entry.library = current_library_;
+  entry.kind = kind;
+  entry.name = std::move(name);
+  entry.description = std::move(description);
+  entry.schema = std::move(schema);
+  entry.factory = std::move(factory);
+  entries_.emplace(std::move(key), std::move(entry));
+}
+
+const RegistryEntry* Registry::find(PluginKind kind, const std::string& name) const {
+  auto it = entries_.find({kind, name});
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+const RegistryEntry& Registry::at(PluginKind kind, const std::string& name) const {
+  if (const auto* e = find(kind, name)) return *e;
+  auto known = names(kind);
+  throw PluginError({}, std::string("unknown ") + kind_name(kind) + " '" + name + "'; available: " +
+                            (known.empty() ? std::string("none") : detail::join(known)) + "." +
+                            detail::did_you_mean(name, known),
+                    "Use one of the available names, or add the directory of the plugin that provides it to "
+                    "STRATA_PLUGIN_PATH or [plugins] paths.");
+}
+
+std::vector<std::string> Registry::names(PluginKind kind) const {
+  std::vector<std::string> out;
+  for (const auto& [key, entry] : entries_)
+    if (key.first == kind) out.push_back(key.second);
+  return out;
+}
+
+std::vector<const RegistryEntry*> Registry::entries() const {
+  std::vector<const RegistryEntry*> out;
+  for (const auto& [key, entry] : entries_) out.push_back(&entry);
+  return out;
+}
+
+std::shared_ptr<Strategy> Registry::create_strategy(const std::string& name, const Options& options) const {
+  const auto& e = at(PluginKind::kStrategy, name);
+  return guarded_create(e, [&] { return std::get<StrategyFactory>(e.factory)(options); });
+}
+
+std::shared_ptr<Model> Registry::create_model(const std::string& name, const Options& options,
+                                              const ModelContext& context) const {
+  const auto& e = at(PluginKind::kModel, name);
+  return guarded_create(e, [&] { return std::get<ModelFactory>(e.factory)(options, context); });
+}
+
+std::shared_ptr<Dataset> Registry::create_dataset(const std::string& name, const Options& options,
+                                                  const DatasetContext& context) const {
+  const auto& e = at(PluginKind::kDataset, name);
+  return guarded_create(e, [&] { return std::get<DatasetFactory>(e.factory)(options, context); });
+}
+
+}  // namespace strata

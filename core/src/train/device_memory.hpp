@@ -1,0 +1,19 @@
+#pragma once
+// Peak memory of this rank: the CUDA caching allocator's peak on a GPU, the process's peak
+// resident set size on the CPU (which includes the framework and the data set, and says so).
+
+#include <cstdint>
+#include <string>
+
+#include <c10/core/Device.h>
+
+namespace strata {
+
+/// Starts a new peak-measurement window on `device` (no-op on the CPU, whose peak RSS cannot be reset).
+void reset_peak_memory(const c10::Device& device);
+/// Peak bytes since the last reset: CUDA allocated bytes, or the process's max RSS on the CPU.
+std::int64_t peak_memory_bytes(const c10::Device& device);
+/// What peak_memory_bytes measures on `device`, for the summary ("cuda_allocator" or "process_max_rss").
+std::string peak_memory_source(const c10::Device& device);
+
+}  // namespace strata

@@ -1,0 +1,376 @@
+#include "train/trainer.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+
+#include <fmt/format.h>
+#include <torch/cuda.h>
+
+#include "data/sampler.hpp"
+#include "io/run_dir.hpp"
+#include "strata/errors.hpp"
+#include "tensorboard/event_writer.hpp"
+#include "train/device_memory.hpp"
+#include "train/schedule.hpp"
+
+namespace strata {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string format_duration(double seconds) {
+  auto s = static_cast<std::int64_t>(std::max(0.0, seconds) + 0.5);
+  if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const auto n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct EvalResult {
+  double loss = 0;
+  double accuracy = 0;
+  std::int64_t examples = 0;
+};
+
+/// The progress display: a self-rewriting line on a terminal, plain log lines otherwise.
+class Progress {
+ public:
+  Progress(const Logger& log, std::int64_t total) : log_(log), total_(total), tty_(isatty(STDOUT_FILENO) == 1) {}
+  bool tty() const { return tty_; }
+  void update(std::int64_t step, double loss, double lr, double samples_per_s, double eta_s, bool log_step) {
+    const std::string text = fmt::format("step {:>{}}/{}  loss {:.4f}  lr {:.2e}  {:.0f} samples/s  eta {}", step,
+                                         std::to_string(total_).size(), total_, loss, lr, samples_per_s,
+                                         format_duration(eta_s));
+    if (log_.rank() != 0) return;
+    if (tty_) {
+      const auto now = Clock::now();
+      if (step != total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+      last_draw_ = now;
+      std::fprintf(stdout, "\r\033[K%s", text.c_str());
+      std::fflush(stdout);
+    } else if (log_step) {
+      log_.info(text);
+    }
+  }
+  /// Prints a full line without disturbing the progress line.
+  void line(const std::string& text) {
+    if (log_.rank() != 0) return;
+    if (tty_) std::fprintf(stdout, "\r\033[K");
+    log_.info(text);
+  }
+  void finish() {
+    if (tty_ && log_.rank() == 0) std::fprintf(stdout, "\n");
+  }
+
+ private:
+  const Logger& log_;
+  std::int64_t total_;
+  bool tty_;
+  Clock::time_point last_draw_{};
+};
+
+class Loop {
+ public:
+  explicit Loop(TrainerParts parts)
+      : p_(std::move(parts)), e_(*p_.experiment), rank0_(p_.comm->rank() == 0), progress_(*p_.log, e_.train.steps) {}
+
+  Json run();
+
+ private:
+  void setup();
+  void train_step(std::int64_t step);
+  EvalResult evaluate();
+  void log_scalars(std::int64_t step, double loss, double lr, double grad_norm, double step_time);
+  Json summary(const std::string& status, const std::string& error) const;
+  void write_summary(const Json& summary) const;
+  void sync_device() const;
+
+  // Inputs.
+  TrainerParts p_;
+  const Experiment& e_;
+  bool rank0_;
+
+  // Per-run machinery.
+  std::optional<BatchSampler> sampler_;
+  LrSchedule schedule_;
+  std::unique_ptr<tb::EventWriter> events_;  // rank 0 only
+  Progress progress_;
+
+  // Measurements.
+  std::vector<double> step_times_;
+  std::vector<std::pair<std::int64_t, double>> loss_curve_;  // (step, loss) at log steps
+  double train_time_s_ = 0;
+  double last_loss_ = NAN;
+  std::int64_t steps_done_ = 0;
+  std::optional<EvalResult> last_eval_;
+  ModelStateBytes model_state_{};
+  std::int64_t model_params_ = 0;
+};
+
+void Loop::sync_device() const {
+  if (p_.device.is_cuda()) torch::cuda::synchronize(p_.device.index());
+}
+
+void Loop::setup() {
+  const auto& t = e_.train;
+  sampler_.emplace(SamplerOptions{p_.dataset->size(Split::kTrain), t.global_batch_size, t.micro_batches,
+                                  p_.comm->world_size(), p_.comm->rank(), static_cast<std::uint64_t>(t.seed)});
+  schedule_ = {e_.optimizer.lr, t.steps, t.warmup_steps, t.lr_schedule == "cosine", t.min_lr_ratio};
+  model_params_ = p_.model->parameter_count();
+
+  p_.comm->set_phase(CommPhase::kSetup);
+  p_.strategy->setup({p_.model, e_.optimizer, p_.comm, p_.device, p_.log});
+  p_.comm->set_phase(CommPhase::kTrain);
+
+  if (rank0_) {
+    events_ = std::make_unique<tb::EventWriter>(p_.run_dir);
+    std::map<std::string, tb::HParamValue> hparams{
+        {"strategy", e_.strategy.name},
+        {"world_size", static_cast<double>(p_.comm->world_size())},
+        {"model", e_.model.name},
+        {"dataset", e_.dataset.name},
+        {"optimizer", e_.optimizer.name},
+        {"lr", e_.optimizer.lr},
+        {"global_batch_size", static_cast<double>(t.global_batch_size)},
+        {"micro_batches", static_cast<double>(t.micro_batches)},
+        {"seed", static_cast<double>(t.seed)},
+        {"device", p_.device.str()},
+    };
+    events_->add_hparams(hparams, {"eval/accuracy", "eval/loss", "train/loss", "perf/samples_per_s"});
+    events_->add_text("config", "```toml\n" + resolved_toml(e_) + "```\n", 0);
+    events_->flush();
+  }
+  p_.log->info(fmt::format(
+      "strata: {} | model {} ({} parameters, {} units) | dataset {} ({} train / {} eval) | strategy {} | "
+      "world {} | device {} | {} steps x {} examples ({} micro-batches) | {} lr {:g} | out {}",
+      e_.experiment.name, e_.model.name, model_params_, p_.model->units().size(), e_.dataset.name,
+      p_.dataset->size(Split::kTrain), p_.dataset->size(Split::kEval), e_.strategy.name, p_.comm->world_size(),
+      p_.device.str(), t.steps, t.global_batch_size, t.micro_batches, e_.optimizer.name, e_.optimizer.lr,
+      p_.run_dir.string()));
+}
+
+void Loop::train_step(std::int64_t step) {
+  const auto& t = e_.train;
+  const auto t0 = Clock::now();
+  const double lr = schedule_.at(step);
+  double loss_sum = 0;
+  for (std::int64_t m = 0; m < t.micro_batches; ++m) {
+    Batch batch = p_.dataset->get(Split::kTrain, sampler_->indices(step, m));
+    torch::Tensor loss = p_.strategy->forward_backward(batch, {static_cast<int>(m), static_cast<int>(t.micro_batches)});
+    loss_sum += loss.item<double>();
+  }
+  // The step's loss is the mean over the global batch: micro-batches here, ranks by all-reduce.
+  auto loss_tensor = torch::tensor({loss_sum / static_cast<double>(t.micro_batches)}, torch::kFloat64);
+  if (p_.comm->world_size() > 1) {
+    p_.comm->set_phase(CommPhase::kEval);  // bookkeeping traffic is not the strategy's
+    p_.comm->all_reduce(loss_tensor, ReduceOp::kAvg);
+    p_.comm->set_phase(CommPhase::kTrain);
+  }
+  const double loss = loss_tensor.item<double>();
+  const std::int64_t step1 = step + 1;
+  if (!std::isfinite(loss))
+    throw TrainingError(step1, fmt::format("the training loss is {} at step {}.", loss, step1),
+                        "Lower optimizer.lr, add warmup (train.warmup_steps) or gradient clipping "
+                        "(train.clip_grad_norm).");
+  const double grad_norm = p_.strategy->finish_gradients(t.clip_grad_norm);
+  if (!std::isfinite(grad_norm))
+    throw TrainingError(step1, fmt::format("the gradient norm is {} at step {}.", grad_norm, step1),
+                        "Lower optimizer.lr or set train.clip_grad_norm.");
+  p_.strategy->step(lr);
+  sync_device();
+  const double step_time = seconds_since(t0);
+  step_times_.push_back(step_time);
+  train_time_s_ += step_time;
+  last_loss_ = loss;
+  steps_done_ = step1;
+
+  const bool log_step = step1 % e_.log.every == 0 || step1 == t.steps || step1 == 1;
+  if (log_step) {
+    loss_curve_.emplace_back(step1, loss);
+    log_scalars(step1, loss, lr, grad_norm, step_time);
+  }
+  const double samples_per_s = static_cast<double>(step1 * t.global_batch_size) / train_time_s_;
+  const double eta = train_time_s_ / static_cast<double>(step1) * static_cast<double>(t.steps - step1);
+  progress_.update(step1, loss, lr, samples_per_s, eta, log_step);
+}
+
+void Loop::log_scalars(std::int64_t step, double loss, double lr, double grad_norm, double step_time) {
+  model_state_ = p_.strategy->memory();
+  if (!events_) return;
+  events_->add_scalar("train/loss", loss, step);
+  events_->add_scalar("train/lr", lr, step);
+  events_->add_scalar("train/grad_norm", grad_norm, step);
+  events_->add_scalar("perf/step_time_s", step_time, step);
+  events_->add_scalar("perf/samples_per_s", static_cast<double>(e_.train.global_batch_size) / step_time, step);
+  events_->add_scalar("memory/params_bytes", static_cast<double>(model_state_.params), step);
+  events_->add_scalar("memory/grads_bytes", static_cast<double>(model_state_.grads), step);
+  events_->add_scalar("memory/optimizer_bytes", static_cast<double>(model_state_.optimizer), step);
+  events_->add_scalar("memory/peak_bytes", static_cast<double>(peak_memory_bytes(p_.device)), step);
+  const auto c = p_.comm->counters(CommPhase::kTrain);
+  events_->add_scalar("comm/payload_bytes_per_step", static_cast<double>(c.payload_bytes) / static_cast<double>(step), step);
+  events_->add_scalar("comm/bus_bytes_per_step", c.bus_bytes / static_cast<double>(step), step);
+  events_->add_scalar("comm/calls_per_step", static_cast<double>(c.calls) / static_cast<double>(step), step);
+  events_->flush();
+}
+
+EvalResult Loop::evaluate() {
+  p_.comm->set_phase(CommPhase::kEval);
+  const std::int64_t n = p_.dataset->size(Split::kEval);
+  const std::int64_t batch = e_.eval.batch_size > 0 ? e_.eval.batch_size : e_.train.global_batch_size;
+  const std::int64_t batches = e_.eval.batches > 0 ? std::min(e_.eval.batches, (n + batch - 1) / batch)
+                                                   : (n + batch - 1) / batch;
+  // Sums of loss * examples, correct and examples; each rank takes its slice of every batch.
+  auto totals = torch::zeros({3}, torch::kFloat64);
+  double loss_sum = 0, correct = 0, examples = 0;
+  const Model& model = p_.strategy->model();
+  for (std::int64_t b = 0; b < batches; ++b) {
+    const std::int64_t start = b * batch, count = std::min(batch, n - start);
+    auto [lo, hi] = rank_slice(count, p_.comm->world_size(), p_.comm->rank());
+    if (hi <= lo) continue;
+    Batch data = p_.dataset->get(Split::kEval, torch::arange(start + lo, start + hi, torch::kInt64));
+    torch::NoGradGuard no_grad;
+    torch::Tensor output = p_.strategy->evaluate(data.inputs);
+    torch::Tensor target = data.targets.to(output.device());
+    loss_sum += model.loss(output, target).item<double>() * static_cast<double>(hi - lo);
+    const auto counts = model.metric(output, target);
+    correct += counts.correct;
+    examples += counts.total;
+  }
+  totals[0] = loss_sum;
+  totals[1] = correct;
+  totals[2] = examples;
+  if (p_.comm->world_size() > 1) p_.comm->all_reduce(totals, ReduceOp::kSum);
+  p_.comm->set_phase(CommPhase::kTrain);
+  const auto total_examples = totals[2].item<double>();
+  EvalResult r;
+  r.examples = static_cast<std::int64_t>(total_examples);
+  // Loss is averaged over examples (sample-weighted); accuracy over predictions.
+  const double sample_count = static_cast<double>(std::min(n, batches * batch));
+  r.loss = totals[0].item<double>() / std::max(1.0, sample_count);
+  r.accuracy = total_examples > 0 ? totals[1].item<double>() / total_examples : 0.0;
+  return r;
+}
+
+Json Loop::summary(const std::string& status, const std::string& error) const {
+  const auto& t = e_.train;
+  const auto setup = p_.comm->counters(CommPhase::kSetup);
+  const auto train = p_.comm->counters(CommPhase::kTrain);
+  const auto eval = p_.comm->counters(CommPhase::kEval);
+  const double steps = std::max<double>(1.0, static_cast<double>(steps_done_));
+  Json s = Json::object();
+  s["status"] = status;
+  if (!error.empty()) s["error"] = error;
+  s["experiment"] = e_.experiment.name;
+  s["strategy"] = e_.strategy.name;
+  s["model"] = e_.model.name;
+  s["dataset"] = e_.dataset.name;
+  s["world_size"] = p_.comm->world_size();
+  s["backend"] = p_.backend;
+  s["device"] = p_.device.str();
+  s["steps"] = steps_done_;
+  s["global_batch_size"] = t.global_batch_size;
+  s["micro_batches"] = t.micro_batches;
+  s["seed"] = t.seed;
+  s["parameters"] = model_params_;
+  s["flops_per_sample"] = p_.model->flops_per_sample();
+  s["train_time_s"] = train_time_s_;
+  s["step_time_s"] = median(step_times_);
+  s["samples_per_s"] = train_time_s_ > 0 ? static_cast<double>(steps_done_ * t.global_batch_size) / train_time_s_ : 0.0;
+  s["final_loss"] = last_loss_;
+  Json& ev = s["eval"];
+  ev = Json::object();
+  ev["loss"] = last_eval_ ? Json(last_eval_->loss) : Json();
+  ev["accuracy"] = last_eval_ ? Json(last_eval_->accuracy) : Json();
+  ev["examples"] = last_eval_ ? Json(last_eval_->examples) : Json();
+  s["param_norm"] = Json();  // filled by the caller (needs a collective on every rank)
+  Json& mem = s["memory"];
+  mem["model_state_bytes"]["params"] = model_state_.params;
+  mem["model_state_bytes"]["grads"] = model_state_.grads;
+  mem["model_state_bytes"]["optimizer"] = model_state_.optimizer;
+  mem["peak_bytes"] = peak_memory_bytes(p_.device);
+  mem["peak_source"] = peak_memory_source(p_.device);
+  Json& comm = s["comm"];
+  comm["payload_bytes_per_step"] = static_cast<double>(train.payload_bytes) / steps;
+  comm["bus_bytes_per_step"] = train.bus_bytes / steps;
+  comm["calls_per_step"] = static_cast<double>(train.calls) / steps;
+  comm["time_s"] = train.time_s;
+  comm["setup_bytes"] = setup.payload_bytes;
+  comm["eval_bytes"] = eval.payload_bytes;
+  Json curve = Json::array();
+  for (const auto& [step, loss] : loss_curve_) curve.push_back(Json::Array{Json(step), Json(loss)});
+  s["loss_curve"] = curve;
+  return s;
+}
+
+void Loop::write_summary(const Json& summary) const {
+  if (rank0_) write_text_file(p_.run_dir / "summary.json", summary.dump() + "\n");
+}
+
+Json Loop::run() {
+  setup();
+  reset_peak_memory(p_.device);
+  const auto& t = e_.train;
+  try {
+    for (std::int64_t step = 0; step < t.steps; ++step) {
+      train_step(step);
+      const std::int64_t step1 = step + 1;
+      if (e_.eval.every > 0 && step1 % e_.eval.every == 0 && step1 != t.steps) {
+        last_eval_ = evaluate();
+        if (events_) {
+          events_->add_scalar("eval/loss", last_eval_->loss, step1);
+          events_->add_scalar("eval/accuracy", last_eval_->accuracy, step1);
+          events_->flush();
+        }
+        progress_.line(fmt::format("eval at step {}: loss {:.4f}  accuracy {:.4f}", step1, last_eval_->loss,
+                                   last_eval_->accuracy));
+      }
+    }
+  } catch (const TrainingError& err) {
+    progress_.finish();
+    Json s = summary("failed", err.what());
+    write_summary(s);
+    if (events_) events_->end_hparams_session(false);
+    throw;
+  }
+  progress_.finish();
+  last_eval_ = evaluate();
+  model_state_ = p_.strategy->memory();
+  Json s = summary("ok", "");
+  s["param_norm"] = p_.strategy->parameter_norm();
+  if (events_) {
+    events_->add_scalar("eval/loss", last_eval_->loss, t.steps);
+    events_->add_scalar("eval/accuracy", last_eval_->accuracy, t.steps);
+    events_->end_hparams_session(true);
+    events_->flush();
+  }
+  write_summary(s);
+  p_.log->info(fmt::format("done: {} steps in {:.1f} s ({:.0f} samples/s)  final loss {:.4f}  eval loss {:.4f}  "
+                           "eval accuracy {:.4f}",
+                           steps_done_, train_time_s_,
+                           static_cast<double>(steps_done_ * t.global_batch_size) / std::max(1e-9, train_time_s_),
+                           last_loss_, last_eval_->loss, last_eval_->accuracy));
+  p_.log->info("outputs: " + p_.run_dir.string() + "  (tensorboard --logdir " + p_.run_dir.parent_path().string() +
+               ")");
+  return s;
+}
+
+}  // namespace
+
+Json train(TrainerParts parts) { return Loop(std::move(parts)).run(); }
+
+}  // namespace strata

@@ -1,0 +1,35 @@
+#pragma once
+// The training loop (DESIGN §2 step 7): micro-batches through the strategy, step, metrics,
+// TensorBoard, progress, periodic evaluation; and the summary of the run.
+
+#include <filesystem>
+#include <memory>
+
+#include "config/experiment.hpp"
+#include "io/json.hpp"
+#include "strata/comm.hpp"
+#include "strata/dataset.hpp"
+#include "strata/logger.hpp"
+#include "strata/strategy.hpp"
+
+namespace strata {
+
+/// Everything one rank's training loop works with; owned by the caller.
+struct TrainerParts {
+  const Experiment* experiment = nullptr;
+  std::shared_ptr<Dataset> dataset;
+  std::shared_ptr<Model> model;       ///< handed to the strategy at setup
+  std::shared_ptr<Strategy> strategy;
+  Comm* comm = nullptr;
+  const Logger* log = nullptr;
+  torch::Device device{torch::kCPU};
+  std::string backend = "none";       ///< process-group backend, "none" for one process
+  std::filesystem::path run_dir;      ///< outputs go here (rank 0 writes)
+};
+
+/// Runs the experiment on this rank and returns the summary (DESIGN §7 keys). Rank 0 writes
+/// summary.json and TensorBoard events into run_dir. On a non-finite loss or gradient norm it
+/// writes what it has (status "failed") and throws TrainingError naming the step.
+Json train(TrainerParts parts);
+
+}  // namespace strata

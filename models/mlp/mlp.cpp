@@ -1,0 +1,78 @@
+// `mlp`: a multilayer perceptron over flattened inputs. One unit per layer, so sharding
+// strategies gather and free one layer at a time. No dropout and no batch statistics: the
+// model is a deterministic function of its parameters.
+
+#include <numeric>
+
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <strata/errors.hpp>
+#include <strata/model.hpp>
+#include <strata/plugin.hpp>
+
+namespace {
+
+struct MlpOptions {
+  std::vector<std::int64_t> hidden = {256, 256};  ///< width of each hidden layer
+  std::string activation = "relu";                ///< relu, gelu or tanh
+  bool layer_norm = false;                        ///< LayerNorm before each hidden activation
+};
+
+torch::Tensor activate(const std::string& name, const torch::Tensor& x) {
+  if (name == "gelu") return torch::gelu(x);
+  if (name == "tanh") return torch::tanh(x);
+  return torch::relu(x);
+}
+
+/// Linear layer, optionally LayerNorm, then the activation (none for the output layer).
+class DenseUnit final : public strata::Unit {
+ public:
+  DenseUnit(std::int64_t in, std::int64_t out, std::string activation, bool layer_norm, bool flatten)
+      : activation_(std::move(activation)), flatten_(flatten) {
+    linear_ = register_module("linear", torch::nn::Linear(in, out));
+    if (layer_norm) norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({out})));
+  }
+  torch::Tensor forward(const torch::Tensor& input) override {
+    auto x = flatten_ ? input.flatten(1) : input;
+    x = linear_->forward(x);
+    if (norm_) x = norm_->forward(x);
+    return activation_.empty() ? x : activate(activation_, x);
+  }
+
+ private:
+  torch::nn::Linear linear_{nullptr};
+  torch::nn::LayerNorm norm_{nullptr};
+  std::string activation_;  // empty: no activation (logits)
+  bool flatten_;
+};
+
+std::shared_ptr<strata::Model> make_mlp(const MlpOptions& o, const strata::ModelContext& context) {
+  const std::int64_t inputs = std::accumulate(context.input_shape.begin(), context.input_shape.end(), std::int64_t{1},
+                                              std::multiplies<>());
+  auto model = std::make_shared<strata::Model>();
+  std::int64_t width = inputs, macs = 0;
+  for (std::size_t i = 0; i < o.hidden.size(); ++i) {
+    model->add_unit("layer" + std::to_string(i),
+                    std::make_shared<DenseUnit>(width, o.hidden[i], o.activation, o.layer_norm, i == 0));
+    macs += width * o.hidden[i];
+    width = o.hidden[i];
+  }
+  model->add_unit("head", std::make_shared<DenseUnit>(width, context.num_classes, "", false, o.hidden.empty()));
+  macs += width * context.num_classes;
+  model->set_flops_per_sample(6 * macs);  // forward 2 FLOPs per MAC, backward twice that
+  return model;
+}
+
+void register_mlp(strata::Registry& registry) {
+  strata::Schema<MlpOptions> schema;
+  schema.option("hidden", &MlpOptions::hidden, "width of each hidden layer (one unit per layer)", strata::at_least(1))
+      .option("activation", &MlpOptions::activation, "hidden activation", strata::one_of({"relu", "gelu", "tanh"}))
+      .option("layer_norm", &MlpOptions::layer_norm, "LayerNorm before each hidden activation");
+  registry.add_model("mlp", "multilayer perceptron over flattened inputs, one unit per layer", schema, make_mlp);
+}
+
+}  // namespace
+
+STRATA_PLUGIN(model, "mlp", "0.1.0", register_mlp)

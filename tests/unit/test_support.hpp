@@ -1,0 +1,44 @@
+#pragma once
+// Include this first in every unit test file. LibTorch defines a CHECK(cond) macro that aborts
+// the process; doctest's CHECK must win, so LibTorch's headers come first and its macro goes.
+
+#include <torch/types.h>
+#undef CHECK
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+namespace strata::test {
+
+/// A fresh directory under the system temp dir, removed with its contents at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("strata-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  /// Writes `text` to `name` inside the directory and returns its path.
+  std::filesystem::path write(const std::string& name, const std::string& text) const {
+    auto file = path_ / name;
+    std::ofstream(file, std::ios::binary) << text;
+    return file;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace strata::test

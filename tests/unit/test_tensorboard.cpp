@@ -1,0 +1,245 @@
+// Unit tests for the TensorBoard event writer: CRC-32C, TFRecord framing, the protobuf
+// encoder and a byte-level round trip through an event file.
+
+#include "test_support.hpp"
+
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/errors.hpp"
+#include "tensorboard/crc32c.hpp"
+#include "tensorboard/event_writer.hpp"
+#include "tensorboard/protobuf.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::uint64_t read_le(std::string_view bytes, std::size_t offset, int width) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < width; ++i)
+    v |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
+  return v;
+}
+
+/// A fresh directory under the system temp dir, removed when the guard goes away.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static std::atomic<int> counter{0};
+    const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
+    path = fs::temp_directory_path() /
+           ("strata_tb_test_" + std::to_string(ticks) + "_" + std::to_string(counter++));
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+/// Splits a TFRecord file into payloads, checking both masked CRCs of every record.
+std::vector<std::string> read_records(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  REQUIRE(in.is_open());
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> records;
+  std::size_t pos = 0;
+  while (pos < data.size()) {
+    REQUIRE(data.size() - pos >= 12);
+    const std::uint64_t length = read_le(data, pos, 8);
+    CHECK(read_le(data, pos + 8, 4) == strata::tb::masked_crc32c(data.data() + pos, 8));
+    REQUIRE(data.size() - pos - 12 >= length + 4);
+    const std::string payload = data.substr(pos + 12, length);
+    CHECK(read_le(data, pos + 12 + length, 4) ==
+          strata::tb::masked_crc32c(payload.data(), payload.size()));
+    records.push_back(payload);
+    pos += 16 + length;
+  }
+  return records;
+}
+
+/// One decoded protobuf field: varints and fixed values in `number`, length-delimited in `bytes`.
+struct Field {
+  std::uint32_t number = 0;
+  std::uint32_t wire_type = 0;
+  std::uint64_t value = 0;
+  std::string bytes;
+};
+
+std::uint64_t read_varint(std::string_view s, std::size_t& pos) {
+  std::uint64_t v = 0;
+  for (int shift = 0; pos < s.size() && shift < 64; shift += 7) {
+    const auto byte = static_cast<unsigned char>(s[pos++]);
+    v |= static_cast<std::uint64_t>(byte & 0x7F) << shift;
+    if ((byte & 0x80) == 0) return v;
+  }
+  FAIL("truncated varint");
+  return v;
+}
+
+/// Decodes the top level of a message (enough to check what the writer produced).
+std::vector<Field> parse_message(std::string_view s) {
+  std::vector<Field> fields;
+  std::size_t pos = 0;
+  while (pos < s.size()) {
+    const std::uint64_t key = read_varint(s, pos);
+    Field f;
+    f.number = static_cast<std::uint32_t>(key >> 3);
+    f.wire_type = static_cast<std::uint32_t>(key & 7);
+    switch (f.wire_type) {
+      case 0: f.value = read_varint(s, pos); break;
+      case 1: REQUIRE(pos + 8 <= s.size()); f.value = read_le(s, pos, 8); pos += 8; break;
+      case 5: REQUIRE(pos + 4 <= s.size()); f.value = read_le(s, pos, 4); pos += 4; break;
+      case 2: {
+        const std::uint64_t n = read_varint(s, pos);
+        REQUIRE(pos + n <= s.size());
+        f.bytes = std::string(s.substr(pos, n));
+        pos += n;
+        break;
+      }
+      default: FAIL("unexpected wire type " << f.wire_type);
+    }
+    fields.push_back(std::move(f));
+  }
+  return fields;
+}
+
+std::optional<Field> find_field(const std::vector<Field>& fields, std::uint32_t number) {
+  for (const Field& f : fields)
+    if (f.number == number) return f;
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("crc32c matches the RFC 3720 vectors") {
+  using strata::tb::crc32c;
+  const std::string digits = "123456789";
+  CHECK(crc32c(digits.data(), digits.size()) == 0xE3069283u);
+  const std::vector<unsigned char> zeros(32, 0x00);
+  CHECK(crc32c(zeros.data(), zeros.size()) == 0x8A9136AAu);
+  const std::vector<unsigned char> ones(32, 0xFF);
+  CHECK(crc32c(ones.data(), ones.size()) == 0x62A8AB43u);
+  std::vector<unsigned char> ascending(32);
+  for (int i = 0; i < 32; ++i) ascending[i] = static_cast<unsigned char>(i);
+  CHECK(crc32c(ascending.data(), ascending.size()) == 0x46DD794Eu);
+  CHECK(crc32c(nullptr, 0) == 0u);
+}
+
+TEST_CASE("crc32c extends a running CRC") {
+  using strata::tb::crc32c;
+  const std::string digits = "123456789";
+  const std::uint32_t head = crc32c(digits.data(), 4);
+  CHECK(crc32c(digits.data() + 4, digits.size() - 4, head) == 0xE3069283u);
+}
+
+TEST_CASE("masked_crc32c rotates and adds the TFRecord delta") {
+  const std::string digits = "123456789";
+  // crc = 0xE3069283; rotate right by 15: (crc >> 15) = 0x0001C60D, (crc << 17) = 0x25060000
+  // (mod 2^32), OR = 0x2507C60D; + 0xA282EAD8 = 0xC78AB0E5.
+  CHECK(strata::tb::masked_crc32c(digits.data(), digits.size()) == 0xC78AB0E5u);
+}
+
+TEST_CASE("tfrecord_frame lays out length, length CRC, payload and payload CRC") {
+  const std::string payload = "abc";
+  const std::string frame = strata::tb::tfrecord_frame(payload);
+  REQUIRE(frame.size() == payload.size() + 16);
+  const std::string length_bytes("\x03\0\0\0\0\0\0\0", 8);
+  CHECK(frame.substr(0, 8) == length_bytes);
+  CHECK(read_le(frame, 8, 4) == strata::tb::masked_crc32c(length_bytes.data(), 8));
+  CHECK(frame.substr(12, 3) == payload);
+  CHECK(read_le(frame, 15, 4) == strata::tb::masked_crc32c(payload.data(), payload.size()));
+  CHECK(strata::tb::tfrecord_frame("").size() == 16);
+}
+
+TEST_CASE("protobuf encoder matches the wire-format reference examples") {
+  using strata::tb::detail::ProtoWriter;
+  // The protobuf encoding guide: field 1 = 150 is 08 96 01; field 2 = "testing" is 12 07 ...
+  CHECK(ProtoWriter().uint_field(1, 150).bytes() == std::string("\x08\x96\x01"));
+  CHECK(ProtoWriter().bytes_field(2, "testing").bytes() == std::string("\x12\x07testing"));
+  CHECK(ProtoWriter().int_field(1, -1).bytes() ==
+        std::string("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11));
+  CHECK(ProtoWriter().float_field(2, 1.0f).bytes() == std::string("\x15\x00\x00\x80\x3f", 5));
+  CHECK(ProtoWriter().double_field(1, 1.0).bytes() ==
+        std::string("\x09\x00\x00\x00\x00\x00\x00\xf0\x3f", 9));
+  ProtoWriter inner;
+  inner.uint_field(1, 150);
+  CHECK(ProtoWriter().message_field(3, inner).bytes() == std::string("\x1a\x03\x08\x96\x01"));
+  CHECK(ProtoWriter().message_field(2, ProtoWriter()).bytes() == std::string("\x12\x00", 2));
+}
+
+TEST_CASE("EventWriter writes CRC-valid records TensorBoard can read") {
+  TempDir tmp;
+  fs::path file;
+  {
+    strata::tb::EventWriter writer(tmp.path / "tb");
+    file = writer.path();
+    CHECK(file.parent_path() == tmp.path / "tb");
+    CHECK(file.filename().string().find("tfevents") != std::string::npos);
+    writer.add_scalar("train/loss", 0.1, 7);
+    writer.add_text("notes", "**hello**", 3);
+    writer.add_hparams({{"strategy", std::string("single")}, {"lr", 0.5}, {"bf16", false}},
+                       {"train/loss"});
+    writer.end_hparams_session(true);
+    writer.flush();
+    CHECK(read_records(file).size() == 6);
+  }
+  const std::vector<std::string> records = read_records(file);
+  REQUIRE(records.size() == 6);
+
+  // First event: wall_time (double, field 1) and file_version (field 3).
+  CHECK(records[0].find("brain.Event:2") != std::string::npos);
+  const auto first = parse_message(records[0]);
+  REQUIRE(find_field(first, 1));
+  CHECK(find_field(first, 1)->wire_type == 1);
+  CHECK(std::bit_cast<double>(find_field(first, 1)->value) > 1.5e9);
+  CHECK(find_field(first, 3)->bytes == "brain.Event:2");
+
+  // Scalar event: step 7, summary.value[0] = {tag, simple_value as float32}.
+  CHECK(records[1].find("train/loss") != std::string::npos);
+  const auto scalar = parse_message(records[1]);
+  CHECK(find_field(scalar, 2)->value == 7u);
+  const auto summary = parse_message(find_field(scalar, 5)->bytes);
+  const auto value = parse_message(find_field(summary, 1)->bytes);
+  CHECK(find_field(value, 1)->bytes == "train/loss");
+  REQUIRE(find_field(value, 2));
+  CHECK(find_field(value, 2)->wire_type == 5);
+  CHECK(std::bit_cast<float>(static_cast<std::uint32_t>(find_field(value, 2)->value)) == 0.1f);
+
+  // Text event: DT_STRING tensor holding the markdown, text plugin metadata.
+  const auto text_value = parse_message(
+      find_field(parse_message(find_field(parse_message(records[2]), 5)->bytes), 1)->bytes);
+  const auto tensor = parse_message(find_field(text_value, 8)->bytes);
+  CHECK(find_field(tensor, 1)->value == 7u);
+  CHECK(find_field(tensor, 2)->bytes.empty());
+  CHECK(find_field(tensor, 8)->bytes == "**hello**");
+  CHECK(find_field(text_value, 9)->bytes.find("text") != std::string::npos);
+
+  CHECK(records[3].find("_hparams_/experiment") != std::string::npos);
+  CHECK(records[4].find("_hparams_/session_start_info") != std::string::npos);
+  CHECK(records[4].find("single") != std::string::npos);
+  CHECK(records[5].find("_hparams_/session_end_info") != std::string::npos);
+}
+
+TEST_CASE("EventWriter reports a directory it cannot create") {
+  TempDir tmp;
+  fs::create_directories(tmp.path);
+  const fs::path blocker = tmp.path / "not_a_dir";
+  std::ofstream(blocker) << "x";
+  CHECK_THROWS_AS(strata::tb::EventWriter(blocker / "tb"), strata::Error);
+  try {
+    strata::tb::EventWriter writer(blocker / "tb");
+  } catch (const strata::Error& e) {
+    CHECK(std::string(e.what()).find("not_a_dir") != std::string::npos);
+    CHECK_FALSE(e.fix().empty());
+  }
+}
