@@ -51,6 +51,9 @@ int dispatch(int argc, char** argv) {
     return 2;
   }
   const std::string command = args.front();
+  const bool global_flag = command == "-h" || command == "--help" || command == "help" || command == "--version";
+  if (global_flag && args.size() > 1)
+    throw strata::UsageError("`strata " + command + "` takes no further arguments.", "Run `strata --help`.");
   if (command == "-h" || command == "--help" || command == "help") {
     std::cout << kUsage;
     return 0;

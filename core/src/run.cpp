@@ -32,8 +32,7 @@ void load_plugins(Registry& registry, const Experiment* experiment) {
     for (std::size_t i = 0; i < extra.size(); ++i)
       if (!fs::exists(extra[i]))
         throw experiment->error("plugins.paths",
-                                fmt::format("plugin path \"{}\" does not exist (resolved to {}).",
-                                            experiment->plugins.paths[i], extra[i].string()),
+                                fmt::format("plugin path \"{}\" does not exist.", extra[i].string()),
                                 "Paths are relative to the experiment file; fix or remove the entry.");
   }
   for (const auto& dir : plugin_search_path(extra))
@@ -144,10 +143,19 @@ void run_experiment(const RunRequest& request) {
 void list_plugins() {
   Registry registry;
   load_plugins(registry, nullptr);
-  std::cout << fmt::format("{:<9} {:<15} {:<58} {}\n", "KIND", "NAME", "DESCRIPTION", "LIBRARY");
+  std::size_t name_width = 4, description_width = 11;
+  for (const auto* entry : registry.entries()) {
+    name_width = std::max(name_width, entry->name.size());
+    description_width = std::max(description_width, entry->description.size());
+  }
+  const auto row = [&](const std::string& kind, const std::string& name, const std::string& description,
+                       const std::string& library) {
+    std::cout << fmt::format("{:<9} {:<{}}  {:<{}}  {}\n", kind, name, name_width, description, description_width,
+                             library);
+  };
+  row("KIND", "NAME", "DESCRIPTION", "LIBRARY");
   for (const auto* entry : registry.entries())
-    std::cout << fmt::format("{:<9} {:<15} {:<58} {}\n", kind_name(entry->kind), entry->name, entry->description,
-                             entry->library);
+    row(kind_name(entry->kind), entry->name, entry->description, entry->library);
 }
 
 namespace {
@@ -180,7 +188,7 @@ void describe(const std::string& name) {
                  entry->schema);
   }
   if (!found)
-    throw UsageError(fmt::format("nothing named '{}' to describe.{} Known: {}.", name, detail::did_you_mean(name, all),
+    throw PluginError({}, fmt::format("nothing named '{}' to describe.{} Known: {}.", name, detail::did_you_mean(name, all),
                                  detail::join(all)),
                      "Run `strata plugins` for plugin names; core sections are " +
                          detail::join(core_section_names()) + ".");

@@ -231,8 +231,9 @@ void register_fashion_mnist(strata::Registry& registry) {
   strata::Schema<FashionMnistOptions> schema;
   schema
       .option("path", &FashionMnistOptions::path,
-              "directory of the four IDX files (.gz or raw); relative to the experiment file; "
-              "\"\" = $STRATA_FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist")
+              "directory of the four IDX files (.gz or raw); "
+              "\"\" = $STRATA_FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist",
+              strata::file_path())
       .option("normalize", &FashionMnistOptions::normalize,
               "scale pixels to [0, 1], then subtract 0.2860 and divide by 0.3530 (false: [0, 1] only)")
       .option("train_limit", &FashionMnistOptions::train_limit,

@@ -46,6 +46,10 @@ struct Constraint {
   bool min_exclusive = false;
   bool max_exclusive = false;
   std::vector<std::string> choices;    ///< allowed strings (each element for string lists); empty: any
+  /// The string is a filesystem path: the host makes a relative one absolute (relative to the
+  /// experiment file, or to the working directory for `--set`) before the plugin sees it, so
+  /// the resolved config.toml of a run works from anywhere.
+  bool path = false;
 };
 /// value >= v
 inline Constraint at_least(double v) { Constraint c; c.min = v; return c; }
@@ -55,6 +59,8 @@ inline Constraint positive() { Constraint c; c.min = 0.0; c.min_exclusive = true
 inline Constraint between(double lo, double hi) { Constraint c; c.min = lo; c.max = hi; return c; }
 /// lo <= value < hi
 inline Constraint half_open(double lo, double hi) { Constraint c = between(lo, hi); c.max_exclusive = true; return c; }
+/// a filesystem path (see Constraint::path); "" stays "" (meaning: the plugin's default)
+inline Constraint file_path() { Constraint c; c.path = true; return c; }
 /// value is one of `choices`
 inline Constraint one_of(std::vector<std::string> choices) { Constraint c; c.choices = std::move(choices); return c; }
 

@@ -107,7 +107,8 @@ const Schema<DistributedSection>& distributed_schema() {
 const Schema<PluginsSection>& plugins_schema() {
   static const auto schema = [] {
     Schema<PluginsSection> s;
-    s.option("paths", &PluginsSection::paths, "extra plugin directories or libraries (relative to this file)");
+    s.option("paths", &PluginsSection::paths, "extra plugin directories or libraries (relative to this file)",
+             file_path());
     return s;
   }();
   return schema;
@@ -129,13 +130,23 @@ std::string describe_node(const toml::node& node) {
   }
 }
 
+/// The `--set` that set `key_path` or something inside it ("" if none): an override of
+/// `trian.steps` is where the unknown section `trian` came from.
+std::string override_of(const ExperimentDocument& doc, const std::string& key_path) {
+  if (auto it = doc.overrides.find(key_path); it != doc.overrides.end()) return it->second;
+  for (const auto& [path, origin] : doc.overrides)
+    if (path.size() > key_path.size() && path.compare(0, key_path.size(), key_path) == 0 && path[key_path.size()] == '.')
+      return origin;
+  return {};
+}
+
 class Validator {
  public:
   explicit Validator(const Experiment& e) : e_(e) {}
 
   SourceLocation at(const std::string& key_path, const toml::node* node) const {
     const auto& doc = *e_.document;
-    if (auto it = doc.overrides.find(key_path); it != doc.overrides.end()) return {it->second, 0, 0};
+    if (auto origin = override_of(doc, key_path); !origin.empty()) return {origin, 0, 0};
     if (node && node->source().begin.line != 0)
       return {doc.file_label, node->source().begin.line, node->source().begin.column};
     return e_.location(key_path);
@@ -185,7 +196,22 @@ class Validator {
     if (auto problem = spec.check(value); !problem.empty())
       fail(key_path, &node, fmt::format("{} {}", spec.name, problem),
            fmt::format("Use a value that is {}.", spec.constraint_text()));
+    if (spec.constraint.path) resolve_paths(key_path, value);
     return value;
+  }
+
+  /// Makes relative paths absolute: against the experiment's directory, or the working
+  /// directory for a `--set` override (where a user typing a path means it).
+  void resolve_paths(const std::string& key_path, OptionValue& value) const {
+    const bool from_override = !override_of(*e_.document, key_path).empty();
+    auto resolve = [&](std::string& p) {
+      if (p.empty() || fs::path(p).is_absolute()) return;
+      fs::path base = from_override ? fs::current_path() : fs::absolute(e_.directory());
+      p = (base / p).lexically_normal().string();
+    };
+    if (auto* s = std::get_if<std::string>(&value)) resolve(*s);
+    if (auto* v = std::get_if<std::vector<std::string>>(&value))
+      for (auto& p : *v) resolve(p);
   }
 
   /// Validates every key of `table` against `schema` (except `reserved`); defaults fill the rest.
@@ -298,14 +324,14 @@ fs::path Experiment::directory() const {
 
 std::vector<fs::path> Experiment::plugin_paths() const {
   std::vector<fs::path> out;
-  for (const auto& p : plugins.paths) out.push_back(fs::path(p).is_absolute() ? fs::path(p) : directory() / p);
+  for (const auto& p : plugins.paths) out.push_back(fs::path(p).is_absolute() ? fs::path(p) : directory() / p);  // already absolute after validation
   return out;
 }
 
 SourceLocation Experiment::location(const std::string& key_path) const {
   if (!document) return {file.string(), 0, 0};
   const auto& doc = *document;
-  if (auto it = doc.overrides.find(key_path); it != doc.overrides.end()) return {it->second, 0, 0};
+  if (auto origin = override_of(doc, key_path); !origin.empty()) return {origin, 0, 0};
   // The key itself, else the nearest enclosing table that has a position, else the file start.
   std::string path = key_path;
   while (!path.empty()) {

@@ -17,13 +17,27 @@ void make_directories(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec)
-    throw Error("cannot create run directory " + dir.string() + ": " + ec.message() + ".",
-                "Choose a writable location with --out DIR or [experiment] out_dir.");
+    throw UsageError("cannot create run directory " + dir.string() + ": " + ec.message() + ".",
+                     "Choose a writable location with --out DIR or [experiment] out_dir.");
+}
+
+/// True when `dir` already holds the outputs of a run (which a new run would mix with its own).
+bool holds_a_run(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return false;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const auto name = entry.path().filename().string();
+    if (name == "summary.json" || name.find("tfevents") != std::string::npos) return true;
+  }
+  return false;
 }
 }  // namespace
 
 fs::path make_run_directory(const fs::path& out, const std::string& out_dir, const std::string& name) {
   if (!out.empty()) {
+    if (holds_a_run(out))
+      throw UsageError("run directory " + out.string() + " already holds a run (summary.json or TensorBoard events).",
+                       "Choose a new directory for --out, or delete the old run first.");
     make_directories(out);
     return out;
   }

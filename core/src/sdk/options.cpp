@@ -71,6 +71,7 @@ std::string OptionSpec::constraint_text() const {
   if (c.min) parts.push_back(fmt::format("{} {}", c.min_exclusive ? ">" : ">=", *c.min));
   if (c.max) parts.push_back(fmt::format("{} {}", c.max_exclusive ? "<" : "<=", *c.max));
   if (!c.choices.empty()) parts.push_back("one of: " + detail::join(c.choices));
+  if (c.path) parts.push_back("a path; relative to the experiment file");
   return detail::join(parts, " and ");
 }
 
