@@ -157,10 +157,12 @@ void Loop::setup() {
   }
   p_.log->info(fmt::format(
       "strata: {} | model {} ({} parameters, {} units) | dataset {} ({} train / {} eval) | strategy {} | "
-      "world {} | device {} | {} steps x {} examples ({} micro-batches) | {} lr {:g} | out {}",
+      "world {} | device {} | {} steps x {} examples{} | {} lr {:g} | out {}",
       e_.experiment.name, e_.model.name, model_params_, p_.model->units().size(), e_.dataset.name,
       p_.dataset->size(Split::kTrain), p_.dataset->size(Split::kEval), e_.strategy.name, p_.comm->world_size(),
-      p_.device.str(), t.steps, t.global_batch_size, t.micro_batches, e_.optimizer.name, e_.optimizer.lr,
+      p_.device.str(), t.steps, t.global_batch_size,
+      t.micro_batches > 1 ? fmt::format(" in {} micro-batches", t.micro_batches) : std::string(), e_.optimizer.name,
+      e_.optimizer.lr,
       p_.run_dir.string()));
 }
 
