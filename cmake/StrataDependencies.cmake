@@ -62,3 +62,20 @@ add_library(strata_fmt INTERFACE)
 add_library(strata::fmt ALIAS strata_fmt)
 target_include_directories(strata_fmt BEFORE INTERFACE "$<BUILD_INTERFACE:${_fmt_shim}>")
 target_link_libraries(strata_fmt INTERFACE fmt::fmt)
+
+# Gloo headers: LibTorch's ProcessGroupGloo.hpp includes <gloo/...>, which the wheel does not
+# ship. LibTorch carries the compiled Gloo code; only the declarations are needed, from Debian's
+# libgloo-dev (or any prefix on CMAKE_PREFIX_PATH). Only core/src/dist/process_group.cpp uses them.
+find_path(STRATA_GLOO_INCLUDE_DIR gloo/algorithm.h
+  DOC "Directory holding gloo/algorithm.h (Debian package libgloo-dev)")
+if(NOT STRATA_GLOO_INCLUDE_DIR)
+  message(FATAL_ERROR
+    "The Gloo headers (gloo/algorithm.h) were not found; LibTorch's c10d headers need them. "
+    "Install the Debian package libgloo-dev (scripts/setup.sh does), or add a prefix holding "
+    "include/gloo to CMAKE_PREFIX_PATH, or set -DSTRATA_GLOO_INCLUDE_DIR=<dir>.")
+endif()
+# NCCL: c10d's ProcessGroupNCCL layout depends on nccl.h's version, so prefer the header of the
+# NCCL that LibTorch loads (the nvidia-nccl Python package next to torch) over a system one.
+find_path(STRATA_NCCL_INCLUDE_DIR nccl.h
+  HINTS "${TORCH_INSTALL_PREFIX}/../nvidia/nccl/include" NO_DEFAULT_PATH
+  DOC "nccl.h of the NCCL that LibTorch uses (optional; the CUDA toolkit's is used otherwise)")

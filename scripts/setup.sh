@@ -66,12 +66,12 @@ PY="$VENV/bin/python"
 # a. Debian packages
 STEP="packages"
 PACKAGES=(build-essential cmake ninja-build ccache libboost-dev libboost-program-options-dev
-          libtomlplusplus-dev doctest-dev libfmt-dev zlib1g-dev dataset-fashion-mnist
+          libtomlplusplus-dev doctest-dev libfmt-dev libgloo-dev zlib1g-dev dataset-fashion-mnist
           python3-venv python3-pip)
 if [[ "${STRATA_SKIP_APT:-0}" == 1 ]]; then
   log "packages skipped (STRATA_SKIP_APT=1): dependencies must come from CMAKE_PREFIX_PATH"
 elif ! command -v dpkg-query >/dev/null 2>&1; then
-  log "packages skipped (no dpkg-query): Boost, toml++, fmt, zlib, doctest and ninja/ccache must come from CMAKE_PREFIX_PATH/PATH"
+  log "packages skipped (no dpkg-query): Boost, toml++, fmt, Gloo headers, zlib, doctest and ninja/ccache must come from CMAKE_PREFIX_PATH/PATH"
 else
   declare -A installed=()
   # One query for all packages; unknown packages print nothing (and make dpkg-query exit 1).

@@ -1,6 +1,8 @@
 // The `strata` command line: parses arguments and calls the core. Every error is caught here,
 // printed as one paragraph with its fix, and mapped to an exit code (2: bad input or usage).
 
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -18,7 +20,8 @@ namespace {
 constexpr const char* kUsage = R"(usage: strata <command> [options]
 
 commands:
-  run FILE [--out DIR] [--set KEY=VALUE]...   train the experiment in FILE
+  run FILE [--nproc N] [--out DIR] [--set KEY=VALUE]...
+                                              train the experiment in FILE (N ranks on this host)
   validate FILE [--set KEY=VALUE]...          check FILE, its plugins and data without training
   plugins                                     list the plugins found (kind, name, description, library)
   describe NAME                               options of a plugin or a core section (e.g. train)
@@ -71,6 +74,8 @@ int dispatch(int argc, char** argv) {
   if (command == "run" || command == "validate") {
     options.add_options()("file", po::value<std::string>(), "experiment TOML")(
         "set", po::value<std::vector<std::string>>()->composing(), "override KEY=VALUE");
+    if (command == "run" || command == "validate")
+      options.add_options()("nproc", po::value<int>(), "ranks on this host (overrides [distributed] nproc)");
     if (command == "run") options.add_options()("out", po::value<std::string>(), "run directory");
     positional.add("file", 1);
     auto vars = parse(args, options, positional);
@@ -84,9 +89,12 @@ int dispatch(int argc, char** argv) {
     request.file = vars["file"].as<std::string>();
     if (vars.count("set")) request.overrides = vars["set"].as<std::vector<std::string>>();
     if (vars.count("out")) request.out = vars["out"].as<std::string>();
-    if (command == "run") strata::run_experiment(request);
-    else strata::validate_experiment(request);
-    return 0;
+    if (vars.count("nproc")) request.overrides.push_back("distributed.nproc=" + std::to_string(vars["nproc"].as<int>()));
+    if (command == "validate") {
+      strata::validate_experiment(request);
+      return 0;
+    }
+    return strata::run_experiment(request);
   }
   if (command == "plugins") {
     auto vars = parse(args, options, positional);
@@ -121,7 +129,15 @@ int main(int argc, char** argv) {
     std::cerr << strata::detail::format_error(e) << "\n\n" << kUsage;
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::cerr << strata::detail::format_error(e) << "\n";
+    // A rank of a job says which one it is: the launcher's summary line names it too.
+    std::string prefix;
+    const char* rank = std::getenv("RANK");
+    const char* world = std::getenv("WORLD_SIZE");
+    if (rank && world) prefix = std::string("[rank ") + rank + "/" + world + "] ";
+    // One write, so that the paragraphs of several failing ranks do not interleave.
+    const std::string text = prefix + strata::detail::format_error(e) + "\n";
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    std::fflush(stderr);
     return strata::detail::exit_code_of(e);
   }
 }

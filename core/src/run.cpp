@@ -1,12 +1,16 @@
 #include "run.hpp"
 
 #include <iostream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
 #include "config/experiment.hpp"
+#include "dist/process_group.hpp"
+#include "launch/spawn.hpp"
+#include "launch/world.hpp"
 #include "io/run_dir.hpp"
 #include "plugin_loader.hpp"
 #include "strata/dataset.hpp"
@@ -49,11 +53,13 @@ auto create(const Experiment& e, const std::string& section, F make) {
   }
 }
 
-torch::Device resolve_device(const Experiment& e) {
+/// This rank's device: "auto" and "cuda" take the GPU of the local rank (one GPU per process).
+torch::Device resolve_device(const Experiment& e, const WorldInfo& world) {
   const auto& d = e.train.device;
   if (d == "cpu") return torch::kCPU;
   const bool cuda = torch::cuda::is_available();
-  if (d == "auto") return cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  const auto local = static_cast<c10::DeviceIndex>(world.local_rank);
+  if (d == "auto" && !cuda) return torch::kCPU;
   if (!cuda)
     throw e.error("train.device", "device \"" + d + "\" was requested but no CUDA device is available.",
                   "Use device = \"cpu\" or \"auto\", or run on a machine with a GPU.");
@@ -62,12 +68,29 @@ torch::Device resolve_device(const Experiment& e) {
   if (device.has_index() && device.index() >= count)
     throw e.error("train.device", fmt::format("device \"{}\" does not exist; this machine has {} CUDA device(s).", d, count),
                   "Use an index below the device count.");
-  return device.has_index() ? device : torch::Device(torch::kCUDA, 0);
+  if (device.has_index()) return device;
+  if (world.local_rank >= count)
+    throw e.error("train.device", fmt::format("local rank {} needs a GPU of its own, but this host has {}.",
+                                              world.local_rank, count),
+                  "Start at most one rank per GPU on each host.");
+  return torch::Device(torch::kCUDA, local);
+}
+
+/// The process-group backend for `device`: [distributed] backend, "auto" meaning NCCL for CUDA
+/// tensors and Gloo for CPU tensors.
+std::string resolve_backend(const Experiment& e, const torch::Device& device) {
+  const auto& b = e.distributed.backend;
+  if (b == "nccl" && !device.is_cuda())
+    throw e.error("distributed.backend", "backend \"nccl\" needs CUDA tensors, but this run uses the CPU.",
+                  "Use backend = \"gloo\" (or \"auto\") for CPU runs.");
+  if (b != "auto") return b;
+  return device.is_cuda() ? "nccl" : "gloo";
 }
 
 /// Everything a run needs, built and validated before any training.
 struct Prepared {
   Experiment experiment;
+  WorldInfo world;
   Registry registry;
   std::shared_ptr<Dataset> dataset;
   std::shared_ptr<Model> model;
@@ -75,19 +98,28 @@ struct Prepared {
   torch::Device device{torch::kCPU};
 };
 
-std::unique_ptr<Prepared> prepare(const RunRequest& request) {
+/// Loads and validates everything a rank of `world` needs, before any training.
+std::unique_ptr<Prepared> prepare(const RunRequest& request, const WorldInfo& world) {
   auto p = std::make_unique<Prepared>();
+  p->world = world;
   p->experiment = load_experiment(request.file, request.overrides);
   Experiment& e = p->experiment;
   load_plugins(p->registry, &e);
   validate_plugin_sections(e, p->registry);
 
-  if (e.distributed.nproc > 1)
-    throw e.error("distributed.nproc",
-                  fmt::format("nproc = {}, but this version of strata runs every job in one process.", e.distributed.nproc),
-                  "Set [distributed] nproc = 1.");
-  p->device = resolve_device(e);
-  if (e.train.threads > 0) torch::set_num_threads(static_cast<int>(e.train.threads));
+  const std::int64_t per_step = static_cast<std::int64_t>(world.world_size) * e.train.micro_batches;
+  if (e.train.global_batch_size % per_step != 0)
+    throw e.error("train.global_batch_size",
+                  fmt::format("global_batch_size {} is not divisible by world size {} x micro_batches {} = {}.",
+                              e.train.global_batch_size, world.world_size, e.train.micro_batches, per_step),
+                  "Choose a global batch that is a multiple of world size x micro_batches (the global batch is "
+                  "the same whatever the world size).");
+  p->device = resolve_device(e, world);
+  // CPU ranks sharing a host share its cores: oversubscribed LibTorch threads slow down badly.
+  if (e.train.threads > 0)
+    torch::set_num_threads(static_cast<int>(e.train.threads));
+  else if (world.local_world_size > 1)
+    torch::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world.local_world_size));
 
   DatasetContext dataset_context{e.directory(), static_cast<std::uint64_t>(e.train.seed)};
   p->dataset = create(e, "dataset", [&] {
@@ -114,20 +146,46 @@ std::unique_ptr<Prepared> prepare(const RunRequest& request) {
 }  // namespace
 
 void validate_experiment(const RunRequest& request) {
-  auto p = prepare(request);
+  WorldInfo world = world_from_environment().value_or(WorldInfo{});
+  if (world.launcher == "none") {
+    const auto e = load_experiment(request.file, request.overrides);
+    world.world_size = world.local_world_size = static_cast<int>(e.distributed.nproc);
+  }
+  auto p = prepare(request, world);
   const auto& e = p->experiment;
-  std::cout << fmt::format("{}: ok (model {} with {} parameters, dataset {}, strategy {}, {} steps on {})\n",
+  std::cout << fmt::format("{}: ok (model {} with {} parameters, dataset {}, strategy {}, {} steps, world {} on {})\n",
                            request.file.string(), e.model.name, p->model->parameter_count(), e.dataset.name,
-                           e.strategy.name, e.train.steps, p->device.str());
+                           e.strategy.name, e.train.steps, world.world_size, p->device.str());
 }
 
-void run_experiment(const RunRequest& request) {
-  auto p = prepare(request);
+namespace {
+
+/// One rank of a job: joins the process group, agrees on the run directory, trains.
+void run_rank(const RunRequest& request, const WorldInfo& world) {
+  auto p = prepare(request, world);
   const auto& e = p->experiment;
-  const fs::path run_dir = make_run_directory(request.out, e.experiment.out_dir, e.experiment.name);
-  write_text_file(run_dir / "config.toml", resolved_toml(e));
-  auto comm = make_local_comm();
-  Logger log(comm->rank(), comm->world_size());
+  std::unique_ptr<Comm> comm;
+  fs::path run_dir;
+  std::string backend = "none";
+  if (world.world_size > 1) {
+    backend = resolve_backend(e, p->device);
+    ProcessGroupOptions options{world, backend, p->device,
+                                std::chrono::milliseconds(static_cast<std::int64_t>(e.distributed.timeout_s * 1000))};
+    auto group = make_process_group_comm(options);
+    // Rank 0 names the run directory (a UTC timestamp) and tells the others.
+    if (world.rank == 0) {
+      run_dir = make_run_directory(request.out, e.experiment.out_dir, e.experiment.name);
+      group->store_set("run_dir", run_dir.string());
+    } else {
+      run_dir = group->store_get("run_dir");
+    }
+    comm = std::move(group);
+  } else {
+    run_dir = make_run_directory(request.out, e.experiment.out_dir, e.experiment.name);
+    comm = make_local_comm();
+  }
+  if (world.rank == 0) write_text_file(run_dir / "config.toml", resolved_toml(e));
+  Logger log(world.rank, world.world_size);
   TrainerParts parts;
   parts.experiment = &e;
   parts.dataset = p->dataset;
@@ -136,8 +194,35 @@ void run_experiment(const RunRequest& request) {
   parts.comm = comm.get();
   parts.log = &log;
   parts.device = p->device;
+  parts.backend = backend;
   parts.run_dir = run_dir;
   train(std::move(parts));
+  comm->barrier();  // nobody tears the group down while a peer still needs it
+}
+
+}  // namespace
+
+int run_experiment(const RunRequest& request) {
+  if (auto world = world_from_environment()) {
+    run_rank(request, *world);
+    return 0;
+  }
+  // Not started by a launcher: validate once here, then run in this process or spawn the ranks.
+  const auto e = load_experiment(request.file, request.overrides);
+  const int nproc = static_cast<int>(e.distributed.nproc);
+  WorldInfo world;
+  world.world_size = world.local_world_size = nproc;
+  if (nproc == 1) {
+    run_rank(request, world);
+    return 0;
+  }
+  prepare(request, world);  // every configuration error surfaces once, before any rank starts
+  const fs::path run_dir = make_run_directory(request.out, e.experiment.out_dir, e.experiment.name);
+  SpawnOptions spawn;
+  spawn.nproc = nproc;
+  spawn.args = {"run", request.file.string(), "--out", run_dir.string()};
+  for (const auto& o : request.overrides) spawn.args.insert(spawn.args.end(), {"--set", o});
+  return spawn_and_supervise(spawn);
 }
 
 void list_plugins() {

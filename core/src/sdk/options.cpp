@@ -24,6 +24,12 @@ const char* type_name(OptionType type) noexcept {
 }
 
 namespace {
+/// "[a, b]". Built with append: GCC 12 warns (-Wrestrict, a false positive) on `"[" + s + "]"`.
+std::string bracketed(const std::vector<std::string>& items) {
+  std::string out = "[";
+  out.append(detail::join(items)).append("]");
+  return out;
+}
 std::string quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
@@ -49,17 +55,17 @@ std::string to_toml(const OptionValue& value) {
     std::string operator()(const std::vector<std::int64_t>& v) const {
       std::vector<std::string> items;
       for (auto i : v) items.push_back(std::to_string(i));
-      return "[" + detail::join(items) + "]";
+      return bracketed(items);
     }
     std::string operator()(const std::vector<double>& v) const {
       std::vector<std::string> items;
       for (auto d : v) items.push_back(number(d));
-      return "[" + detail::join(items) + "]";
+      return bracketed(items);
     }
     std::string operator()(const std::vector<std::string>& v) const {
       std::vector<std::string> items;
       for (const auto& s : v) items.push_back(quote(s));
-      return "[" + detail::join(items) + "]";
+      return bracketed(items);
     }
   };
   return std::visit(Visitor{}, value);

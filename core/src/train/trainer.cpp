@@ -99,6 +99,7 @@ class Loop {
   Json summary(const std::string& status, const std::string& error) const;
   void write_summary(const Json& summary) const;
   void sync_device() const;
+  void measure_memory();
 
   // Inputs.
   TrainerParts p_;
@@ -118,12 +119,29 @@ class Loop {
   double last_loss_ = NAN;
   std::int64_t steps_done_ = 0;
   std::optional<EvalResult> last_eval_;
-  ModelStateBytes model_state_{};
+  ModelStateBytes model_state_{};  // maximum over ranks once the run ends
+  std::int64_t peak_bytes_ = 0;     // likewise
   std::int64_t model_params_ = 0;
 };
 
 void Loop::sync_device() const {
   if (p_.device.is_cuda()) torch::cuda::synchronize(p_.device.index());
+}
+
+/// Samples this rank's model state and peak memory; summary.json reports the maximum over ranks.
+void Loop::measure_memory() {
+  model_state_ = p_.strategy->memory();
+  peak_bytes_ = peak_memory_bytes(p_.device);
+  if (p_.comm->world_size() == 1) return;
+  auto values = torch::tensor({static_cast<double>(model_state_.params), static_cast<double>(model_state_.grads),
+                               static_cast<double>(model_state_.optimizer), static_cast<double>(peak_bytes_)},
+                              torch::kFloat64);
+  p_.comm->set_phase(CommPhase::kEval);
+  p_.comm->all_reduce(values, ReduceOp::kMax);
+  p_.comm->set_phase(CommPhase::kTrain);
+  model_state_ = {static_cast<std::int64_t>(values[0].item<double>()), static_cast<std::int64_t>(values[1].item<double>()),
+                  static_cast<std::int64_t>(values[2].item<double>())};
+  peak_bytes_ = static_cast<std::int64_t>(values[3].item<double>());
 }
 
 void Loop::setup() {
@@ -304,7 +322,7 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   mem["model_state_bytes"]["params"] = model_state_.params;
   mem["model_state_bytes"]["grads"] = model_state_.grads;
   mem["model_state_bytes"]["optimizer"] = model_state_.optimizer;
-  mem["peak_bytes"] = peak_memory_bytes(p_.device);
+  mem["peak_bytes"] = peak_bytes_;
   mem["peak_source"] = peak_memory_source(p_.device);
   Json& comm = s["comm"];
   comm["payload_bytes_per_step"] = static_cast<double>(train.payload_bytes) / steps;
@@ -344,6 +362,7 @@ Json Loop::run() {
     }
   } catch (const TrainingError& err) {
     progress_.finish();
+    peak_bytes_ = peak_memory_bytes(p_.device);
     Json s = summary("failed", err.what());
     write_summary(s);
     if (events_) events_->end_hparams_session(false);
@@ -351,7 +370,7 @@ Json Loop::run() {
   }
   progress_.finish();
   last_eval_ = evaluate();
-  model_state_ = p_.strategy->memory();
+  measure_memory();
   Json s = summary("ok", "");
   s["param_norm"] = p_.strategy->parameter_norm();
   if (events_) {

@@ -1,0 +1,491 @@
+// strata::Comm over c10d (LibTorch's internal C++ distributed API). This is the only translation
+// unit that includes c10d headers: they are not part of LibTorch's stable API and change between
+// releases, so their use stays in one place. Checked against LibTorch 2.11.
+//
+// Why these c10d calls (ProcessGroupGloo 2.11 implements all of them; verified by the unit test):
+//   all_reduce     -> Backend::allreduce                    (SUM, AVG and MAX are native in Gloo
+//                     2.11 and NCCL, so no SUM-then-divide emulation is needed)
+//   reduce_scatter -> Backend::_reduce_scatter_base         (flat input -> flat output slice)
+//   all_gather     -> Backend::_allgather_base              (flat output, rank order)
+//   broadcast      -> Backend::broadcast                    (one-tensor list)
+//   barrier        -> Backend::barrier
+// The flat ("_base") forms take contiguous tensors; a non-contiguous argument is staged through a
+// contiguous copy that CommWork::wait() copies back.
+//
+// Timing: time_s counts the host time spent in the call and in wait(). wait() calls
+// c10d::Work::wait(timeout) with an explicit timeout, which for NCCL blocks the host until the
+// kernel has finished on the GPU (without a timeout it would only make the current stream wait),
+// so CUDA comm time is what the host observes, including compute queued before the collective.
+
+#include "dist/process_group.hpp"
+
+#ifndef USE_C10D_GLOO
+#error "LibTorch was built without Gloo (USE_C10D_GLOO is not defined by its CMake targets); Strata needs a LibTorch with distributed support."
+#endif
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+// NCCL needs LibTorch's NCCL build (USE_C10D_NCCL comes from the torch_cuda target) and the CUDA
+// and NCCL headers; without them the "nccl" backend fails at runtime with a clear error.
+#if defined(USE_C10D_NCCL) && __has_include(<nccl.h>) && __has_include(<cuda_runtime_api.h>)
+#define STRATA_HAVE_NCCL 1
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/NCCLUtils.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <array>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strata/errors.hpp"
+
+namespace strata {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// c10d's message without LibTorch's C++ stack text ("Exception raised from ..." and frames).
+std::string clean_message(const std::exception& e) {
+  std::string text = e.what();
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) text = c10->what_without_backtrace();
+  if (auto at = text.find("Exception raised from"); at != std::string::npos) text.erase(at);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '.')) text.pop_back();
+  return text;
+}
+
+std::string current_exception_message() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return clean_message(e);
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+std::string endpoint(const WorldInfo& w) { return w.master_addr + ":" + std::to_string(w.master_port); }
+
+std::string rank_name(const WorldInfo& w) {
+  return "rank " + std::to_string(w.rank) + " of " + std::to_string(w.world_size);
+}
+
+/// Rendezvous failure: names this rank, MASTER_ADDR:PORT and the timeout. Call inside a catch.
+[[noreturn]] void throw_rendezvous_error(const ProcessGroupOptions& o, const std::string& stage) {
+  throw Error(rank_name(o.world) + " could not " + stage + " at " + endpoint(o.world) + " within the " +
+                  std::to_string(o.timeout.count()) + " ms timeout: " + current_exception_message(),
+              "start all " + std::to_string(o.world.world_size) +
+                  " ranks with the same MASTER_ADDR and MASTER_PORT; check that rank 0 is running, that the "
+                  "port is reachable from every host and not used by another job, and raise the timeout if "
+                  "ranks start slowly");
+}
+
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return c10d::ReduceOp::SUM;
+    case ReduceOp::kAvg: return c10d::ReduceOp::AVG;
+    case ReduceOp::kMax: return c10d::ReduceOp::MAX;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+/// Counters per phase, shared by the communicator and its pending works (which may outlive it).
+/// Calls may come from the autograd thread, hence the mutex.
+struct Accounting {
+  mutable std::mutex mutex;
+  CommPhase phase = CommPhase::kSetup;
+  std::array<CommCounters, 3> counters{};
+
+  void add_time(CommPhase p, double seconds) {
+    std::lock_guard lock(mutex);
+    counters[static_cast<int>(p)].time_s += seconds;
+  }
+};
+
+/// What a collective needs after completion (copying a staged result back); may be empty.
+using Finish = std::function<void()>;
+
+/// A launched c10d collective. wait() blocks on it once, converts its error into strata::Error,
+/// runs the finish step and books the blocked time to the phase of the call.
+class C10dWork final : public CommWork {
+ public:
+  struct Info {
+    std::string op;           ///< collective name for error messages
+    std::int64_t bytes = 0;   ///< payload bytes for error messages
+    CommPhase phase{};        ///< phase the call was booked to
+    std::string who;          ///< "rank r of n"
+    std::chrono::milliseconds timeout{};
+  };
+
+  C10dWork(std::shared_ptr<Accounting> accounting, Info info, c10::intrusive_ptr<c10d::Work> work, Finish finish)
+      : accounting_(std::move(accounting)), info_(std::move(info)), work_(std::move(work)), finish_(std::move(finish)) {}
+
+  void wait() override {
+    std::lock_guard lock(mutex_);
+    if (done_) return;
+    done_ = true;
+    auto start = Clock::now();
+    try {
+      work_->wait(info_.timeout);
+      if (finish_) finish_();
+    } catch (...) {
+      accounting_->add_time(info_.phase, seconds_since(start));
+      work_.reset();
+      throw Error(info_.who + ": " + info_.op + " of " + std::to_string(info_.bytes) + " bytes failed: " +
+                      current_exception_message(),
+                  "another rank probably exited or stopped calling collectives in the same order; read the "
+                  "first error of every rank (a lost peer shows there); the timeout is " +
+                      std::to_string(info_.timeout.count()) + " ms");
+    }
+    work_.reset();  // drop c10d's references to the tensors
+    accounting_->add_time(info_.phase, seconds_since(start));
+  }
+
+ private:
+  std::mutex mutex_;
+  bool done_ = false;
+  std::shared_ptr<Accounting> accounting_;
+  Info info_;
+  c10::intrusive_ptr<c10d::Work> work_;
+  Finish finish_;
+};
+
+/// A tensor as c10d needs it: contiguous. When `tensor` is not, a contiguous copy is used and
+/// copy_back() writes the result into the caller's tensor.
+struct Staged {
+  torch::Tensor caller;
+  torch::Tensor buffer;
+  explicit Staged(const torch::Tensor& t) : caller(t), buffer(t.is_contiguous() ? t : t.contiguous()) {}
+  bool staged() const { return !buffer.is_same(caller); }
+  torch::Tensor flat() const { return buffer.view({-1}); }
+  void copy_back() const {
+    if (staged()) caller.copy_(buffer);
+  }
+};
+
+class C10dComm final : public ProcessGroupComm {
+ public:
+  C10dComm(ProcessGroupOptions options, c10::intrusive_ptr<c10d::Store> kv_store,
+           c10::intrusive_ptr<c10d::Backend> backend)
+      : options_(std::move(options)), kv_store_(std::move(kv_store)), backend_(std::move(backend)) {}
+
+  ~C10dComm() override {
+    // NCCL tears down its communicators and watchdog here; Gloo's is a no-op. Never throw.
+    try {
+      backend_->shutdown();
+    } catch (...) {
+    }
+  }
+
+  int rank() const override { return options_.world.rank; }
+  int world_size() const override { return options_.world.world_size; }
+
+  std::shared_ptr<CommWork> all_reduce(torch::Tensor& tensor, ReduceOp op, bool async) override {
+    Staged t(tensor);
+    return launch("all_reduce", static_cast<std::int64_t>(tensor.nbytes()), all_reduce_bus_factor(world_size()),
+                  async, [&] {
+                    std::vector<at::Tensor> tensors{t.buffer};
+                    c10d::AllreduceOptions opts;
+                    opts.reduceOp = to_c10d(op);
+                    opts.timeout = options_.timeout;
+                    return backend_->allreduce(tensors, opts);
+                  },
+                  finish_for(t));
+  }
+
+  std::shared_ptr<CommWork> reduce_scatter(torch::Tensor& output, const torch::Tensor& input, ReduceOp op,
+                                           bool async) override {
+    check_sizes("reduce_scatter", output, input, output.numel() * world_size() == input.numel(),
+                "output numel * world size == input numel");
+    Staged out(output);
+    auto in = input.contiguous().view({-1});
+    return launch("reduce_scatter", static_cast<std::int64_t>(input.nbytes()),
+                  gather_scatter_bus_factor(world_size()), async,
+                  [&] {
+                    auto out_flat = out.flat();
+                    c10d::ReduceScatterOptions opts;
+                    opts.reduceOp = to_c10d(op);
+                    opts.timeout = options_.timeout;
+                    return backend_->_reduce_scatter_base(out_flat, in, opts);
+                  },
+                  finish_for(out, in));
+  }
+
+  std::shared_ptr<CommWork> all_gather(torch::Tensor& output, const torch::Tensor& input, bool async) override {
+    check_sizes("all_gather", output, input, output.numel() == input.numel() * world_size(),
+                "output numel == input numel * world size");
+    Staged out(output);
+    auto in = input.contiguous().view({-1});
+    return launch("all_gather", static_cast<std::int64_t>(output.nbytes()), gather_scatter_bus_factor(world_size()),
+                  async,
+                  [&] {
+                    auto out_flat = out.flat();
+                    c10d::AllgatherOptions opts;
+                    opts.timeout = options_.timeout;
+                    return backend_->_allgather_base(out_flat, in, opts);
+                  },
+                  finish_for(out, in));
+  }
+
+  std::shared_ptr<CommWork> broadcast(torch::Tensor& tensor, int root, bool async) override {
+    if (root < 0 || root >= world_size()) {
+      throw Error(rank_name(options_.world) + ": broadcast root " + std::to_string(root) + " is not a rank (0.." +
+                  std::to_string(world_size() - 1) + ")");
+    }
+    Staged t(tensor);
+    // DESIGN §8: broadcast moves S bus bytes (nccl-tests), none on one rank.
+    return launch("broadcast", static_cast<std::int64_t>(tensor.nbytes()), world_size() > 1 ? 1.0 : 0.0, async,
+                  [&] {
+                    std::vector<at::Tensor> tensors{t.buffer};
+                    c10d::BroadcastOptions opts;
+                    opts.rootRank = root;
+                    opts.timeout = options_.timeout;
+                    return backend_->broadcast(tensors, opts);
+                  },
+                  finish_for(t));
+  }
+
+  void barrier() override {
+    launch("barrier", 0, 0.0, false, [&] { return backend_->barrier(barrier_options()); }, {});
+  }
+
+  void set_phase(CommPhase phase) override {
+    std::lock_guard lock(accounting_->mutex);
+    accounting_->phase = phase;
+  }
+
+  CommCounters counters(CommPhase phase) const override {
+    std::lock_guard lock(accounting_->mutex);
+    return accounting_->counters[static_cast<int>(phase)];
+  }
+
+  void store_set(const std::string& key, const std::string& value) override {
+    try {
+      kv_store_->set(key, std::vector<std::uint8_t>(value.begin(), value.end()));
+    } catch (...) {
+      throw store_error("set", key);
+    }
+  }
+
+  std::string store_get(const std::string& key) override {
+    try {
+      kv_store_->wait({key}, options_.timeout);
+      auto value = kv_store_->get(key);
+      return {value.begin(), value.end()};
+    } catch (...) {
+      throw store_error("get", key);
+    }
+  }
+
+  /// Synchronizes every rank once; used by the factory so a returned comm means "all ranks are up".
+  /// Not booked: it is part of the rendezvous, not a strategy's traffic.
+  void connect_barrier() { backend_->barrier(barrier_options())->wait(options_.timeout); }
+
+ private:
+  c10d::BarrierOptions barrier_options() const {
+    c10d::BarrierOptions opts;
+    opts.timeout = options_.timeout;
+    if (options_.backend == "nccl") opts.device_ids = {options_.device.index()};
+    return opts;
+  }
+
+  static Finish finish_for(const Staged& s) {
+    if (!s.staged()) return {};
+    return [s] { s.copy_back(); };
+  }
+  /// Also keeps `input` (possibly a contiguous copy made here) alive until the op has completed.
+  static Finish finish_for(const Staged& s, const torch::Tensor& input) {
+    return [s, input] { s.copy_back(); };
+  }
+
+  /// Local argument check, before anything is sent (so a bad call cannot desynchronize ranks).
+  void check_sizes(const char* op, const torch::Tensor& output, const torch::Tensor& input, bool sizes_ok,
+                   const char* rule) const {
+    if (sizes_ok && output.scalar_type() == input.scalar_type()) return;
+    throw Error(rank_name(options_.world) + ": " + op + " needs " + rule + " (world size " +
+                std::to_string(world_size()) + ") and one dtype; got output numel " + std::to_string(output.numel()) +
+                " (" + c10::toString(output.scalar_type()) + "), input numel " + std::to_string(input.numel()) +
+                " (" + c10::toString(input.scalar_type()) + ")");
+  }
+
+  /// Books the call, starts it, and either waits (sync) or hands back a pending work.
+  std::shared_ptr<CommWork> launch(const char* op, std::int64_t payload, double bus_factor, bool async,
+                                   const std::function<c10::intrusive_ptr<c10d::Work>()>& start, Finish finish) {
+    auto begin = Clock::now();
+    CommPhase phase;
+    {
+      std::lock_guard lock(accounting_->mutex);
+      phase = accounting_->phase;
+      auto& c = accounting_->counters[static_cast<int>(phase)];
+      c.calls += 1;
+      c.payload_bytes += payload;
+      c.bus_bytes += static_cast<double>(payload) * bus_factor;
+    }
+    C10dWork::Info info{op, payload, phase, rank_name(options_.world), options_.timeout};
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      // c10d tags collectives with a per-group counter that is not thread-safe: launches from
+      // the training and autograd threads are serialized here (waits are not).
+      std::lock_guard launch_lock(launch_mutex_);
+      work = start();
+    } catch (...) {
+      accounting_->add_time(phase, seconds_since(begin));
+      throw Error(info.who + ": " + op + " of " + std::to_string(payload) + " bytes could not start: " +
+                  current_exception_message());
+    }
+    auto pending = std::make_shared<C10dWork>(accounting_, std::move(info), std::move(work), std::move(finish));
+    accounting_->add_time(phase, seconds_since(begin));
+    if (!async) pending->wait();
+    return pending;
+  }
+
+  Error store_error(const char* what, const std::string& key) const {
+    return Error(rank_name(options_.world) + ": store " + what + " of key '" + key + "' at " +
+                     endpoint(options_.world) + " failed within the " + std::to_string(options_.timeout.count()) +
+                     " ms timeout: " + current_exception_message(),
+                 "rank 0 hosts the store: check that it is still running and that some rank sets the key");
+  }
+
+  ProcessGroupOptions options_;
+  c10::intrusive_ptr<c10d::Store> kv_store_;
+  c10::intrusive_ptr<c10d::Backend> backend_;
+  std::shared_ptr<Accounting> accounting_ = std::make_shared<Accounting>();
+  std::mutex launch_mutex_;
+};
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+c10::intrusive_ptr<c10d::Backend> make_gloo(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store) {
+  // Device: with a loopback master every rank is on this host, so bind to 127.0.0.1; this works
+  // even where the hostname does not resolve or resolves to an interface peers cannot reach.
+  // Otherwise do what torch.distributed does (create_default): GLOO_SOCKET_IFNAME if set, else
+  // the address this host's name resolves to, so ranks on other hosts can connect.
+  c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo;
+  if (is_loopback(o.world.master_addr) && std::getenv("GLOO_SOCKET_IFNAME") == nullptr) {
+    gloo = c10d::ProcessGroupGloo::Options::create(o.timeout);
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  } else {
+    gloo = c10d::ProcessGroupGloo::Options::create_default(o.timeout);
+  }
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, o.world.rank, o.world.world_size, gloo);
+}
+
+c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store,
+                                            torch::Device& device) {
+#ifdef STRATA_HAVE_NCCL
+  // The c10d classes' layout depends on nccl.h's version macros: the header we compiled against
+  // must match the NCCL that LibTorch loaded, or constructing them corrupts memory.
+  const int runtime = static_cast<int>(c10d::getNcclVersionNumber());
+  if (runtime / 100 != NCCL_VERSION_CODE / 100) {
+    throw Error("Strata was compiled against nccl.h " + std::to_string(NCCL_VERSION_CODE) +
+                    " but LibTorch loaded NCCL " + c10d::getNcclVersion(),
+                "rebuild with the nccl.h of LibTorch's NCCL (the nvidia-nccl Python package's include directory) "
+                "first on the include path");
+  }
+  const int devices = c10::cuda::device_count();
+  const int index = device.has_index() ? device.index() : o.world.local_rank;
+  if (index >= devices) {
+    throw Error(rank_name(o.world) + ": backend \"nccl\" needs CUDA device " + std::to_string(index) +
+                    " (local rank " + std::to_string(o.world.local_rank) + ") but " + std::to_string(devices) +
+                    " are visible",
+                "run at most one rank per GPU on each host, or use backend \"gloo\" with CPU tensors");
+  }
+  device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+  c10::cuda::set_device(device.index());
+  auto nccl = c10d::ProcessGroupNCCL::Options::create();
+  nccl->timeout = o.timeout;
+  auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, o.world.rank, o.world.world_size, nccl);
+  pg->setBoundDeviceId(device);  // one GPU per process: lets NCCL create its communicator now
+  pg->eagerConnectSingleDevice(device);
+  return pg;
+#else
+  (void)store;
+  (void)device;
+  throw Error(rank_name(o.world) + ": backend \"nccl\" is not available in this build of Strata (LibTorch without "
+                  "NCCL, or no CUDA/NCCL headers at compile time)",
+              "use backend \"gloo\" with CPU tensors, or rebuild on a machine with CUDA and NCCL headers and a CUDA "
+              "build of LibTorch");
+#endif
+}
+
+void validate(const ProcessGroupOptions& o) {
+  const auto& w = o.world;
+  auto bad = [&](const std::string& what) {
+    throw Error("process group options: " + what, "fix the launcher's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT");
+  };
+  if (w.world_size < 1) bad("world_size must be >= 1, got " + std::to_string(w.world_size));
+  if (w.rank < 0 || w.rank >= w.world_size) {
+    bad("rank must be in 0.." + std::to_string(w.world_size - 1) + ", got " + std::to_string(w.rank));
+  }
+  if (w.master_port < 1 || w.master_port > 65535) bad("master_port must be in 1..65535, got " + std::to_string(w.master_port));
+  if (w.master_addr.empty()) bad("master_addr is empty");
+  if (o.backend != "gloo" && o.backend != "nccl") {
+    throw Error("unknown communication backend '" + o.backend + "'; available: gloo, nccl");
+  }
+  if (o.timeout.count() <= 0) bad("timeout must be positive, got " + std::to_string(o.timeout.count()) + " ms");
+}
+
+}  // namespace
+
+std::unique_ptr<ProcessGroupComm> make_process_group_comm(const ProcessGroupOptions& options) {
+  validate(options);
+  ProcessGroupOptions o = options;
+
+  // Rendezvous: rank 0 hosts the TCPStore and (waitWorkers) returns only when every rank has
+  // connected; the others retry connecting until the timeout.
+  c10::intrusive_ptr<c10d::Store> root;
+  try {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<std::uint16_t>(o.world.master_port);
+    store_options.isServer = o.world.rank == 0;
+    store_options.numWorkers = static_cast<std::size_t>(o.world.world_size);
+    store_options.waitWorkers = true;
+    store_options.timeout = o.timeout;
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(o.world.master_addr, store_options);
+    root = c10::make_intrusive<c10d::PrefixStore>("strata", tcp);
+  } catch (...) {
+    throw_rendezvous_error(o, o.world.rank == 0 ? "gather all ranks in its store" : "reach rank 0's store");
+  }
+  // Separate namespaces: the process group's own keys and store_set/store_get's.
+  auto pg_store = c10::make_intrusive<c10d::PrefixStore>("pg", root);
+  auto kv_store = c10::make_intrusive<c10d::PrefixStore>("kv", root);
+
+  c10::intrusive_ptr<c10d::Backend> backend;
+  if (o.backend == "nccl") {
+    // Configuration errors (no NCCL, no GPU) are not rendezvous failures: report them as they are.
+    try {
+      backend = make_nccl(o, pg_store, o.device);
+    } catch (const Error&) {
+      throw;
+    } catch (...) {
+      throw_rendezvous_error(o, "create the nccl process group");
+    }
+  } else {
+    try {
+      backend = make_gloo(o, pg_store);
+    } catch (...) {
+      throw_rendezvous_error(o, "create the gloo process group");
+    }
+  }
+
+  auto comm = std::make_unique<C10dComm>(o, kv_store, backend);
+  try {
+    comm->connect_barrier();
+  } catch (...) {
+    throw_rendezvous_error(o, "pass the first barrier");
+  }
+  return comm;
+}
+
+}  // namespace strata

@@ -1,0 +1,38 @@
+#pragma once
+// strata::Comm over c10d process groups: Gloo for CPU tensors, NCCL for CUDA tensors, with a
+// TCPStore rendezvous. c10d's C++ API is internal to LibTorch; this is the one place that uses it.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <torch/types.h>
+
+#include "launch/world.hpp"
+#include "strata/comm.hpp"
+
+namespace strata {
+
+struct ProcessGroupOptions {
+  WorldInfo world;
+  std::string backend = "gloo";            ///< "gloo" or "nccl"
+  torch::Device device{torch::kCPU};       ///< this rank's device (CUDA for nccl)
+  std::chrono::milliseconds timeout{300000};  ///< rendezvous and collective timeout
+};
+
+/// A Comm whose collectives run on a c10d process group; also exposes the store for small
+/// key/value exchanges (the run directory chosen by rank 0). Rendezvous failures and timeouts
+/// throw strata::Error naming the rank, the master address and port, and the timeout.
+class ProcessGroupComm : public Comm {
+ public:
+  /// Sets `key` to `value` in the job's store (visible to every rank).
+  virtual void store_set(const std::string& key, const std::string& value) = 0;
+  /// Waits (up to the timeout) for `key` and returns its value.
+  virtual std::string store_get(const std::string& key) = 0;
+};
+
+/// Connects to the job (rank 0 hosts the TCPStore), creates the process group, and runs a
+/// barrier so that every rank is known to be up before training starts.
+std::unique_ptr<ProcessGroupComm> make_process_group_comm(const ProcessGroupOptions& options);
+
+}  // namespace strata

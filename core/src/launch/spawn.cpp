@@ -1,0 +1,441 @@
+// strata's single-host launcher: fork/exec N copies of this program with torchrun-style
+// variables, then supervise them like torchrun's elastic agent does (first failure stops all).
+//
+// Signals reach the supervisor through a self-pipe written by sigaction handlers rather than
+// through sigwait/signalfd: those need the signals blocked in *every* thread, and the host may
+// already run LibTorch or test-framework threads that we do not control. A handler runs in
+// whichever thread receives the signal, so the pipe sees it either way.
+
+#include "launch/spawn.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <csignal>
+#include <cstring>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/errors.hpp"
+
+extern char** environ;
+
+namespace strata {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Exit status of a child that could not become a rank (exec failed); 127 as in shells.
+constexpr int kExecFailed = 127;
+
+// Written only by signal handlers, read by the one running supervisor.
+volatile std::sig_atomic_t g_signal_pipe_write = -1;
+std::atomic<bool> g_supervising{false};
+
+void on_signal(int sig) {
+  const int saved = errno;
+  const auto byte = static_cast<unsigned char>(sig);
+  // A full pipe already holds a wake-up; losing this byte only loses a duplicate.
+  [[maybe_unused]] auto n = ::write(g_signal_pipe_write, &byte, 1);
+  errno = saved;
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    case SIGSYS: return "SIGSYS";
+    default: return "unknown signal";
+  }
+}
+
+/// Installs the SIGINT/SIGTERM/SIGCHLD handlers and the self-pipe for one supervision, and puts
+/// everything back on destruction. Signals the host ignores (SIGINT under `nohup` or `cmd &`)
+/// stay ignored.
+class SignalPipe {
+ public:
+  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGCHLD};
+
+  SignalPipe() {
+    if (g_supervising.exchange(true)) {
+      throw Error("spawn_and_supervise is already running in this process",
+                  "Supervise one group of ranks at a time.");
+    }
+    if (::pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) {
+      g_supervising = false;
+      throw Error(std::string("cannot create the launcher's signal pipe: ") + std::strerror(errno));
+    }
+    g_signal_pipe_write = fds_[1];
+    for (std::size_t i = 0; i < std::size(kSignals); ++i) {
+      ::sigaction(kSignals[i], nullptr, &old_[i]);
+      if (kSignals[i] != SIGCHLD && old_[i].sa_handler == SIG_IGN) continue;
+      struct sigaction action {};
+      action.sa_handler = on_signal;
+      // SA_NOCLDSTOP: stopped children are not our business. Our own SIGCHLD handler also
+      // overrides an inherited SIG_IGN, which would otherwise make the kernel reap the
+      // children before waitpid could read their status.
+      action.sa_flags = SA_RESTART | (kSignals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
+      sigemptyset(&action.sa_mask);
+      ::sigaction(kSignals[i], &action, nullptr);
+    }
+  }
+  ~SignalPipe() {
+    for (std::size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+    g_signal_pipe_write = -1;
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+    g_supervising = false;
+  }
+  SignalPipe(const SignalPipe&) = delete;
+  SignalPipe& operator=(const SignalPipe&) = delete;
+
+  /// Waits up to `timeout` for a signal; returns those received (SIGCHLD included).
+  std::vector<int> wait(std::chrono::milliseconds timeout) const {
+    pollfd p{fds_[0], POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(timeout.count()));  // EINTR is fine: we drain and loop
+    std::vector<int> signals;
+    unsigned char buffer[64];
+    ssize_t n = 0;
+    while ((n = ::read(fds_[0], buffer, sizeof buffer)) > 0) signals.insert(signals.end(), buffer, buffer + n);
+    return signals;
+  }
+  /// The dispositions before ours, for the children to restore before exec.
+  const struct sigaction& old_action(std::size_t i) const { return old_[i]; }
+
+ private:
+  int fds_[2] = {-1, -1};
+  struct sigaction old_[std::size(kSignals)] {};
+};
+
+/// argv and envp of one child, built before fork: after fork only async-signal-safe calls are
+/// allowed (another thread may hold the allocator's lock).
+struct ChildPlan {
+  std::vector<std::string> strings;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+};
+
+std::string program_path() {
+  char buffer[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+  return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string("strata");
+}
+
+ChildPlan make_plan(const SpawnOptions& options, int rank, int port, const std::string& program) {
+  const std::vector<std::pair<std::string, std::string>> set = {
+      {"RANK", std::to_string(rank)},
+      {"WORLD_SIZE", std::to_string(options.nproc)},
+      {"LOCAL_RANK", std::to_string(rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(options.nproc)},
+      {"MASTER_ADDR", options.master_addr},
+      {"MASTER_PORT", std::to_string(port)},
+      {"STRATA_SPAWNED", "1"},
+  };
+  ChildPlan plan;
+  plan.strings.push_back(program);
+  plan.strings.insert(plan.strings.end(), options.args.begin(), options.args.end());
+  const std::size_t argc = plan.strings.size();
+  bool user_wait_policy = false, user_log_level = false;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& [key, value] : set) replaced = replaced || key == name;
+    if (!replaced) plan.strings.push_back(entry);
+    user_wait_policy = user_wait_policy || name == "OMP_WAIT_POLICY";
+    user_log_level = user_log_level || name == "TORCH_CPP_LOG_LEVEL";
+  }
+  for (const auto& [key, value] : set) plan.strings.push_back(key + "=" + value);
+  // LibTorch's OpenMP workers spin after each parallel region by default. With several ranks on
+  // one host's CPUs (the usual Gloo case) the spinning threads steal the cores the other ranks
+  // need and make training 10-20x slower; PASSIVE makes idle workers sleep. A user's own
+  // setting wins. OMP_NUM_THREADS is left alone: the trainer picks threads per rank.
+  if (!user_wait_policy) plan.strings.push_back("OMP_WAIT_POLICY=PASSIVE");
+  // c10d logs its connection retries during rendezvous as warnings with C++ frames; Strata
+  // reports rendezvous failures itself, as one paragraph. A user's own level wins.
+  if (!user_log_level) plan.strings.push_back("TORCH_CPP_LOG_LEVEL=ERROR");
+  for (std::size_t i = 0; i < plan.strings.size(); ++i) {
+    (i < argc ? plan.argv : plan.envp).push_back(plan.strings[i].data());
+  }
+  plan.argv.push_back(nullptr);
+  plan.envp.push_back(nullptr);
+  return plan;
+}
+
+/// Writes a message to stderr without allocating (usable between fork and exec).
+void write_stderr(const char* text) { [[maybe_unused]] auto n = ::write(STDERR_FILENO, text, std::strlen(text)); }
+
+/// Writes a non-negative number to stderr without allocating (strerror may allocate).
+void write_stderr(int value) {
+  char digits[16];
+  int i = sizeof digits - 1;
+  digits[i] = '\0';
+  do {
+    digits[--i] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value > 0 && i > 0);
+  write_stderr(digits + i);
+}
+
+/// The child side of fork: only async-signal-safe calls until exec.
+[[noreturn]] void become_rank(const ChildPlan& plan, pid_t parent, int devnull, const SignalPipe& signals,
+                              const sigset_t& mask) {
+  // Die with the launcher, and close the race where it died before prctl took effect.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(kExecFailed);
+  for (std::size_t i = 0; i < std::size(SignalPipe::kSignals); ++i) {
+    ::sigaction(SignalPipe::kSignals[i], &signals.old_action(i), nullptr);
+  }
+  ::sigprocmask(SIG_SETMASK, &mask, nullptr);
+  if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+  // /proc/self/exe rather than the path: every rank runs the very binary of the launcher, even
+  // if a rebuild replaced the file meanwhile.
+  ::execve("/proc/self/exe", plan.argv.data(), plan.envp.data());
+  const int error = errno;
+  write_stderr("strata: cannot execute /proc/self/exe for a rank: errno ");
+  write_stderr(error);
+  write_stderr("\n");
+  ::_exit(kExecFailed);
+}
+
+struct Child {
+  pid_t pid = -1;
+  int rank = 0;
+  bool alive = true;
+};
+
+void signal_alive(const std::vector<Child>& children, int sig) {
+  // Unreaped children keep their pid, so this never hits a recycled process.
+  for (const auto& c : children) {
+    if (c.alive) ::kill(c.pid, sig);
+  }
+}
+
+/// Kills and reaps whatever was started; used when starting the group itself failed.
+void kill_and_reap(std::vector<Child>& children) {
+  signal_alive(children, SIGKILL);
+  for (auto& c : children) {
+    while (c.alive && ::waitpid(c.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    c.alive = false;
+  }
+}
+
+std::vector<Child> start_ranks(const SpawnOptions& options, int port, const SignalPipe& signals) {
+  const std::string program = program_path();
+  std::vector<ChildPlan> plans;
+  for (int rank = 0; rank < options.nproc; ++rank) plans.push_back(make_plan(options, rank, port, program));
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t parent = ::getpid();
+  std::vector<Child> children;
+  for (int rank = 0; rank < options.nproc; ++rank) {
+    // Block every signal across fork so that no handler of ours runs in the child before it
+    // restores the host's dispositions.
+    sigset_t all, old;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &old);
+    const pid_t pid = ::fork();
+    if (pid == 0) become_rank(plans[rank], parent, devnull, signals, old);
+    const int fork_errno = errno;
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (pid < 0) {
+      kill_and_reap(children);
+      if (devnull >= 0) ::close(devnull);
+      throw Error("cannot start rank " + std::to_string(rank) + ": fork failed: " + std::strerror(fork_errno),
+                  "Check the process and memory limits (ulimit -u, ulimit -v) or use a smaller --nproc.");
+    }
+    children.push_back({pid, rank, true});
+  }
+  if (devnull >= 0) ::close(devnull);
+  return children;
+}
+
+/// The launcher's exit code for a child's wait status, and prints why it failed (0: success).
+int report_exit(int rank, int status) {
+  if (WIFEXITED(status)) {
+    const int code = WEXITSTATUS(status);
+    if (code != 0) std::fprintf(stderr, "strata: rank %d exited with status %d\n", rank, code);
+    return code;
+  }
+  const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  std::fprintf(stderr, "strata: rank %d was killed by signal %d (%s)\n", rank, sig, signal_name(sig));
+  return 128 + sig;
+}
+
+/// Waits for the ranks; the first failure or a SIGINT/SIGTERM to the launcher stops the rest.
+class Supervisor {
+ public:
+  Supervisor(std::vector<Child> children, std::chrono::seconds grace, const SignalPipe& signals)
+      : children_(std::move(children)), grace_(grace), signals_(signals) {}
+  /// Normally all children are reaped by run(); this covers an exception out of it.
+  ~Supervisor() { kill_and_reap(children_); }
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  int run() {
+    while (alive() > 0) {
+      reap();
+      if (alive() == 0) break;
+      for (int sig : signals_.wait(poll_timeout())) on_launcher_signal(sig);
+      if (kill_at_ && !killed_ && Clock::now() >= *kill_at_) kill_all();
+    }
+    return result_.value_or(0);
+  }
+
+ private:
+  int alive() const {
+    int n = 0;
+    for (const auto& c : children_) n += c.alive ? 1 : 0;
+    return n;
+  }
+
+  void reap() {
+    for (auto& c : children_) {
+      if (!c.alive) continue;
+      int status = 0;
+      const pid_t r = ::waitpid(c.pid, &status, WNOHANG);
+      if (r == 0 || (r < 0 && errno == EINTR)) continue;
+      c.alive = false;
+      if (result_) continue;  // already stopping: later exits are consequences, not causes
+      int code = 1;
+      if (r < 0) {  // reaped elsewhere: the status is lost, which must not pass for success
+        std::fprintf(stderr, "strata: rank %d vanished (waitpid: %s)\n", c.rank, std::strerror(errno));
+      } else {
+        code = report_exit(c.rank, status);
+      }
+      if (code != 0) stop(code, SIGTERM, "strata: stopping the other ranks\n");
+    }
+  }
+
+  void on_launcher_signal(int sig) {
+    if (sig == SIGCHLD) return;  // the next reap() handles it
+    if (result_) {
+      // A second interrupt while stopping: the user does not want to wait for the grace period.
+      std::fprintf(stderr, "strata: received %s again, killing the ranks\n", signal_name(sig));
+      kill_all();
+      return;
+    }
+    std::fprintf(stderr, "strata: received %s, stopping the ranks\n", signal_name(sig));
+    // Forward the signal itself (a rank may handle SIGINT by stopping cleanly); SIGKILL follows
+    // after the grace period.
+    stop(128 + sig, sig, nullptr);
+  }
+
+  void stop(int code, int sig, const char* message) {
+    result_ = code;
+    kill_at_ = Clock::now() + grace_;
+    if (alive() == 0) return;
+    if (message != nullptr) std::fputs(message, stderr);
+    signal_alive(children_, sig);
+  }
+
+  void kill_all() {
+    signal_alive(children_, SIGKILL);
+    killed_ = true;
+  }
+
+  std::chrono::milliseconds poll_timeout() const {
+    // SIGCHLD wakes the poll; the cap is a safety net should the signal be consumed elsewhere.
+    std::chrono::milliseconds timeout{200};
+    if (kill_at_ && !killed_) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at_ - Clock::now());
+      timeout = std::clamp(left, std::chrono::milliseconds{0}, timeout);
+    }
+    return timeout;
+  }
+
+  std::vector<Child> children_;
+  std::chrono::seconds grace_;
+  const SignalPipe& signals_;
+  std::optional<int> result_;                // exit code, set when stopping begins
+  std::optional<Clock::time_point> kill_at_;  // when survivors get SIGKILL
+  bool killed_ = false;
+};
+
+void validate(const SpawnOptions& options) {
+  if (options.nproc < 1) {
+    throw UsageError("--nproc must be at least 1, got " + std::to_string(options.nproc),
+                     "Give the number of ranks to start on this host, e.g. --nproc 2.");
+  }
+  if (options.master_port < 0 || options.master_port > 65535) {
+    throw UsageError("the master port must be in 0..65535, got " + std::to_string(options.master_port),
+                     "Use 0 to let strata pick a free port.");
+  }
+  if (options.grace.count() < 0) {
+    throw UsageError("the grace period must not be negative", "Use 0 to kill the other ranks at once.");
+  }
+}
+
+}  // namespace
+
+int spawn_and_supervise(const SpawnOptions& options) {
+  validate(options);
+  const int port = options.master_port != 0 ? options.master_port : free_port(options.master_addr);
+  std::fflush(nullptr);  // buffered output must not be written twice by the children
+  SignalPipe signals;
+  Supervisor supervisor(start_ranks(options, port, signals), options.grace, signals);
+  return supervisor.run();
+}
+
+int free_port(const std::string& addr) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(addr.c_str(), "0", &hints, &found); rc != 0) {
+    throw Error("cannot resolve '" + addr + "' to pick a free port: " + ::gai_strerror(rc),
+                "Give an address or hostname of this machine as the master address, e.g. 127.0.0.1.");
+  }
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, &::freeaddrinfo);
+  int last_errno = 0;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      last_errno = errno;
+      continue;
+    }
+    sockaddr_storage bound{};
+    socklen_t length = sizeof bound;
+    const bool ok = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+                    ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) == 0;
+    last_errno = errno;
+    ::close(fd);
+    if (!ok) continue;
+    if (bound.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(bound).sin_port);
+    if (bound.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(bound).sin6_port);
+  }
+  throw Error("cannot bind a TCP socket on '" + addr + "' to pick a free port: " + std::strerror(last_errno),
+              "Use an address of this machine as the master address (e.g. 127.0.0.1), or give the port yourself.");
+}
+
+}  // namespace strata

@@ -1,0 +1,31 @@
+#pragma once
+// Strata's own launcher: `strata run exp.toml --nproc N` on one host spawns N copies of itself
+// with torchrun-style variables and supervises them.
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct SpawnOptions {
+  std::vector<std::string> args;   ///< arguments for each child (argv[1..]); the executable is this program
+  int nproc = 1;                   ///< ranks to start
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;             ///< 0: pick a free port on master_addr
+  std::chrono::seconds grace{5};   ///< time between SIGTERM and SIGKILL when stopping the others
+};
+
+/// Starts `nproc` children of this executable with RANK, WORLD_SIZE, LOCAL_RANK,
+/// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT set, and supervises them: the first child that
+/// exits non-zero or is killed makes it stop the others (SIGTERM, then SIGKILL after `grace`)
+/// and print which rank failed and how ("rank 1 was killed by signal 9 (SIGKILL)"). SIGINT and
+/// SIGTERM to this process are forwarded to every child. Children die with their parent
+/// (PR_SET_PDEATHSIG). Returns the exit code for this process: 0 when all succeeded, else the
+/// failed rank's exit code, or 128 + signal.
+int spawn_and_supervise(const SpawnOptions& options);
+
+/// A TCP port on `addr` that was free a moment ago (bind to port 0, read it, close).
+int free_port(const std::string& addr = "127.0.0.1");
+
+}  // namespace strata

@@ -1,0 +1,179 @@
+// `ddp`: distributed data parallel (Li et al., "PyTorch Distributed: Experiences on Accelerating
+// Data Parallel Training", VLDB 2020). Every rank holds a full replica; parameters are broadcast
+// from rank 0 at setup; gradients live in flat buckets (reverse parameter order, about
+// `bucket_cap_mb` each) whose all-reduce starts asynchronously from autograd hooks as soon as the
+// bucket's last gradient is accumulated, overlapping the rest of backward. Only the last
+// micro-batch of an accumulation communicates (no_sync for the others).
+
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+#include <strata/buckets.hpp>
+#include <strata/errors.hpp>
+#include <strata/plugin.hpp>
+#include <strata/replica.hpp>
+
+namespace {
+
+struct DdpOptions {
+  double bucket_cap_mb = 25.0;          ///< gradient bucket size, in MiB
+  bool find_unused_parameters = false;  ///< tolerate parameters that get no gradient in a step
+};
+
+class DdpStrategy final : public strata::ReplicaStrategy {
+ public:
+  explicit DdpStrategy(DdpOptions options) : options_(options) {}
+
+  void setup(const strata::StrategySetup& s) override {
+    take_over(s);
+    comm_ = s.comm;
+    {
+      // Same starting point everywhere, whatever each rank's initialization did. The in-place
+      // writes into leaf parameters must not be recorded by autograd.
+      torch::NoGradGuard no_grad;
+      for (auto& t : model_->parameters()) comm_->broadcast(t, 0);
+      for (auto& t : model_->buffers()) comm_->broadcast(t, 0);
+    }
+    const auto cap = static_cast<std::int64_t>(options_.bucket_cap_mb * 1024 * 1024);
+    bucket_of_.resize(params_.size());
+    for (auto& indices : strata::assign_buckets(params_, cap)) {
+      buckets_.push_back({indices, {}});
+      buckets_.back().bind(params_);
+      for (auto i : indices) bucket_of_[i] = buckets_.size() - 1;
+    }
+    pending_.resize(buckets_.size());
+    works_.resize(buckets_.size());
+    ready_.assign(params_.size(), false);
+    used_.assign(params_.size(), false);
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      grad_views_.push_back(params_[i].grad());
+      hooks_.push_back(strata::add_grad_ready_hook(params_[i], [this, i] { grad_ready(i); }));
+    }
+    s.log->info(fmt::format("ddp: {} parameters in {} gradient buckets of <= {} MiB, world {}", params_.size(),
+                            buckets_.size(), options_.bucket_cap_mb, comm_->world_size()));
+  }
+
+  torch::Tensor forward_backward(const strata::Batch& batch, strata::MicroStep micro) override {
+    sync_ = micro.last();
+    if (sync_) start_sync_round();
+    return replica_forward_backward(batch, micro);
+  }
+
+  double finish_gradients(double max_norm) override {
+    finish_sync_round();
+    const double norm = std::sqrt(strata::grad_square_sum(params_).item<double>());
+    strata::clip_gradients(params_, norm, max_norm);
+    return norm;
+  }
+
+  void step(double lr) override {
+    strata::set_learning_rate(*optimizer_, lr);
+    // A parameter no rank used has no gradient, as in `single`: the optimizer skips it (weight
+    // decay and momentum included). Its bucket view is re-attached afterwards.
+    for (auto i : globally_unused_) params_[i].mutable_grad() = torch::Tensor();
+    optimizer_->step();
+    for (auto i : globally_unused_) params_[i].mutable_grad() = grad_views_[i];
+    for (auto& b : buckets_) b.flat.zero_();  // grads stay views into the buckets
+    used_.assign(params_.size(), false);
+  }
+
+ protected:
+  /// The flat buckets hold the gradients (the parameters' .grad are views into them).
+  std::vector<torch::Tensor> gradient_buffers() const override {
+    std::vector<torch::Tensor> flats;
+    for (const auto& b : buckets_) flats.push_back(b.flat);
+    return flats;
+  }
+
+ private:
+  void start_sync_round() {
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      pending_[b] = buckets_[b].params.size();
+      works_[b].reset();
+    }
+    ready_.assign(params_.size(), false);
+    next_launch_ = 0;
+  }
+
+  /// Autograd hook: parameter i's gradient for this backward is complete.
+  void grad_ready(std::size_t i) {
+    used_[i] = true;
+    if (!sync_ || ready_[i]) return;
+    ready_[i] = true;
+    --pending_[bucket_of_[i]];
+    launch_ready_buckets();
+  }
+
+  /// Starts all-reduces in bucket order (the same order on every rank, which collectives need).
+  void launch_ready_buckets() {
+    while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) {
+      works_[next_launch_] = comm_->all_reduce(buckets_[next_launch_].flat, strata::ReduceOp::kSum, /*async=*/true);
+      ++next_launch_;
+    }
+  }
+
+  void finish_sync_round() {
+    if (next_launch_ < buckets_.size()) {
+      std::vector<std::string> unused;
+      for (std::size_t i = 0; i < params_.size(); ++i)
+        if (!ready_[i]) unused.push_back(param_names_[i]);
+      if (!options_.find_unused_parameters)
+        throw strata::Error(
+            fmt::format("ddp: {} parameter(s) received no gradient in this step: {}.", unused.size(),
+                        fmt::join(unused, ", ")),
+            "Set `find_unused_parameters = true` in [strategy] if the model legitimately skips them.");
+      // Unused parameters contribute zeros (their bucket slices were zeroed after the last step).
+      for (auto& p : pending_) p = 0;
+      launch_ready_buckets();
+    }
+    if (options_.find_unused_parameters) find_globally_unused();
+    const double inverse_world = 1.0 / comm_->world_size();
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      works_[b]->wait();
+      if (comm_->world_size() > 1) buckets_[b].flat.mul_(inverse_world);
+    }
+  }
+
+  /// Which parameters no rank used in this step (any micro-batch): one small all-reduce (MAX)
+  /// of a used-mask, issued by every rank in the same place, as PyTorch's reducer does.
+  void find_globally_unused() {
+    auto used = torch::zeros({static_cast<std::int64_t>(params_.size())}, torch::kFloat32);
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (used_[i]) used[static_cast<std::int64_t>(i)] = 1.0f;
+    comm_->all_reduce(used, strata::ReduceOp::kMax);
+    globally_unused_.clear();
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (used[static_cast<std::int64_t>(i)].item<float>() == 0.0f) globally_unused_.push_back(i);
+  }
+
+  // Configuration.
+  DdpOptions options_;
+  strata::Comm* comm_ = nullptr;
+  // Gradient buckets and the state of the current synchronization round.
+  std::vector<strata::GradBucket> buckets_;
+  std::vector<std::size_t> bucket_of_;
+  std::vector<std::size_t> pending_;  // gradients still missing per bucket
+  std::vector<bool> ready_;               // gradient ready in this synchronization round
+  std::vector<bool> used_;                // gradient produced in any micro-batch of this step
+  std::vector<std::size_t> globally_unused_;
+  std::vector<torch::Tensor> grad_views_;  // each parameter's slice of its bucket
+  std::vector<std::shared_ptr<strata::CommWork>> works_;
+  std::size_t next_launch_ = 0;
+  bool sync_ = false;
+  std::vector<std::unique_ptr<strata::GradReadyHook>> hooks_;
+};
+
+void register_ddp(strata::Registry& registry) {
+  strata::Schema<DdpOptions> schema;
+  schema.option("bucket_cap_mb", &DdpOptions::bucket_cap_mb, "gradient bucket size in MiB", strata::positive())
+      .option("find_unused_parameters", &DdpOptions::find_unused_parameters,
+              "allow parameters without a gradient in a step (they count as zero)");
+  registry.add_strategy("ddp", "distributed data parallel: replicas, bucketed all-reduce overlapped with backward",
+                        schema, [](const DdpOptions& o) { return std::make_shared<DdpStrategy>(o); });
+}
+
+}  // namespace
+
+STRATA_PLUGIN(strategy, "ddp", "0.1.0", register_ddp)

@@ -1,0 +1,203 @@
+#include "test_support.hpp"
+// Rank discovery from launcher environments (torchrun, strata's spawner, Slurm, OpenMPI).
+
+#include <map>
+
+#include "launch/world.hpp"
+#include "strata/errors.hpp"
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+strata::EnvLookup lookup(const Env& env) {
+  return [env](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+strata::WorldInfo world(const Env& env) {
+  auto w = strata::world_from_environment(lookup(env));
+  REQUIRE(w.has_value());
+  return *w;
+}
+
+/// The message of the UsageError the environment causes ("" when none).
+std::string error_of(const Env& env) {
+  try {
+    strata::world_from_environment(lookup(env));
+  } catch (const strata::UsageError& e) {
+    CHECK(e.exit_code() == 2);
+    CHECK_FALSE(e.fix().empty());
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("world: no launcher variables means no world") {
+  CHECK_FALSE(strata::world_from_environment(lookup({})).has_value());
+  CHECK_FALSE(strata::world_from_environment(lookup({{"PATH", "/bin"}, {"LOCAL_RANK", "0"}})).has_value());
+}
+
+TEST_CASE("world: torchrun with every variable") {
+  auto w = world({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
+                  {"MASTER_ADDR", "node01"}, {"MASTER_PORT", "29400"}});
+  CHECK(w.rank == 5);
+  CHECK(w.world_size == 8);
+  CHECK(w.local_rank == 1);
+  CHECK(w.local_world_size == 4);
+  CHECK(w.master_addr == "node01");
+  CHECK(w.master_port == 29400);
+  CHECK(w.launcher == "torchrun");
+}
+
+TEST_CASE("world: torchrun minimal single-host set takes local values and loopback by default") {
+  auto w = world({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1234"}});
+  CHECK(w.local_rank == 1);
+  CHECK(w.local_world_size == 2);
+  CHECK(w.master_addr == "127.0.0.1");
+  CHECK(w.master_port == 1234);
+
+  auto one = world({{"RANK", "0"}, {"WORLD_SIZE", "1"}});  // a world of one needs no port
+  CHECK(one.world_size == 1);
+  CHECK(one.master_port == 0);
+}
+
+TEST_CASE("world: strata-spawned ranks say so") {
+  auto w = world({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"},
+                  {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "40000"}, {"STRATA_SPAWNED", "1"}});
+  CHECK(w.launcher == "strata");
+  CHECK(w.world_size == 2);
+}
+
+TEST_CASE("world: torchrun inconsistencies name the variable") {
+  CHECK(contains(error_of({{"RANK", "0"}}), "WORLD_SIZE"));
+  CHECK(contains(error_of({{"WORLD_SIZE", "2"}}), "RANK"));
+  for (const char* bad : {"1x", "", "-1", " 1", "99999999999999999999"}) {
+    CAPTURE(bad);
+    CHECK(contains(error_of({{"RANK", bad}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}), "RANK='"));
+  }
+  CHECK(contains(error_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}), "RANK=2"));
+  CHECK(contains(error_of({{"RANK", "0"}, {"WORLD_SIZE", "0"}}), "WORLD_SIZE=0"));
+  CHECK(contains(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}}), "MASTER_PORT"));
+  CHECK(contains(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}), "MASTER_PORT='70000'"));
+  CHECK(contains(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "0"}}), "MASTER_PORT='0'"));
+  CHECK(contains(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"}, {"MASTER_PORT", "1"}}),
+                 "LOCAL_RANK=2"));
+  CHECK(contains(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "3"}, {"MASTER_PORT", "1"}}),
+                 "LOCAL_WORLD_SIZE=3"));
+  // Across hosts, neither the local rank nor the master can be guessed.
+  const Env multi = {{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}};
+  CHECK(contains(error_of(multi), "LOCAL_RANK is unset"));
+  Env with_local = multi;
+  with_local.insert_or_assign("LOCAL_RANK", std::string("1"));
+  CHECK(contains(error_of(with_local), "MASTER_ADDR is unset"));
+  with_local.insert_or_assign("MASTER_ADDR", std::string());
+  CHECK(contains(error_of(with_local), "MASTER_ADDR is set but empty"));
+  with_local.insert_or_assign("MASTER_ADDR", std::string("node01"));
+  CHECK(world(with_local).local_rank == 1);
+}
+
+TEST_CASE("world: Slurm derives the master from the node list and the port from the job id") {
+  auto w = world({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+                  {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_JOB_NODELIST", "gpu[07-08]"},
+                  {"SLURM_JOB_ID", "123456"}});
+  CHECK(w.rank == 5);
+  CHECK(w.world_size == 8);
+  CHECK(w.local_rank == 1);
+  CHECK(w.local_world_size == 4);
+  CHECK(w.master_addr == "gpu07");
+  CHECK(w.master_port == 20000 + 123456 % 20000);
+  CHECK(w.launcher == "slurm");
+
+  // MASTER_ADDR / MASTER_PORT win; the step's node list wins over the job's.
+  auto m = world({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}, {"SLURM_NTASKS_PER_NODE", "1"},
+                  {"SLURM_STEP_NODELIST", "b[2-3]"}, {"SLURM_JOB_NODELIST", "a[1-3]"}, {"SLURM_JOB_ID", "7"}});
+  CHECK(m.master_addr == "b2");
+  CHECK(m.local_world_size == 1);
+  CHECK(m.local_rank == 0);
+  auto o = world({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NTASKS_PER_NODE", "2"},
+                  {"SLURM_NODELIST", "a1"}, {"MASTER_ADDR", "head"}, {"MASTER_PORT", "5555"}});
+  CHECK(o.master_addr == "head");
+  CHECK(o.master_port == 5555);
+}
+
+TEST_CASE("world: Slurm tasks per node follow this node's entry") {
+  Env env = {{"SLURM_PROCID", "9"}, {"SLURM_NTASKS", "11"}, {"SLURM_LOCALID", "1"},
+             {"SLURM_TASKS_PER_NODE", "4(x2),3"}, {"SLURM_NODELIST", "n1"}, {"SLURM_JOB_ID", "1"}};
+  CHECK(world(env).local_world_size == 4);  // no SLURM_NODEID: the first count
+  env.insert_or_assign("SLURM_NODEID", std::string("2"));
+  CHECK(world(env).local_world_size == 3);
+  env.insert_or_assign("SLURM_NODEID", std::string("3"));
+  CHECK(contains(error_of(env), "SLURM_TASKS_PER_NODE='4(x2),3'"));
+  env.erase("SLURM_NODEID");
+  env.insert_or_assign("SLURM_TASKS_PER_NODE", std::string("4(x"));
+  CHECK(contains(error_of(env), "SLURM_TASKS_PER_NODE"));
+}
+
+TEST_CASE("world: a Slurm allocation without a step of several tasks is not a job") {
+  CHECK_FALSE(strata::world_from_environment(lookup({{"SLURM_JOB_ID", "42"}})).has_value());
+  CHECK_FALSE(strata::world_from_environment(lookup({{"SLURM_JOB_ID", "42"}, {"SLURM_NTASKS", "1"}})).has_value());
+  CHECK_FALSE(strata::world_from_environment(lookup({{"SLURM_JOB_ID", "42"}, {"SLURM_NTASKS", "4"}})).has_value());
+}
+
+TEST_CASE("world: Slurm inconsistencies name the variable") {
+  CHECK(contains(error_of({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "1"}}), "SLURM_PROCID=4"));
+  CHECK(contains(error_of({{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "4"}}), "SLURM_PROCID='x'"));
+  // Two tasks, one per node by default, no master and no job id.
+  CHECK(contains(error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"},
+                           {"SLURM_NODELIST", "n[1-2]"}}),
+                 "SLURM_JOB_ID"));
+  CHECK(contains(error_of({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
+                           {"SLURM_JOB_ID", "3"}, {"SLURM_NODELIST", "n[1-2]"}}),
+                 "SLURM_LOCALID=1"));
+}
+
+TEST_CASE("world: OpenMPI") {
+  auto w = world({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                  {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"MASTER_ADDR", "h0"}});
+  CHECK(w.rank == 3);
+  CHECK(w.local_rank == 1);
+  CHECK(w.local_world_size == 2);
+  CHECK(w.master_addr == "h0");
+  CHECK(w.master_port == 29500);
+  CHECK(w.launcher == "openmpi");
+
+  auto local = world({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                      {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"MASTER_PORT", "9"}});
+  CHECK(local.master_addr == "127.0.0.1");
+  CHECK(local.master_port == 9);
+
+  CHECK(contains(error_of({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                           {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}),
+                 "MASTER_ADDR"));
+  CHECK(contains(error_of({{"OMPI_COMM_WORLD_RANK", "0"}}), "OMPI_COMM_WORLD_SIZE"));
+}
+
+TEST_CASE("world: torchrun wins over Slurm and OpenMPI, Slurm over OpenMPI") {
+  auto w = world({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "3000"}, {"SLURM_PROCID", "0"},
+                  {"SLURM_NTASKS", "1"}, {"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}});
+  CHECK(w.launcher == "torchrun");
+  CHECK(w.rank == 1);
+  auto s = world({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"OMPI_COMM_WORLD_RANK", "3"},
+                  {"OMPI_COMM_WORLD_SIZE", "4"}});
+  CHECK(s.launcher == "slurm");
+  CHECK(s.world_size == 1);
+}
+
+TEST_CASE("world: first host of a Slurm node list") {
+  CHECK(strata::first_slurm_host("") == "");
+  CHECK(strata::first_slurm_host("node01") == "node01");
+  CHECK(strata::first_slurm_host("node[01-04]") == "node01");
+  CHECK(strata::first_slurm_host("node[03-05,07],gpu12") == "node03");
+  CHECK(strata::first_slurm_host("a-b[1,3]") == "a-b1");
+  CHECK(strata::first_slurm_host("gpu12,node[01-02]") == "gpu12");
+  CHECK(strata::first_slurm_host("node[007-010]") == "node007");
+  CHECK(strata::first_slurm_host("rack[2-3]-n[05-06]") == "rack2-n05");
+}
