@@ -369,6 +369,38 @@ def require_fashion_mnist():
     return path
 
 
+# ---- processes of multi-rank jobs ---------------------------------------------------------------
+
+def set_args(*items):
+    """["--set", a, "--set", b, ...]"""
+    return sum((["--set", s] for s in items), [])
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_pids(pid):
+    """Direct children of `pid` (the ranks a launcher started)."""
+    try:
+        out = subprocess.run(["pgrep", "-P", str(pid)], stdout=subprocess.PIPE, text=True).stdout
+    except FileNotFoundError:
+        fail("pgrep is needed by this test (procps)")
+    return [int(x) for x in out.split()]
+
+
+def alive(pid):
+    """True while `pid` exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
 # ---- the driver -------------------------------------------------------------------------------
 
 def main(cases):

@@ -10,7 +10,6 @@ starts.
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -26,30 +25,12 @@ STEP_LINE = re.compile(r"^\[rank 0/\d+\] step +(\d+)/", re.M)
 
 # ---- helpers -----------------------------------------------------------------------------------
 
-def sets(*items):
-    return sum((["--set", s] for s in items), [])
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def child_pids(pid):
-    try:
-        out = subprocess.run(["pgrep", "-P", str(pid)], stdout=subprocess.PIPE, text=True).stdout
-    except FileNotFoundError:
-        st.fail("pgrep is needed by this test (procps)")
-    return [int(x) for x in out.split()]
 
 
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 def crash_markers(text):
@@ -127,7 +108,7 @@ def unused_parameter_is_named():
     model = ["model.name=fixture_unused"]
 
     result = st.strata("run", st.GOOD_SYNTHETIC, "--out", st.temp_dir("unused_err"), "--nproc", 2,
-                       *sets(*model, "strategy.name=ddp"), env=env, timeout=60)
+                       *st.set_args(*model, "strategy.name=ddp"), env=env, timeout=60)
     st.check(result.returncode != 0, "a ddp run with an unused parameter exited 0", result)
     st.expect_no_crash(result)
     for name in UNUSED_PARAMS:
@@ -137,7 +118,7 @@ def unused_parameter_is_named():
 
     ddp_out = st.temp_dir("unused_ddp")
     ddp = st.strata("run", st.GOOD_SYNTHETIC, "--out", ddp_out, "--nproc", 2,
-                    *sets(*model, "strategy.name=ddp", "strategy.find_unused_parameters=true"), env=env, timeout=120)
+                    *st.set_args(*model, "strategy.name=ddp", "strategy.find_unused_parameters=true"), env=env, timeout=120)
     st.expect_exit(ddp, 0)
     st.expect_no_crash(ddp)
     single_out = st.temp_dir("unused_single")
@@ -152,13 +133,13 @@ def unused_parameter_is_named():
 def peer_lost_inside_collective():
     """Two hand-launched ranks; rank 1 is SIGKILLed mid-training; rank 0 must fail cleanly."""
     out_dir = st.temp_dir("peer_lost")
-    port = free_port()
+    port = st.free_port()
     ranks = []
     try:
         for rank in range(2):
             env = st._clean_env({"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
                                  "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
-            args = [st.strata_bin(), "run", st.GOOD_SYNTHETIC] + sets(
+            args = [st.strata_bin(), "run", st.GOOD_SYNTHETIC] + st.set_args(
                 "experiment.out_dir=" + out_dir, "distributed.timeout_s=20", "train.steps=1000000",
                 "strategy.name=ddp", "log.every=1")
             ranks.append(Drained(args, env, "rank %d" % rank))
@@ -198,13 +179,13 @@ def peer_lost_inside_collective():
 def sigterm_to_launcher_stops_all_ranks():
     """SIGTERM to `strata run --nproc 3` ends it non-zero within 15 s and leaves no rank."""
     out = st.temp_dir("sigterm")
-    args = [st.strata_bin(), "run", st.GOOD_SYNTHETIC, "--out", out, "--nproc", "3"] + sets(
+    args = [st.strata_bin(), "run", st.GOOD_SYNTHETIC, "--out", out, "--nproc", "3"] + st.set_args(
         "strategy.name=ddp", "train.steps=1000000", "log.every=1", "train.global_batch_size=24")
     launcher = Drained(args, st._clean_env(), "launcher")
     children = []
     try:
         def running():
-            children[:] = child_pids(launcher.proc.pid)
+            children[:] = st.child_pids(launcher.proc.pid)
             return (len(children) == 3 and STEP_LINE.search(launcher.text("stdout")) is not None) \
                 or launcher.proc.poll() is not None
 
@@ -212,7 +193,7 @@ def sigterm_to_launcher_stops_all_ranks():
             st.fail("the launcher did not start 3 training ranks within 120 s (children: %s)" % children,
                     launcher.result())
         time.sleep(1)  # well into training
-        children[:] = child_pids(launcher.proc.pid)
+        children[:] = st.child_pids(launcher.proc.pid)
         st.check(len(children) == 3, "expected 3 ranks under the launcher, found %s" % children, launcher.result())
         os.kill(launcher.proc.pid, signal.SIGTERM)
         sent_at = time.monotonic()
@@ -223,8 +204,8 @@ def sigterm_to_launcher_stops_all_ranks():
             st.fail("the launcher was still running 15 s after SIGTERM", result)
         st.check(code != 0, "the launcher exited 0 after SIGTERM", result)
         # Ranks that outlive the launcher get reparented; give them no grace beyond a moment.
-        wait_for(lambda: not any(alive(p) for p in children), 2)
-        leftovers = [p for p in children if alive(p)]
+        wait_for(lambda: not any(st.alive(p) for p in children), 2)
+        leftovers = [p for p in children if st.alive(p)]
         if leftovers:
             for p in leftovers:
                 os.kill(p, signal.SIGKILL)
@@ -236,7 +217,7 @@ def sigterm_to_launcher_stops_all_ranks():
     finally:
         launcher.kill_group()
         for p in children:
-            if alive(p):
+            if st.alive(p):
                 try:
                     os.kill(p, signal.SIGKILL)
                 except ProcessLookupError:

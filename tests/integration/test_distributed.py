@@ -26,7 +26,7 @@ def run(label, *sets, nproc=1, expect=0):
     args = list(sets) + COMMON_SETS
     if nproc > 1:
         result = st.strata("run", st.GOOD_SYNTHETIC, "--out", out, "--nproc", nproc,
-                           *sum((["--set", s] for s in args), []), timeout=300)
+                           *st.set_args(*args), timeout=300)
     else:
         result = st.strata_run(st.GOOD_SYNTHETIC, out, *args, timeout=300, expect=None)
     st.expect_exit(result, expect)
@@ -83,7 +83,7 @@ def killed_rank_stops_the_job():
         deadline = time.monotonic() + 120
         children = []
         while time.monotonic() < deadline:
-            children = child_pids(launcher.pid)
+            children = st.child_pids(launcher.pid)
             if len(children) == 3 and os.path.exists(os.path.join(out, "config.toml")):
                 break
             time.sleep(0.2)
@@ -99,7 +99,7 @@ def killed_rank_stops_the_job():
         took = time.monotonic() - killed_at
         st.check(launcher.returncode != 0, "the launcher exited 0 after a rank was killed")
         st.check("rank 1" in stderr.decode(), "stderr does not name rank 1:\n" + stderr.decode()[-2000:])
-        leftovers = [p for p in children if alive(p)]
+        leftovers = [p for p in children if st.alive(p)]
         st.check(not leftovers, "ranks still running after the launcher exited: %s" % leftovers)
         print("  launcher exited %s %.1f s after SIGKILL of rank 1" % (launcher.returncode, took))
     finally:
@@ -108,12 +108,6 @@ def killed_rank_stops_the_job():
             launcher.wait()
 
 
-def child_pids(pid):
-    try:
-        out = subprocess.run(["pgrep", "-P", str(pid)], stdout=subprocess.PIPE, text=True).stdout
-    except FileNotFoundError:
-        st.fail("pgrep is needed by this test (procps)")
-    return [int(x) for x in out.split()]
 
 
 def rank_of(pids, rank):
@@ -125,25 +119,19 @@ def rank_of(pids, rank):
     st.fail("no child with RANK=%d among %s" % (rank, pids))
 
 
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def torchrun_style_launch():
     """Two ranks started by hand with torchrun's variables write one summary.json."""
     out_dir = st.temp_dir("torchrun")
-    port = free_port()
+    port = st.free_port()
     procs = []
     for rank in range(2):
         env, _ = st._clean_env({"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
                                 "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
         procs.append(subprocess.Popen(
             [st.strata_bin(), "run", st.GOOD_SYNTHETIC, "--set", "strategy.name=ddp",
-             "--set", "experiment.out_dir=" + out_dir] + sum((["--set", s] for s in COMMON_SETS), []),
+             "--set", "experiment.out_dir=" + out_dir] + st.set_args(*COMMON_SETS),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=st.scratch_dir()))
     outputs = []
     for p in procs:
@@ -164,11 +152,6 @@ def torchrun_style_launch():
     st.check(outputs[1][0].decode().strip() == "", "rank 1 printed routine output:\n" + outputs[1][0].decode())
 
 
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def inconsistent_variables():
