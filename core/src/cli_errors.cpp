@@ -49,4 +49,5 @@ OptionError::~OptionError() = default;
 PluginError::~PluginError() = default;
 UsageError::~UsageError() = default;
 TrainingError::~TrainingError() = default;
+DistributedError::~DistributedError() = default;
 }  // namespace strata

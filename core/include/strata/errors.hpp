@@ -83,6 +83,22 @@ class PluginError : public Error {
   std::string library_;
 };
 
+/// A collective or the rendezvous failed on one rank (a lost peer, a timeout, mismatched calls).
+/// Exit code 1: the run failed, the input was fine.
+class DistributedError : public Error {
+ public:
+  DistributedError(int rank, std::string op, const std::string& message, std::string fix = {})
+      : Error(message, std::move(fix)), rank_(rank), op_(std::move(op)) {}
+  ~DistributedError() override;
+  int rank() const noexcept { return rank_; }
+  /// The collective ("all_reduce", ...) or stage ("rendezvous") that failed.
+  const std::string& op() const noexcept { return op_; }
+
+ private:
+  int rank_;
+  std::string op_;
+};
+
 /// Command-line misuse (unknown command or flag, missing argument). Exit code 2.
 class UsageError : public Error {
  public:

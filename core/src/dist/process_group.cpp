@@ -81,7 +81,8 @@ std::string rank_name(const WorldInfo& w) {
 
 /// Rendezvous failure: names this rank, MASTER_ADDR:PORT and the timeout. Call inside a catch.
 [[noreturn]] void throw_rendezvous_error(const ProcessGroupOptions& o, const std::string& stage) {
-  throw Error(rank_name(o.world) + " could not " + stage + " at " + endpoint(o.world) + " within the " +
+  throw DistributedError(o.world.rank, "rendezvous",
+                         rank_name(o.world) + " could not " + stage + " at " + endpoint(o.world) + " within the " +
                   std::to_string(o.timeout.count()) + " ms timeout: " + current_exception_message(),
               "start all " + std::to_string(o.world.world_size) +
                   " ranks with the same MASTER_ADDR and MASTER_PORT; check that rank 0 is running, that the "
@@ -123,6 +124,7 @@ class C10dWork final : public CommWork {
     std::int64_t bytes = 0;   ///< payload bytes for error messages
     CommPhase phase{};        ///< phase the call was booked to
     std::string who;          ///< "rank r of n"
+    int rank = 0;
     std::chrono::milliseconds timeout{};
   };
 
@@ -140,7 +142,8 @@ class C10dWork final : public CommWork {
     } catch (...) {
       accounting_->add_time(info_.phase, seconds_since(start));
       work_.reset();
-      throw Error(info_.who + ": " + info_.op + " of " + std::to_string(info_.bytes) + " bytes failed: " +
+      throw DistributedError(info_.rank, info_.op,
+                             info_.who + ": " + info_.op + " of " + std::to_string(info_.bytes) + " bytes failed: " +
                       current_exception_message(),
                   "another rank probably exited or stopped calling collectives in the same order; read the "
                   "first error of every rank (a lost peer shows there); the timeout is " +
@@ -330,7 +333,7 @@ class C10dComm final : public ProcessGroupComm {
       c.payload_bytes += payload;
       c.bus_bytes += static_cast<double>(payload) * bus_factor;
     }
-    C10dWork::Info info{op, payload, phase, rank_name(options_.world), options_.timeout};
+    C10dWork::Info info{op, payload, phase, rank_name(options_.world), options_.world.rank, options_.timeout};
     c10::intrusive_ptr<c10d::Work> work;
     try {
       // c10d tags collectives with a per-group counter that is not thread-safe: launches from
@@ -339,7 +342,8 @@ class C10dComm final : public ProcessGroupComm {
       work = start();
     } catch (...) {
       accounting_->add_time(phase, seconds_since(begin));
-      throw Error(info.who + ": " + op + " of " + std::to_string(payload) + " bytes could not start: " +
+      throw DistributedError(info.rank, op, info.who + ": " + op + " of " + std::to_string(payload) +
+                                                " bytes could not start: " +
                   current_exception_message());
     }
     auto pending = std::make_shared<C10dWork>(accounting_, std::move(info), std::move(work), std::move(finish));
