@@ -29,13 +29,7 @@ class DdpStrategy final : public strata::ReplicaStrategy {
   void setup(const strata::StrategySetup& s) override {
     take_over(s);
     comm_ = s.comm;
-    {
-      // Same starting point everywhere, whatever each rank's initialization did. The in-place
-      // writes into leaf parameters must not be recorded by autograd.
-      torch::NoGradGuard no_grad;
-      for (auto& t : model_->parameters()) comm_->broadcast(t, 0);
-      for (auto& t : model_->buffers()) comm_->broadcast(t, 0);
-    }
+    broadcast_from_rank0(*comm_);
     const auto cap = static_cast<std::int64_t>(options_.bucket_cap_mb * 1024 * 1024);
     bucket_of_.resize(params_.size());
     for (auto& indices : strata::assign_buckets(params_, cap)) {

@@ -21,17 +21,23 @@ CNN_SETS = ["model.name=cnn", "model.channels=[4,8]", "model.hidden=16", "model.
 COMMON_SETS = ["train.steps=24", "train.global_batch_size=24", "log.every=4"]
 
 
-def run(label, *sets, nproc=1, expect=0):
+def run_with_output(label, *sets, nproc=1, expect=0):
+    """Runs good_synthetic with COMMON_SETS and `sets`; returns (summary or None, result)."""
     out = st.temp_dir(label)
     args = list(sets) + COMMON_SETS
     if nproc > 1:
-        result = st.strata("run", st.GOOD_SYNTHETIC, "--out", out, "--nproc", nproc,
-                           *st.set_args(*args), timeout=300)
+        result = st.strata("run", st.GOOD_SYNTHETIC, "--out", out, "--nproc", nproc, *st.set_args(*args),
+                           timeout=300)
     else:
         result = st.strata_run(st.GOOD_SYNTHETIC, out, *args, timeout=300, expect=None)
     st.expect_exit(result, expect)
     st.expect_no_crash(result)
-    return st.load_summary(out) if expect == 0 else result
+    return (st.load_summary(out) if expect == 0 else None), result
+
+
+def run(label, *sets, nproc=1, expect=0):
+    summary, result = run_with_output(label, *sets, nproc=nproc, expect=expect)
+    return summary if expect == 0 else result
 
 
 def expect_equivalent(reference, candidate, what):

@@ -25,6 +25,11 @@ class ReplicaStrategy : public Strategy {
   /// Moves the model to the device, collects the trainable parameters (and their names) and
   /// builds the optimizer over them. Call first in setup().
   void take_over(const StrategySetup& setup);
+  /// take_over() without the optimizer, for strategies that optimize something else (shards).
+  void place(const StrategySetup& setup);
+  /// Overwrites every parameter and buffer with rank 0's (setup-phase traffic): the same
+  /// starting point on every rank, whatever each rank's initialization did.
+  void broadcast_from_rank0(Comm& comm);
   /// Forward, loss and backward of one micro-batch, the loss scaled by 1/micro.count.
   torch::Tensor replica_forward_backward(const Batch& batch, MicroStep micro);
   /// The tensors holding gradients between steps (default: each parameter's grad).

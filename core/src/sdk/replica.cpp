@@ -5,6 +5,18 @@
 namespace strata {
 
 void ReplicaStrategy::take_over(const StrategySetup& s) {
+  place(s);
+  optimizer_ = make_optimizer(params_, s.optimizer);
+}
+
+void ReplicaStrategy::broadcast_from_rank0(Comm& comm) {
+  // In-place writes into leaf parameters must not be recorded by autograd.
+  torch::NoGradGuard no_grad;
+  for (auto& t : model_->parameters()) comm.broadcast(t, 0);
+  for (auto& t : model_->buffers()) comm.broadcast(t, 0);
+}
+
+void ReplicaStrategy::place(const StrategySetup& s) {
   model_ = s.model;
   device_ = s.device;
   model_->to(device_);
@@ -13,7 +25,6 @@ void ReplicaStrategy::take_over(const StrategySetup& s) {
       params_.push_back(p.value());
       param_names_.push_back(p.key());
     }
-  optimizer_ = make_optimizer(params_, s.optimizer);
 }
 
 torch::Tensor ReplicaStrategy::replica_forward_backward(const Batch& batch, MicroStep micro) {
