@@ -5,8 +5,10 @@
 /// concatenated into one flat tensor padded with zeros to a multiple of the world size N, and
 /// rank r owns chunk r (padded / N elements) of every bucket. Every per-bucket collective is then
 /// equal-split, whatever the parameter count.
+
 #include <cstdint>
 #include <vector>
+
 #include <torch/types.h>
 
 namespace strata {

@@ -1,6 +1,6 @@
 #include "strata/flat_shard.hpp"
 
-#include <torch/torch.h>
+#include <torch/utils.h>
 
 #include "strata/buckets.hpp"
 
