@@ -99,10 +99,10 @@ struct Prepared {
 };
 
 /// Loads and validates everything a rank of `world` needs, before any training.
-std::unique_ptr<Prepared> prepare(const RunRequest& request, const WorldInfo& world) {
+std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world) {
   auto p = std::make_unique<Prepared>();
   p->world = world;
-  p->experiment = load_experiment(request.file, request.overrides);
+  p->experiment = std::move(experiment);
   Experiment& e = p->experiment;
   load_plugins(p->registry, &e);
   validate_plugin_sections(e, p->registry);
@@ -147,11 +147,9 @@ std::unique_ptr<Prepared> prepare(const RunRequest& request, const WorldInfo& wo
 
 void validate_experiment(const RunRequest& request) {
   WorldInfo world = world_from_environment().value_or(WorldInfo{});
-  if (world.launcher == "none") {
-    const auto e = load_experiment(request.file, request.overrides);
-    world.world_size = world.local_world_size = static_cast<int>(e.distributed.nproc);
-  }
-  auto p = prepare(request, world);
+  auto experiment = load_experiment(request.file, request.overrides);
+  if (world.launcher == "none") world.world_size = world.local_world_size = static_cast<int>(experiment.distributed.nproc);
+  auto p = prepare(std::move(experiment), world);
   const auto& e = p->experiment;
   std::cout << fmt::format("{}: ok (model {} with {} parameters, dataset {}, strategy {}, {} steps, world {} on {})\n",
                            request.file.string(), e.model.name, p->model->parameter_count(), e.dataset.name,
@@ -161,8 +159,8 @@ void validate_experiment(const RunRequest& request) {
 namespace {
 
 /// One rank of a job: joins the process group, agrees on the run directory, trains.
-void run_rank(const RunRequest& request, const WorldInfo& world) {
-  auto p = prepare(request, world);
+void run_rank(const RunRequest& request, Experiment experiment, const WorldInfo& world) {
+  auto p = prepare(std::move(experiment), world);
   const auto& e = p->experiment;
   std::unique_ptr<Comm> comm;
   fs::path run_dir;
@@ -203,20 +201,21 @@ void run_rank(const RunRequest& request, const WorldInfo& world) {
 }  // namespace
 
 int run_experiment(const RunRequest& request) {
-  if (auto world = world_from_environment()) {
-    run_rank(request, *world);
+  const auto launched = world_from_environment();
+  auto e = load_experiment(request.file, request.overrides);
+  if (launched) {
+    run_rank(request, std::move(e), *launched);
     return 0;
   }
-  // Not started by a launcher: validate once here, then run in this process or spawn the ranks.
-  const auto e = load_experiment(request.file, request.overrides);
+  // Not started by a launcher: run in this process, or validate once here and spawn the ranks.
   const int nproc = static_cast<int>(e.distributed.nproc);
   WorldInfo world;
   world.world_size = world.local_world_size = nproc;
   if (nproc == 1) {
-    run_rank(request, world);
+    run_rank(request, std::move(e), world);
     return 0;
   }
-  prepare(request, world);  // every configuration error surfaces once, before any rank starts
+  prepare(e, world);  // every configuration error surfaces once, before any rank starts
   const fs::path run_dir = make_run_directory(request.out, e.experiment.out_dir, e.experiment.name);
   SpawnOptions spawn;
   spawn.nproc = nproc;

@@ -31,15 +31,15 @@ class DdpStrategy final : public strata::ReplicaStrategy {
     comm_ = s.comm;
     broadcast_from_rank0(*comm_);
     const auto cap = static_cast<std::int64_t>(options_.bucket_cap_mb * 1024 * 1024);
-    bucket_of_.resize(params_.size());
-    for (auto& indices : strata::assign_buckets(params_, cap)) {
+    const auto assignment = strata::assign_buckets(params_, cap);
+    for (const auto& indices : assignment) {
       buckets_.push_back({indices, {}});
       buckets_.back().bind(params_);
-      for (auto i : indices) bucket_of_[i] = buckets_.size() - 1;
     }
-    pending_.resize(buckets_.size());
     works_.resize(buckets_.size());
-    ready_.assign(params_.size(), false);
+    schedule_ = strata::BucketSchedule(assignment, params_.size(), [this](std::size_t b) {
+      works_[b] = comm_->all_reduce(buckets_[b].flat, strata::ReduceOp::kSum, /*async=*/true);
+    });
     used_.assign(params_.size(), false);
     for (std::size_t i = 0; i < params_.size(); ++i) {
       grad_views_.push_back(params_[i].grad());
@@ -50,8 +50,7 @@ class DdpStrategy final : public strata::ReplicaStrategy {
   }
 
   torch::Tensor forward_backward(const strata::Batch& batch, strata::MicroStep micro) override {
-    sync_ = micro.last();
-    if (sync_) start_sync_round();
+    if (micro.last()) schedule_.start_round();
     return replica_forward_backward(batch, micro);
   }
 
@@ -82,46 +81,25 @@ class DdpStrategy final : public strata::ReplicaStrategy {
   }
 
  private:
-  void start_sync_round() {
-    for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      pending_[b] = buckets_[b].params.size();
-      works_[b].reset();
-    }
-    ready_.assign(params_.size(), false);
-    next_launch_ = 0;
-  }
-
   /// Autograd hook: parameter i's gradient for this backward is complete.
   void grad_ready(std::size_t i) {
     used_[i] = true;
-    if (!sync_ || ready_[i]) return;
-    ready_[i] = true;
-    --pending_[bucket_of_[i]];
-    launch_ready_buckets();
-  }
-
-  /// Starts all-reduces in bucket order (the same order on every rank, which collectives need).
-  void launch_ready_buckets() {
-    while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) {
-      works_[next_launch_] = comm_->all_reduce(buckets_[next_launch_].flat, strata::ReduceOp::kSum, /*async=*/true);
-      ++next_launch_;
-    }
+    schedule_.mark_ready(i);
   }
 
   void finish_sync_round() {
-    if (next_launch_ < buckets_.size()) {
+    if (!schedule_.all_launched()) {
       std::vector<std::string> unused;
-      for (std::size_t i = 0; i < params_.size(); ++i)
-        if (!ready_[i]) unused.push_back(param_names_[i]);
+      for (auto i : schedule_.missing()) unused.push_back(param_names_[i]);
       if (!options_.find_unused_parameters)
         throw strata::Error(
             fmt::format("ddp: {} parameter(s) received no gradient in this step: {}.", unused.size(),
                         fmt::join(unused, ", ")),
             "Set `find_unused_parameters = true` in [strategy] if the model legitimately skips them.");
       // Unused parameters contribute zeros (their bucket slices were zeroed after the last step).
-      for (auto& p : pending_) p = 0;
-      launch_ready_buckets();
+      schedule_.launch_rest();
     }
+    schedule_.end_round();
     if (options_.find_unused_parameters) find_globally_unused();
     const double inverse_world = 1.0 / comm_->world_size();
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
@@ -147,15 +125,11 @@ class DdpStrategy final : public strata::ReplicaStrategy {
   strata::Comm* comm_ = nullptr;
   // Gradient buckets and the state of the current synchronization round.
   std::vector<strata::GradBucket> buckets_;
-  std::vector<std::size_t> bucket_of_;
-  std::vector<std::size_t> pending_;  // gradients still missing per bucket
-  std::vector<bool> ready_;               // gradient ready in this synchronization round
+  strata::BucketSchedule schedule_;
   std::vector<bool> used_;                // gradient produced in any micro-batch of this step
   std::vector<std::size_t> globally_unused_;
   std::vector<torch::Tensor> grad_views_;  // each parameter's slice of its bucket
   std::vector<std::shared_ptr<strata::CommWork>> works_;
-  std::size_t next_launch_ = 0;
-  bool sync_ = false;
   std::vector<std::unique_ptr<strata::GradReadyHook>> hooks_;
 };
 

@@ -42,9 +42,6 @@ class ZeroStrategy final : public strata::ReplicaStrategy {
     const int world = comm_->world_size();
     const auto cap = static_cast<std::int64_t>(options_.reduce_bucket_mb * 1024 * 1024);
     buckets_ = strata::build_sharded_buckets(params_, cap, rank, world);
-    bucket_of_.resize(params_.size());
-    for (std::size_t b = 0; b < buckets_.size(); ++b)
-      for (auto i : buckets_[b].params) bucket_of_[i] = b;
 
     std::vector<torch::Tensor> owned;
     for (auto& b : buckets_) {
@@ -65,12 +62,13 @@ class ZeroStrategy final : public strata::ReplicaStrategy {
     }
     optimizer_ = strata::make_optimizer(owned_, s.optimizer);
 
-    pending_.resize(buckets_.size());
     works_.resize(buckets_.size());
     transient_.resize(buckets_.size());
-    ready_.assign(params_.size(), false);
+    std::vector<std::vector<std::size_t>> assignment;
+    for (const auto& b : buckets_) assignment.push_back(b.params);
+    schedule_ = strata::BucketSchedule(assignment, params_.size(), [this](std::size_t b) { launch(b); });
     for (std::size_t i = 0; i < params_.size(); ++i)
-      hooks_.push_back(strata::add_grad_ready_hook(params_[i], [this, i] { grad_ready(i); }));
+      hooks_.push_back(strata::add_grad_ready_hook(params_[i], [this, i] { schedule_.mark_ready(i); }));
     std::int64_t padding = 0;
     for (auto& b : buckets_) padding += b.padded - b.numel;
     s.log->info(fmt::format("zero{}: {} parameters in {} buckets of <= {} MiB ({} padding elements), world {}",
@@ -78,31 +76,21 @@ class ZeroStrategy final : public strata::ReplicaStrategy {
   }
 
   torch::Tensor forward_backward(const strata::Batch& batch, strata::MicroStep micro) override {
-    sync_ = micro.last();
-    if (sync_) {
-      for (std::size_t b = 0; b < buckets_.size(); ++b) {
-        pending_[b] = buckets_[b].params.size();
-        works_[b].reset();
-        transient_[b] = torch::Tensor();
-      }
-      ready_.assign(params_.size(), false);
-      next_launch_ = 0;
-    }
+    if (micro.last()) schedule_.start_round();
     return replica_forward_backward(batch, micro);
   }
 
   double finish_gradients(double max_norm) override {
-    if (next_launch_ < buckets_.size()) {
+    if (!schedule_.all_launched()) {
       std::vector<std::string> unused;
-      for (std::size_t i = 0; i < params_.size(); ++i)
-        if (!ready_[i]) unused.push_back(param_names_[i]);
+      for (auto i : schedule_.missing()) unused.push_back(param_names_[i]);
       // Launched collectives must complete before throwing.
-      for (std::size_t b = 0; b < next_launch_; ++b)
-        if (works_[b]) works_[b]->wait();
+      for (std::size_t b = 0; b < schedule_.launched(); ++b) works_[b]->wait();
       throw strata::Error(fmt::format("zero{}: {} parameter(s) received no gradient in this step: {}.", stage_,
                                       unused.size(), fmt::join(unused, ", ")),
                           "ZeRO requires every trainable parameter to get a gradient in every step.");
     }
+    schedule_.end_round();
     const int rank = comm_->rank();
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       works_[b]->wait();
@@ -143,16 +131,6 @@ class ZeroStrategy final : public strata::ReplicaStrategy {
   }
 
  private:
-  void grad_ready(std::size_t i) {
-    if (!sync_ || ready_[i]) return;
-    ready_[i] = true;
-    --pending_[bucket_of_[i]];
-    while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) {
-      launch(next_launch_);
-      ++next_launch_;
-    }
-  }
-
   void launch(std::size_t bi) {
     auto& b = buckets_[bi];
     if (stage_ == 1) {
@@ -176,16 +154,12 @@ class ZeroStrategy final : public strata::ReplicaStrategy {
   int stage_;
   strata::Comm* comm_ = nullptr;
   std::vector<strata::ShardedBucket> buckets_;
-  std::vector<std::size_t> bucket_of_;
+  strata::BucketSchedule schedule_;
   std::vector<torch::Tensor> owned_;        // optimizer leaves: views of the owned parameter chunks
   std::vector<torch::Tensor> grad_flats_;   // zero1: full padded gradient buffers
   std::vector<torch::Tensor> owned_grads_;  // zero2: owned gradient chunks
   std::vector<torch::Tensor> transient_;    // per bucket: reduce-scatter output (zero1) / input (zero2)
-  std::vector<std::size_t> pending_;
-  std::vector<bool> ready_;
   std::vector<std::shared_ptr<strata::CommWork>> works_;
-  std::size_t next_launch_ = 0;
-  bool sync_ = false;
   std::vector<std::unique_ptr<strata::GradReadyHook>> hooks_;
 };
 

@@ -28,6 +28,42 @@ struct GradBucket {
   void bind(const std::vector<torch::Tensor>& all_params);
 };
 
+/// When to start each bucket's collective during backward. Collectives must be issued in the
+/// same order on every rank, so bucket b starts only once it and every bucket before it have all
+/// their gradients. A round covers one synchronizing backward (the last micro-batch); outside a
+/// round, mark_ready() does nothing (no_sync).
+class BucketSchedule {
+ public:
+  BucketSchedule() = default;
+  /// `buckets` holds parameter indices (< param_count); `launch(b)` starts bucket b's collective.
+  BucketSchedule(const std::vector<std::vector<std::size_t>>& buckets, std::size_t param_count,
+                 std::function<void(std::size_t)> launch);
+  /// Opens a round: every gradient is pending again.
+  void start_round();
+  /// Parameter `param`'s gradient is complete; launches every bucket that became startable.
+  void mark_ready(std::size_t param);
+  /// True when every bucket of the round has been launched.
+  bool all_launched() const noexcept { return next_ == pending_.size(); }
+  /// Buckets launched so far in this round (0 .. bucket count).
+  std::size_t launched() const noexcept { return next_; }
+  /// Parameters whose gradient did not arrive in this round.
+  std::vector<std::size_t> missing() const;
+  /// Treats every missing gradient as ready (its buffer counts as it is) and launches the rest.
+  void launch_rest();
+  /// Closes the round.
+  void end_round() noexcept { open_ = false; }
+
+ private:
+  void launch_startable();
+  std::vector<std::size_t> bucket_of_;  // parameter -> bucket
+  std::vector<std::size_t> sizes_;      // parameters per bucket
+  std::vector<std::size_t> pending_;    // gradients still missing per bucket
+  std::vector<bool> ready_;             // per parameter, in this round
+  std::function<void(std::size_t)> launch_;
+  std::size_t next_ = 0;                // first bucket not launched yet
+  bool open_ = false;
+};
+
 /// Keeps a grad-ready hook registered: owns the parameter's gradient accumulator node (autograd
 /// holds it only weakly) for as long as the hook must fire.
 class GradReadyHook {

@@ -128,32 +128,36 @@ int master_port(const EnvLookup& env, int fallback) {
   return *port;
 }
 
-std::optional<WorldInfo> torchrun_world(const EnvLookup& env) {
-  const auto& v = kTorchrunVars;
+/// Rank, size, local rank and size and master address of a launcher whose variables follow the
+/// torchrun pattern (torchrun, OpenMPI); std::nullopt when neither rank nor size is set. Without a
+/// local size the job is taken to be on one host (torchrun's single-node default; a multi-host
+/// launcher always sets it).
+std::optional<WorldInfo> paired_world(const EnvLookup& env, const RankVars& v, const std::string& fix) {
   auto rank = read_count(env, v.rank);
   auto size = read_count(env, v.size);
   if (!rank && !size) return std::nullopt;
-  if (!rank || !size) {
-    const char* set = rank ? v.rank : v.size;
-    const char* unset = rank ? v.size : v.rank;
-    inconsistent(std::string(set) + " is set but " + unset + " is not.",
-                 std::string("Set both RANK and WORLD_SIZE (torchrun and strata set them together)."));
-  }
+  if (!rank || !size)
+    inconsistent(std::string(rank ? v.rank : v.size) + " is set but " + (rank ? v.size : v.rank) + " is not.", fix);
   WorldInfo w;
   w.rank = *rank;
   w.world_size = *size;
-  // Without LOCAL_WORLD_SIZE the job is taken to be on one host, as torchrun's single-node
-  // default; a multi-host launcher always sets it.
   w.local_world_size = read_count(env, v.local_size).value_or(w.world_size);
   settle_ranks(w, read_count(env, v.local_rank), v, v.local_size);
   w.master_addr = master_addr(env, w, v, v.local_size);
+  return w;
+}
+
+std::optional<WorldInfo> torchrun_world(const EnvLookup& env) {
+  auto found = paired_world(env, kTorchrunVars, "Set both RANK and WORLD_SIZE (torchrun and strata set them together).");
+  if (!found) return std::nullopt;
+  WorldInfo& w = *found;
   w.master_port = master_port(env, 0);
   if (w.world_size > 1 && w.master_port == 0) {
     inconsistent("MASTER_PORT is unset while WORLD_SIZE=" + std::to_string(w.world_size) + ".",
                  "Set MASTER_PORT to a free TCP port on MASTER_ADDR (the same on every rank).");
   }
   w.launcher = env("STRATA_SPAWNED").value_or("") == "1" ? "strata" : "torchrun";
-  return w;
+  return found;
 }
 
 /// The task count of node `index` in a Slurm tasks-per-node list such as "4(x2),3": counts,
@@ -235,25 +239,14 @@ std::optional<WorldInfo> slurm_world(const EnvLookup& env) {
 }
 
 std::optional<WorldInfo> openmpi_world(const EnvLookup& env) {
-  const auto& v = kOpenMpiVars;
-  auto rank = read_count(env, v.rank);
-  auto size = read_count(env, v.size);
-  if (!rank && !size) return std::nullopt;
-  if (!rank || !size) {
-    inconsistent(std::string(rank ? v.rank : v.size) + " is set but " + (rank ? v.size : v.rank) + " is not.",
-                 "Start the job with mpirun, which sets both.");
-  }
-  WorldInfo w;
-  w.rank = *rank;
-  w.world_size = *size;
-  w.local_world_size = read_count(env, v.local_size).value_or(w.world_size);
-  settle_ranks(w, read_count(env, v.local_rank), v, v.local_size);
-  w.master_addr = master_addr(env, w, v, v.local_size);
+  auto found = paired_world(env, kOpenMpiVars, "Start the job with mpirun, which sets both.");
+  if (!found) return std::nullopt;
+  WorldInfo& w = *found;
   // mpirun has no rendezvous port of its own; 29500 is torchrun's default, so a job needs no
   // extra variable unless two share a host.
   w.master_port = master_port(env, 29500);
   w.launcher = "openmpi";
-  return w;
+  return found;
 }
 
 }  // namespace

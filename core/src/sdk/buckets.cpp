@@ -38,6 +38,47 @@ void GradBucket::bind(const std::vector<torch::Tensor>& all_params) {
   }
 }
 
+BucketSchedule::BucketSchedule(const std::vector<std::vector<std::size_t>>& buckets, std::size_t param_count,
+                               std::function<void(std::size_t)> launch)
+    : bucket_of_(param_count), pending_(buckets.size()), ready_(param_count, false), launch_(std::move(launch)) {
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    sizes_.push_back(buckets[b].size());
+    for (auto i : buckets[b]) bucket_of_[i] = b;
+  }
+  next_ = pending_.size();
+}
+
+void BucketSchedule::start_round() {
+  pending_ = sizes_;
+  ready_.assign(ready_.size(), false);
+  next_ = 0;
+  open_ = true;
+}
+
+void BucketSchedule::mark_ready(std::size_t param) {
+  if (!open_ || ready_[param]) return;
+  ready_[param] = true;
+  --pending_[bucket_of_[param]];
+  launch_startable();
+}
+
+std::vector<std::size_t> BucketSchedule::missing() const {
+  std::vector<std::size_t> out;
+  if (!open_) return out;
+  for (std::size_t i = 0; i < ready_.size(); ++i)
+    if (!ready_[i]) out.push_back(i);
+  return out;
+}
+
+void BucketSchedule::launch_rest() {
+  for (auto& p : pending_) p = 0;
+  launch_startable();
+}
+
+void BucketSchedule::launch_startable() {
+  while (next_ < pending_.size() && pending_[next_] == 0) launch_(next_++);
+}
+
 namespace {
 class AccumulatorHook final : public GradReadyHook {
  public:
