@@ -159,7 +159,7 @@ void PluginLoader::load_path(const fs::path& path) {
 std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& extra) {
   std::vector<fs::path> out;
   const fs::path exe_dir = boost::dll::program_location().parent_path();
-  for (const fs::path candidate : {exe_dir / ".." / "plugins", exe_dir / ".." / "lib" / "strata" / "plugins"}) {
+  for (const fs::path& candidate : {exe_dir / ".." / "plugins", exe_dir / ".." / "lib" / "strata" / "plugins"}) {
     if (fs::is_directory(candidate)) {
       out.push_back(fs::weakly_canonical(candidate));
       break;

@@ -193,6 +193,7 @@ void run_rank(const RunRequest& request, Experiment experiment, const WorldInfo&
   parts.log = &log;
   parts.device = p->device;
   parts.backend = backend;
+  parts.local_world_size = world.local_world_size;
   parts.run_dir = run_dir;
   train(std::move(parts));
   comm->barrier();  // nobody tears the group down while a peer still needs it

@@ -5,7 +5,6 @@
 // bucket's last gradient is accumulated, overlapping the rest of backward. Only the last
 // micro-batch of an accumulation communicates (no_sync for the others).
 
-#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -29,7 +28,6 @@ class DdpStrategy final : public strata::ReplicaStrategy {
   void setup(const strata::StrategySetup& s) override {
     take_over(s);
     comm_ = s.comm;
-    broadcast_from_rank0(*comm_);
     const auto cap = static_cast<std::int64_t>(options_.bucket_cap_mb * 1024 * 1024);
     const auto assignment = strata::assign_buckets(params_, cap);
     for (const auto& indices : assignment) {
@@ -37,8 +35,12 @@ class DdpStrategy final : public strata::ReplicaStrategy {
       buckets_.back().bind(params_);
     }
     works_.resize(buckets_.size());
+    wire_.resize(buckets_.size());
     schedule_ = strata::BucketSchedule(assignment, params_.size(), [this](std::size_t b) {
-      works_[b] = comm_->all_reduce(buckets_[b].flat, strata::ReduceOp::kSum, /*async=*/true);
+      // Gradients go on the wire in the policy's reduce dtype.
+      auto& flat = buckets_[b].flat;
+      wire_[b] = flat.scalar_type() == precision_.reduce ? flat : flat.to(precision_.reduce);
+      works_[b] = comm_->all_reduce(wire_[b], strata::ReduceOp::kSum, /*async=*/true);
     });
     used_.assign(params_.size(), false);
     for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -56,18 +58,20 @@ class DdpStrategy final : public strata::ReplicaStrategy {
 
   double finish_gradients(double max_norm) override {
     finish_sync_round();
-    const double norm = std::sqrt(strata::grad_square_sum(params_).item<double>());
-    strata::clip_gradients(params_, norm, max_norm);
-    return norm;
+    return clip_replica_gradients(max_norm);
   }
 
   void step(double lr) override {
-    strata::set_learning_rate(*optimizer_, lr);
     // A parameter no rank used has no gradient, as in `single`: the optimizer skips it (weight
-    // decay and momentum included). Its bucket view is re-attached afterwards.
-    for (auto i : globally_unused_) params_[i].mutable_grad() = torch::Tensor();
-    optimizer_->step();
-    for (auto i : globally_unused_) params_[i].mutable_grad() = grad_views_[i];
+    // decay and momentum included). Its gradient is re-attached afterwards.
+    auto& optimized = precision_.mixed() ? masters_ : params_;
+    std::vector<torch::Tensor> detached;
+    for (auto i : globally_unused_) {
+      detached.push_back(optimized[i].grad());
+      optimized[i].mutable_grad() = torch::Tensor();
+    }
+    replica_step(lr);
+    for (std::size_t k = 0; k < globally_unused_.size(); ++k) optimized[globally_unused_[k]].mutable_grad() = detached[k];
     for (auto& b : buckets_) b.flat.zero_();  // grads stay views into the buckets
     used_.assign(params_.size(), false);
   }
@@ -104,7 +108,10 @@ class DdpStrategy final : public strata::ReplicaStrategy {
     const double inverse_world = 1.0 / comm_->world_size();
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       works_[b]->wait();
-      if (comm_->world_size() > 1) buckets_[b].flat.mul_(inverse_world);
+      auto& flat = buckets_[b].flat;
+      if (!wire_[b].is_same(flat)) flat.copy_(wire_[b]);
+      wire_[b] = torch::Tensor();
+      if (comm_->world_size() > 1) flat.mul_(inverse_world);
     }
   }
 
@@ -129,6 +136,7 @@ class DdpStrategy final : public strata::ReplicaStrategy {
   std::vector<bool> used_;                // gradient produced in any micro-batch of this step
   std::vector<std::size_t> globally_unused_;
   std::vector<torch::Tensor> grad_views_;  // each parameter's slice of its bucket
+  std::vector<torch::Tensor> wire_;        // per bucket: what is all-reduced (the flat, or its reduce-dtype copy)
   std::vector<std::shared_ptr<strata::CommWork>> works_;
   std::vector<std::unique_ptr<strata::GradReadyHook>> hooks_;
 };

@@ -1,8 +1,6 @@
 // `single`: the baseline every other strategy is compared with and must reproduce. One process,
 // one device, a plain optimizer step; no communication.
 
-#include <cmath>
-
 #include <strata/plugin.hpp>
 #include <strata/replica.hpp>
 
@@ -20,19 +18,9 @@ class SingleStrategy final : public strata::ReplicaStrategy {
     return replica_forward_backward(batch, micro);
   }
 
-  double finish_gradients(double max_norm) override {
-    const double norm = std::sqrt(strata::grad_square_sum(params_).item<double>());
-    strata::clip_gradients(params_, norm, max_norm);
-    return norm;
-  }
+  double finish_gradients(double max_norm) override { return clip_replica_gradients(max_norm); }
 
-  void step(double lr) override {
-    strata::set_learning_rate(*optimizer_, lr);
-    optimizer_->step();
-    // Gradients are zeroed in place, not freed: the buffers stay allocated between steps, as
-    // every strategy's gradient memory is counted (DESIGN §5: 4 bytes per fp32 parameter).
-    optimizer_->zero_grad(/*set_to_none=*/false);
-  }
+  void step(double lr) override { replica_step(lr); }
 };
 
 void register_single(strata::Registry& registry) {

@@ -57,6 +57,12 @@ class Comm {
   /// Returns when every rank has reached it.
   virtual void barrier() = 0;
 
+  /// A communicator over `ranks` (ascending job ranks, this rank among them), for hierarchical
+  /// strategies (HYBRID_SHARD: shard inside a group, replicate across groups). Every member calls
+  /// it, and every rank creates its groups in the same order. Its calls are booked to this
+  /// communicator's counters (with the group's own bus factors) and phase.
+  virtual std::shared_ptr<Comm> subgroup(const std::vector<int>& ranks) = 0;
+
   /// Phase that subsequent calls are booked to.
   virtual void set_phase(CommPhase phase) = 0;
   /// Counters accumulated so far in `phase`.

@@ -13,6 +13,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -21,6 +24,7 @@
 #include "strata/logger.hpp"
 #include "strata/model.hpp"
 #include "strata/optim.hpp"
+#include "strata/precision.hpp"
 
 namespace strata {
 
@@ -31,7 +35,15 @@ struct StrategySetup {
   Comm* comm = nullptr;           ///< collectives of this job (never null; world 1 for one process)
   torch::Device device{torch::kCPU};  ///< this rank's device
   const Logger* log = nullptr;    ///< never null
+  /// `[precision]`: the dtype of parameters in forward/backward and of gradients on the wire. A
+  /// strategy that cannot honor a mixed policy throws strata::Error from setup() saying so.
+  PrecisionPolicy precision;
+  int local_world_size = 1;  ///< ranks of this job on this host (e.g. a node-local shard group)
 };
+
+/// A model's full state by dotted name (model().named_parameters() and named_buffers() keys):
+/// every parameter and buffer, whole, float32 where floating point.
+using StateDict = std::vector<std::pair<std::string, torch::Tensor>>;
 
 /// Position of a micro-batch inside one optimizer step (gradient accumulation).
 struct MicroStep {
@@ -80,6 +92,11 @@ class Strategy {
 
   /// What this rank holds now (sampled between steps).
   virtual ModelStateBytes memory() const = 0;
+
+  /// The full (gathered) model state, on rank 0; other ranks return an empty dict. Collective:
+  /// every rank calls it. `[train] save_final` writes it in the form `[train] init_from` loads,
+  /// whatever strategy produced it.
+  virtual StateDict full_state_dict() = 0;
 };
 
 }  // namespace strata

@@ -65,7 +65,12 @@ const Schema<TrainSection>& train_schema() {
                 between(0, 1))
         .option("device", &TrainSection::device, "auto, cpu, cuda or cuda:N")
         .option("threads", &TrainSection::threads, "intra-op CPU threads per rank; 0 = LibTorch default",
-                at_least(0));
+                at_least(0))
+        .option("save_final", &TrainSection::save_final,
+                "write the final full model (any strategy) to <run>/final_model.pt")
+        .option("init_from", &TrainSection::init_from,
+                "start from a model saved by save_final (relative to this file); \"\" = fresh initialization",
+                file_path());
     return s;
   }();
   return schema;
@@ -99,6 +104,19 @@ const Schema<DistributedSection>& distributed_schema() {
         .option("backend", &DistributedSection::backend, "process group backend", one_of({"auto", "gloo", "nccl"}))
         .option("timeout_s", &DistributedSection::timeout_s, "collective and rendezvous timeout in seconds",
                 positive());
+    return s;
+  }();
+  return schema;
+}
+
+const Schema<PrecisionSection>& precision_schema() {
+  static const auto schema = [] {
+    Schema<PrecisionSection> s;
+    s.option("param_dtype", &PrecisionSection::param_dtype,
+             "parameter dtype in forward and backward (master weights and optimizer state stay float32)",
+             one_of({"float32", "bfloat16"}))
+        .option("reduce_dtype", &PrecisionSection::reduce_dtype, "dtype gradients are communicated in",
+                one_of({"float32", "bfloat16"}));
     return s;
   }();
   return schema;
@@ -307,6 +325,9 @@ void check_consistency(const Experiment& e) {
   if (e.optimizer.betas.size() != 2)
     throw e.error("optimizer.betas", fmt::format("betas needs exactly 2 values, got {}.", e.optimizer.betas.size()),
                   "Write `betas = [0.9, 0.999]`.");
+  if (!t.init_from.empty() && !fs::is_regular_file(t.init_from))
+    throw e.error("train.init_from", "no model file at \"" + t.init_from + "\".",
+                  "Point init_from at the final_model.pt of a run made with `save_final = true`.");
   static const std::regex name_pattern("[A-Za-z0-9_.-]+");
   if (!std::regex_match(e.experiment.name, name_pattern))
     throw e.error("experiment.name", "name \"" + e.experiment.name + "\" is not usable as a directory name.",
@@ -392,6 +413,7 @@ Experiment load_experiment(const fs::path& file, const std::vector<std::string>&
   core("eval", eval_schema(), e.eval);
   core("log", log_schema(), e.log);
   core("distributed", distributed_schema(), e.distributed);
+  core("precision", precision_schema(), e.precision);
   core("plugins", plugins_schema(), e.plugins);
 
   for (const auto& section : kPluginSections) {
@@ -449,6 +471,7 @@ std::string resolved_toml(const Experiment& e) {
   write_section(out, "eval", eval_schema().dump(e.eval));
   write_section(out, "log", log_schema().dump(e.log));
   write_section(out, "distributed", distributed_schema().dump(e.distributed));
+  write_section(out, "precision", precision_schema().dump(e.precision));
   write_section(out, "plugins", plugins_schema().dump(e.plugins));
   return out;
 }
@@ -460,12 +483,13 @@ const OptionsSchema* core_section_schema(const std::string& section) {
   if (section == "eval") return &eval_schema().erased();
   if (section == "log") return &log_schema().erased();
   if (section == "distributed") return &distributed_schema().erased();
+  if (section == "precision") return &precision_schema().erased();
   if (section == "plugins") return &plugins_schema().erased();
   return nullptr;
 }
 
 std::vector<std::string> core_section_names() {
-  return {"experiment", "optimizer", "train", "eval", "log", "distributed", "plugins"};
+  return {"experiment", "optimizer", "train", "eval", "log", "distributed", "precision", "plugins"};
 }
 
 }  // namespace strata

@@ -37,6 +37,14 @@ struct TrainSection {
   double min_lr_ratio = 0.0;             ///< cosine floor, as a fraction of optimizer.lr
   std::string device = "auto";           ///< "auto" (CUDA when present), "cpu", "cuda" or "cuda:N"
   std::int64_t threads = 0;              ///< intra-op CPU threads per rank; 0 = LibTorch's default
+  bool save_final = false;               ///< write the final full model to <run>/final_model.pt
+  std::string init_from;                 ///< start from a saved model (a save_final file); "" = fresh init
+};
+
+/// [precision]: the mixed-precision policy handed to the strategy.
+struct PrecisionSection {
+  std::string param_dtype = "float32";   ///< parameters in forward and backward
+  std::string reduce_dtype = "float32";  ///< gradients on the wire
 };
 
 /// [eval]
@@ -82,6 +90,7 @@ struct Experiment {
   EvalSection eval;
   LogSection log;
   DistributedSection distributed;
+  PrecisionSection precision;
   PluginsSection plugins;
   std::shared_ptr<const ExperimentDocument> document;
 

@@ -36,12 +36,16 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "strata/errors.hpp"
 
@@ -177,9 +181,17 @@ struct Staged {
 
 class C10dComm final : public ProcessGroupComm {
  public:
+  /// `pg_store` is the namespace subgroups rendezvous in; `who` names this rank in messages.
   C10dComm(ProcessGroupOptions options, c10::intrusive_ptr<c10d::Store> kv_store,
-           c10::intrusive_ptr<c10d::Backend> backend)
-      : options_(std::move(options)), kv_store_(std::move(kv_store)), backend_(std::move(backend)) {}
+           c10::intrusive_ptr<c10d::Store> pg_store, c10::intrusive_ptr<c10d::Backend> backend, int global_rank,
+           std::string who, std::shared_ptr<Accounting> accounting)
+      : options_(std::move(options)),
+        kv_store_(std::move(kv_store)),
+        pg_store_(std::move(pg_store)),
+        backend_(std::move(backend)),
+        global_rank_(global_rank),
+        who_(std::move(who)),
+        accounting_(std::move(accounting)) {}
 
   ~C10dComm() override {
     // NCCL tears down its communicators and watchdog here; Gloo's is a no-op. Never throw.
@@ -241,7 +253,7 @@ class C10dComm final : public ProcessGroupComm {
 
   std::shared_ptr<CommWork> broadcast(torch::Tensor& tensor, int root, bool async) override {
     if (root < 0 || root >= world_size()) {
-      throw Error(rank_name(options_.world) + ": broadcast root " + std::to_string(root) + " is not a rank (0.." +
+      throw Error(who_ + ": broadcast root " + std::to_string(root) + " is not a rank (0.." +
                   std::to_string(world_size() - 1) + ")");
     }
     Staged t(tensor);
@@ -260,6 +272,8 @@ class C10dComm final : public ProcessGroupComm {
   void barrier() override {
     launch("barrier", 0, 0.0, false, [&] { return backend_->barrier(barrier_options()); }, {});
   }
+
+  std::shared_ptr<Comm> subgroup(const std::vector<int>& ranks) override;
 
   void set_phase(CommPhase phase) override {
     std::lock_guard lock(accounting_->mutex);
@@ -314,7 +328,7 @@ class C10dComm final : public ProcessGroupComm {
   void check_sizes(const char* op, const torch::Tensor& output, const torch::Tensor& input, bool sizes_ok,
                    const char* rule) const {
     if (sizes_ok && output.scalar_type() == input.scalar_type()) return;
-    throw Error(rank_name(options_.world) + ": " + op + " needs " + rule + " (world size " +
+    throw Error(who_ + ": " + op + " needs " + rule + " (world size " +
                 std::to_string(world_size()) + ") and one dtype; got output numel " + std::to_string(output.numel()) +
                 " (" + c10::toString(output.scalar_type()) + "), input numel " + std::to_string(input.numel()) +
                 " (" + c10::toString(input.scalar_type()) + ")");
@@ -333,7 +347,7 @@ class C10dComm final : public ProcessGroupComm {
       c.payload_bytes += payload;
       c.bus_bytes += static_cast<double>(payload) * bus_factor;
     }
-    C10dWork::Info info{op, payload, phase, rank_name(options_.world), options_.world.rank, options_.timeout};
+    C10dWork::Info info{op, payload, phase, who_, global_rank_, options_.timeout};
     c10::intrusive_ptr<c10d::Work> work;
     try {
       // c10d tags collectives with a per-group counter that is not thread-safe: launches from
@@ -353,18 +367,54 @@ class C10dComm final : public ProcessGroupComm {
   }
 
   Error store_error(const char* what, const std::string& key) const {
-    return Error(rank_name(options_.world) + ": store " + what + " of key '" + key + "' at " +
+    return Error(who_ + ": store " + what + " of key '" + key + "' at " +
                      endpoint(options_.world) + " failed within the " + std::to_string(options_.timeout.count()) +
                      " ms timeout: " + current_exception_message(),
                  "rank 0 hosts the store: check that it is still running and that some rank sets the key");
   }
 
-  ProcessGroupOptions options_;
+  ProcessGroupOptions options_;  // world: this group's rank and size
   c10::intrusive_ptr<c10d::Store> kv_store_;
+  c10::intrusive_ptr<c10d::Store> pg_store_;
   c10::intrusive_ptr<c10d::Backend> backend_;
-  std::shared_ptr<Accounting> accounting_ = std::make_shared<Accounting>();
+  int global_rank_;
+  std::string who_;
+  std::shared_ptr<Accounting> accounting_;
   std::mutex launch_mutex_;
+  int subgroups_ = 0;  // groups created so far (part of their store prefix)
 };
+
+c10::intrusive_ptr<c10d::Backend> make_gloo(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store);
+c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store,
+                                            torch::Device& device);
+
+std::shared_ptr<Comm> C10dComm::subgroup(const std::vector<int>& ranks) {
+  const auto me = std::find(ranks.begin(), ranks.end(), global_rank_);
+  bool ok = me != ranks.end() && std::is_sorted(ranks.begin(), ranks.end()) &&
+            std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end();
+  for (int r : ranks) ok = ok && r >= 0 && r < options_.world.world_size;
+  if (!ok) {
+    throw Error(who_ + ": subgroup ranks must be ascending, distinct job ranks that include this rank; got [" +
+                fmt::format("{}", fmt::join(ranks, ",")) + "]");
+  }
+  ProcessGroupOptions o = options_;
+  o.world.rank = static_cast<int>(me - ranks.begin());
+  o.world.world_size = static_cast<int>(ranks.size());
+  const std::string members = fmt::format("{}", fmt::join(ranks, ","));
+  auto store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("sub{}/{}", subgroups_++, members), pg_store_);
+  const std::string who = fmt::format("{} (group [{}])", who_, members);
+  c10::intrusive_ptr<c10d::Backend> backend;
+  try {
+    backend = o.backend == "nccl" ? make_nccl(o, store, o.device) : make_gloo(o, store);
+  } catch (const Error&) {
+    throw;
+  } catch (...) {
+    throw DistributedError(global_rank_, "rendezvous",
+                           who + ": could not create the " + o.backend + " subgroup: " + current_exception_message(),
+                           "every member of a group must create it, in the same order on every rank");
+  }
+  return std::make_shared<C10dComm>(o, kv_store_, pg_store_, backend, global_rank_, who, accounting_);
+}
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
@@ -483,7 +533,8 @@ std::unique_ptr<ProcessGroupComm> make_process_group_comm(const ProcessGroupOpti
     }
   }
 
-  auto comm = std::make_unique<C10dComm>(o, kv_store, backend);
+  auto comm = std::make_unique<C10dComm>(o, kv_store, pg_store, backend, o.world.rank, rank_name(o.world),
+                                         std::make_shared<Accounting>());
   try {
     comm->connect_barrier();
   } catch (...) {

@@ -1,6 +1,9 @@
 #include "strata/comm.hpp"
 
 #include <array>
+#include <memory>
+
+#include "strata/errors.hpp"
 
 namespace strata {
 
@@ -38,18 +41,27 @@ class LocalComm final : public Comm {
   }
   std::shared_ptr<CommWork> broadcast(torch::Tensor& tensor, int, bool) override { return count(tensor.nbytes()); }
   void barrier() override {}
-  void set_phase(CommPhase phase) override { phase_ = phase; }
-  CommCounters counters(CommPhase phase) const override { return counters_[static_cast<int>(phase)]; }
+  std::shared_ptr<Comm> subgroup(const std::vector<int>& ranks) override {
+    if (ranks != std::vector<int>{0}) throw Error("subgroup: a one-rank job has only rank 0");
+    auto group = std::make_shared<LocalComm>();
+    group->state_ = state_;
+    return group;
+  }
+  void set_phase(CommPhase phase) override { state_->phase = phase; }
+  CommCounters counters(CommPhase phase) const override { return state_->counters[static_cast<int>(phase)]; }
 
  private:
+  struct State {
+    CommPhase phase = CommPhase::kSetup;
+    std::array<CommCounters, 3> counters{};
+  };
   std::shared_ptr<CommWork> count(std::size_t payload) {
-    auto& c = counters_[static_cast<int>(phase_)];
+    auto& c = state_->counters[static_cast<int>(state_->phase)];
     c.calls += 1;
     c.payload_bytes += static_cast<std::int64_t>(payload);
     return std::make_shared<DoneWork>();
   }
-  CommPhase phase_ = CommPhase::kSetup;
-  std::array<CommCounters, 3> counters_{};
+  std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "io/run_dir.hpp"
 #include "strata/errors.hpp"
 #include "tensorboard/event_writer.hpp"
+#include "train/checkpoint.hpp"
 #include "train/device_memory.hpp"
 #include "train/schedule.hpp"
 
@@ -100,6 +101,7 @@ class Loop {
   void write_summary(const Json& summary) const;
   void sync_device() const;
   void measure_memory();
+  void save_final_model(Json& summary);
 
   // Inputs.
   TrainerParts p_;
@@ -144,6 +146,18 @@ void Loop::measure_memory() {
   peak_bytes_ = static_cast<std::int64_t>(values[3].item<double>());
 }
 
+/// Gathers the full model on rank 0 (a collective of every rank) and writes it for init_from.
+void Loop::save_final_model(Json& summary) {
+  p_.comm->set_phase(CommPhase::kEval);
+  const StateDict state = p_.strategy->full_state_dict();
+  p_.comm->set_phase(CommPhase::kTrain);
+  if (!rank0_) return;
+  const auto file = p_.run_dir / "final_model.pt";
+  save_state_dict(state, file);
+  summary["final_model"] = file.filename().string();
+  p_.log->info(fmt::format("final model: {} ({} tensors)", file.string(), state.size()));
+}
+
 void Loop::setup() {
   const auto& t = e_.train;
   sampler_.emplace(SamplerOptions{p_.dataset->size(Split::kTrain), t.global_batch_size, t.micro_batches,
@@ -151,8 +165,22 @@ void Loop::setup() {
   schedule_ = {e_.optimizer.lr, t.steps, t.warmup_steps, t.lr_schedule == "cosine", t.min_lr_ratio};
   model_params_ = p_.model->parameter_count();
 
+  if (!t.init_from.empty()) {
+    load_state_dict(*p_.model, t.init_from);
+    p_.log->info("model initialized from " + t.init_from);
+  }
+  StrategySetup setup;
+  setup.model = p_.model;
+  setup.optimizer = e_.optimizer;
+  setup.comm = p_.comm;
+  setup.device = p_.device;
+  setup.log = p_.log;
+  setup.precision.param = dtype_from_name(e_.precision.param_dtype);
+  setup.precision.reduce = dtype_from_name(e_.precision.reduce_dtype);
+  setup.local_world_size = p_.local_world_size;
+  p_.log->info("precision: " + setup.precision.describe());
   p_.comm->set_phase(CommPhase::kSetup);
-  p_.strategy->setup({p_.model, e_.optimizer, p_.comm, p_.device, p_.log});
+  p_.strategy->setup(setup);
   p_.comm->set_phase(CommPhase::kTrain);
 
   if (rank0_) {
@@ -373,6 +401,7 @@ Json Loop::run() {
   measure_memory();
   Json s = summary("ok", "");
   s["param_norm"] = p_.strategy->parameter_norm();
+  if (t.save_final) save_final_model(s);
   if (events_) {
     events_->add_scalar("eval/loss", last_eval_->loss, t.steps);
     events_->add_scalar("eval/accuracy", last_eval_->accuracy, t.steps);
@@ -385,7 +414,8 @@ Json Loop::run() {
                            steps_done_, train_time_s_,
                            static_cast<double>(steps_done_ * t.global_batch_size) / std::max(1e-9, train_time_s_),
                            last_loss_, last_eval_->loss, last_eval_->accuracy));
-  p_.log->info("outputs: " + p_.run_dir.string() + "  (tensorboard --logdir " + p_.run_dir.parent_path().string() +
+  p_.log->info("outputs: " + p_.run_dir.string() + "  (tensorboard --logdir " +
+               (p_.run_dir.has_parent_path() ? p_.run_dir.parent_path().string() : std::string(".")) +
                ")");
   return s;
 }

@@ -24,6 +24,7 @@ struct TrainerParts {
   const Logger* log = nullptr;
   torch::Device device{torch::kCPU};
   std::string backend = "none";       ///< process-group backend, "none" for one process
+  int local_world_size = 1;           ///< ranks on this host
   std::filesystem::path run_dir;      ///< outputs go here (rank 0 writes)
 };
 

@@ -1,0 +1,74 @@
+#include "train/checkpoint.hpp"
+
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/utils.h>
+
+#include "strata/errors.hpp"
+
+namespace strata {
+
+void save_state_dict(const StateDict& state, const std::filesystem::path& file) {
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& [name, tensor] : state) dict.insert(name, tensor.detach().to(torch::kCPU).contiguous());
+  const auto bytes = torch::jit::pickle_save(c10::IValue(dict));
+  std::ofstream out(file, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw Error(fmt::format("could not write the model to {}", file.string()), "check free disk space");
+}
+
+void load_state_dict(Model& model, const std::filesystem::path& file) {
+  const std::string where = "train.init_from: " + file.string();
+  const std::string fix = "Use a final_model.pt saved (save_final = true) from a run with the same [model] section.";
+  std::ifstream in(file, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::IValue value;
+  try {
+    value = torch::jit::pickle_load(bytes);
+  } catch (const std::exception&) {
+    throw Error(where + " is not a saved model (not a torch.save file).", fix);
+  }
+  if (!value.isGenericDict()) throw Error(where + " does not hold a dict of tensors.", fix);
+  std::map<std::string, at::Tensor> saved;
+  for (const auto& entry : value.toGenericDict()) {
+    if (!entry.key().isString() || !entry.value().isTensor())
+      throw Error(where + " holds an entry that is not a named tensor.", fix);
+    saved.emplace(entry.key().toStringRef(), entry.value().toTensor());
+  }
+  std::vector<std::pair<std::string, at::Tensor>> targets;
+  for (const auto& p : model.named_parameters()) targets.emplace_back(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) targets.emplace_back(b.key(), b.value());
+  std::vector<std::string> missing;
+  std::vector<std::string> mismatched;
+  std::set<std::string> used;
+  for (const auto& [name, tensor] : targets) {
+    auto it = saved.find(name);
+    if (it == saved.end()) {
+      missing.push_back(name);
+    } else if (it->second.sizes() != tensor.sizes()) {
+      mismatched.push_back(fmt::format("{} (file {}, model {})", name, fmt::join(it->second.sizes(), "x"),
+                                       fmt::join(tensor.sizes(), "x")));
+    }
+    used.insert(name);
+  }
+  std::vector<std::string> unexpected;
+  for (const auto& [name, tensor] : saved)
+    if (!used.count(name)) unexpected.push_back(name);
+  if (!missing.empty() || !mismatched.empty() || !unexpected.empty()) {
+    std::string what = where + " does not fit the model:";
+    if (!missing.empty()) what += fmt::format(" missing {};", fmt::join(missing, ", "));
+    if (!mismatched.empty()) what += fmt::format(" wrong shape {};", fmt::join(mismatched, ", "));
+    if (!unexpected.empty()) what += fmt::format(" not in the model {};", fmt::join(unexpected, ", "));
+    what.back() = '.';
+    throw Error(what, fix);
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [name, tensor] : targets) tensor.copy_(saved.at(name));
+}
+
+}  // namespace strata
