@@ -65,7 +65,7 @@ class BucketSchedule {
 };
 
 /// Keeps a grad-ready hook registered: owns the parameter's gradient accumulator node (autograd
-/// holds it only weakly) for as long as the hook must fire.
+/// holds it only weakly) for as long as the hook must fire, and removes the hook when destroyed.
 class GradReadyHook {
  public:
   virtual ~GradReadyHook() = default;

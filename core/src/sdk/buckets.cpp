@@ -82,11 +82,14 @@ void BucketSchedule::launch_startable() {
 namespace {
 class AccumulatorHook final : public GradReadyHook {
  public:
-  explicit AccumulatorHook(std::shared_ptr<torch::autograd::Node> accumulator)
-      : accumulator_(std::move(accumulator)) {}
+  AccumulatorHook(std::shared_ptr<torch::autograd::Node> accumulator, std::uintptr_t key)
+      : accumulator_(std::move(accumulator)), key_(key) {}
+  /// The hook refers to its strategy: it must not fire once the strategy is gone.
+  ~AccumulatorHook() override { accumulator_->del_post_hook(key_); }
 
  private:
   std::shared_ptr<torch::autograd::Node> accumulator_;
+  std::uintptr_t key_;
 };
 }  // namespace
 
@@ -94,12 +97,12 @@ std::unique_ptr<GradReadyHook> add_grad_ready_hook(const torch::Tensor& param, s
   if (!param.requires_grad() || !param.is_leaf())
     throw Error("add_grad_ready_hook needs a leaf tensor that requires grad.");
   auto accumulator = torch::autograd::impl::grad_accumulator(param);
-  accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+  const auto key = accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
       [fn = std::move(fn)](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
         fn();
         return outputs;
       }));
-  return std::make_unique<AccumulatorHook>(std::move(accumulator));
+  return std::make_unique<AccumulatorHook>(std::move(accumulator), key);
 }
 
 }  // namespace strata
