@@ -61,6 +61,10 @@ def zero_matches_single_tiny_buckets():
                                   "train.micro_batches=2", nproc=world)
             st.check(bucket_count(result, stage) > 1, "%s: expected several buckets" % stage, result)
             expect_equivalent(single, summary, "%s world %d tiny buckets" % (stage, world))
+        # Reduce-scatter after backward instead of from the hooks; several buckets per all-gather.
+        summary, _ = run("tiny_%s_noov" % stage, "strategy.name=" + stage, TINY_BUCKETS, "train.micro_batches=2",
+                         "strategy.overlap=false", "strategy.allgather_bucket_mb=0.003", nproc=3)
+        expect_equivalent(single, summary, "%s world 3 tiny buckets, no overlap, coalesced all-gathers" % stage)
 
 
 def expect_within(actual, expected, allowance, what):
