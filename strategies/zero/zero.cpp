@@ -104,8 +104,8 @@ class ZeroStrategy final : public strata::ReplicaStrategy {
   }
 
   torch::Tensor forward_backward(const strata::Batch& batch, strata::MicroStep micro) override {
-    if (micro.last()) schedule_.start_round();
-    if (!options_.overlap) schedule_.end_round();  // hooks stay silent; finish_gradients launches all
+    // Without overlap the hooks stay silent and finish_gradients launches every bucket.
+    if (micro.last() && options_.overlap) schedule_.start_round();
     return replica_forward_backward(batch, micro);
   }
 
@@ -133,7 +133,9 @@ class ZeroStrategy final : public strata::ReplicaStrategy {
       transient_[b] = torch::Tensor();
       inputs_[b] = torch::Tensor();
     }
-    const double norm = std::sqrt(global_square_sum(/*grads=*/true));
+    std::vector<torch::Tensor> grads;
+    for (const auto& m : owned_) grads.push_back(m.grad());
+    const double norm = std::sqrt(strata::global_square_sum(grads, *comm_));
     strata::clip_gradients(owned_, norm, max_norm);
     return norm;
   }
@@ -152,7 +154,7 @@ class ZeroStrategy final : public strata::ReplicaStrategy {
     for (auto& g : reduced_) g.zero_();
   }
 
-  double parameter_norm() override { return std::sqrt(global_square_sum(/*grads=*/false)); }
+  double parameter_norm() override { return std::sqrt(strata::global_square_sum(owned_, *comm_)); }
 
   strata::ModelStateBytes memory() const override {
     std::vector<torch::Tensor> params = owned_;
@@ -176,8 +178,7 @@ class ZeroStrategy final : public strata::ReplicaStrategy {
         state.emplace_back(param_names_[buckets_[b].params[k]], views[k].clone());
     }
     if (comm_->rank() != 0) return {};
-    for (const auto& buffer : model_->named_buffers())
-      state.emplace_back(buffer.key(), buffer.value().detach().to(torch::kFloat32, false, true));
+    strata::append_buffers(state, *model_);
     return state;
   }
 
@@ -214,13 +215,15 @@ class ZeroStrategy final : public strata::ReplicaStrategy {
       std::shared_ptr<strata::CommWork> work;
     };
     std::vector<Call> calls;
+    std::int64_t filled = 0;  // bytes of the last call
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       const auto bytes = static_cast<std::int64_t>(buckets_[b].flat_params.nbytes());
-      std::int64_t filled = 0;
-      for (auto i : calls.empty() ? std::vector<std::size_t>{} : calls.back().buckets)
-        filled += static_cast<std::int64_t>(buckets_[i].flat_params.nbytes());
-      if (calls.empty() || filled + bytes > cap) calls.emplace_back();
+      if (calls.empty() || filled + bytes > cap) {
+        calls.emplace_back();
+        filled = 0;
+      }
       calls.back().buckets.push_back(b);
+      filled += bytes;
     }
     for (auto& c : calls) {
       if (c.buckets.size() == 1) {
@@ -246,15 +249,6 @@ class ZeroStrategy final : public strata::ReplicaStrategy {
         offset += b.chunk;
       }
     }
-  }
-
-  /// Sum of squares over all ranks of the owned master chunks (or of their gradients).
-  double global_square_sum(bool grads) {
-    std::vector<torch::Tensor> tensors;
-    for (const auto& m : owned_) tensors.push_back(grads ? m.grad() : m);
-    auto sq = strata::square_sum(tensors).to(torch::kFloat64).reshape({1});
-    comm_->all_reduce(sq, strata::ReduceOp::kSum);
-    return sq.item<double>();
   }
 
   ZeroOptions options_;

@@ -10,7 +10,7 @@ import re
 
 import strata_test as st
 from test_distributed import CNN_SETS, expect_equivalent, run_with_output
-from test_zero import expect_within
+from test_zero import expect_unused_parameter_named, expect_within
 
 STRATEGIES = ("zero3", "fsdp")
 
@@ -120,15 +120,7 @@ def bad_hybrid_group_is_named():
 
 
 def unused_parameter_is_named():
-    env = {"STRATA_PLUGIN_PATH": st.fixture_plugin_dir("unused_param_model")}
-    st.fixture_libraries("unused_param_model")
-    for name in STRATEGIES:
-        result = st.strata("run", st.GOOD_SYNTHETIC, "--out", st.temp_dir("unused_" + name), "--nproc", 2,
-                           *st.set_args("model.name=fixture_unused", "strategy.name=" + name), env=env,
-                           timeout=60)
-        st.check(result.returncode != 0, "a %s run with an unused parameter exited 0" % name, result)
-        st.expect_no_crash(result)
-        st.expect_stderr(result, "received no gradient")
+    expect_unused_parameter_named(STRATEGIES)
 
 
 if __name__ == "__main__":

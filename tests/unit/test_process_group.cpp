@@ -273,46 +273,49 @@ TEST_CASE("process group: a lost peer fails the collective naming rank, op and b
   CHECK(codes[1] == 0);
 }
 
-TEST_CASE("process group: rank 0 gives up when a rank never shows up") {
+namespace {
+/// What a rank alone at a rendezvous (3 s timeout) reports; it must give up within 10 s.
+struct LoneRendezvous {
+  int port = 0;
+  std::string message;
+  std::string fix;
+};
+LoneRendezvous rendezvous_alone(int rank) {
   ProcessGroupOptions options;
-  options.world.rank = 0;
+  options.world.rank = rank;
   options.world.world_size = 2;
   options.world.master_port = free_port();
   options.timeout = std::chrono::seconds(3);
+  LoneRendezvous out{options.world.master_port, {}, {}};
   const auto start = std::chrono::steady_clock::now();
   try {
     make_process_group_comm(options);
-    FAIL("rendezvous without rank 1 succeeded");
+    FAIL("rendezvous of rank " << rank << " alone succeeded");
   } catch (const Error& e) {
-    const std::string message = e.what();
-    INFO(message);
-    CHECK(message.find("rank 0 of 2") != std::string::npos);
-    CHECK(message.find("127.0.0.1:" + std::to_string(options.world.master_port)) != std::string::npos);
-    CHECK(message.find("3000 ms") != std::string::npos);
-    CHECK(message.find("Exception raised from") == std::string::npos);
-    CHECK(e.fix().find("MASTER_PORT") != std::string::npos);
+    out.message = e.what();
+    out.fix = e.fix();
   }
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("process group: rank 0 gives up when a rank never shows up") {
+  const auto r = rendezvous_alone(0);
+  INFO(r.message);
+  CHECK(r.message.find("rank 0 of 2") != std::string::npos);
+  CHECK(r.message.find("127.0.0.1:" + std::to_string(r.port)) != std::string::npos);
+  CHECK(r.message.find("3000 ms") != std::string::npos);
+  CHECK(r.message.find("Exception raised from") == std::string::npos);
+  CHECK(r.fix.find("MASTER_PORT") != std::string::npos);
 }
 
 TEST_CASE("process group: a rank gives up when rank 0's store is not there") {
-  ProcessGroupOptions options;
-  options.world.rank = 1;
-  options.world.world_size = 2;
-  options.world.master_port = free_port();
-  options.timeout = std::chrono::seconds(3);
-  const auto start = std::chrono::steady_clock::now();
-  try {
-    make_process_group_comm(options);
-    FAIL("rendezvous without rank 0 succeeded");
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    INFO(message);
-    CHECK(message.find("rank 1 of 2") != std::string::npos);
-    CHECK(message.find("127.0.0.1:" + std::to_string(options.world.master_port)) != std::string::npos);
-    CHECK(message.find("Exception raised from") == std::string::npos);
-  }
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  const auto r = rendezvous_alone(1);
+  INFO(r.message);
+  CHECK(r.message.find("rank 1 of 2") != std::string::npos);
+  CHECK(r.message.find("127.0.0.1:" + std::to_string(r.port)) != std::string::npos);
+  CHECK(r.message.find("Exception raised from") == std::string::npos);
 }
 
 TEST_CASE("process group: one rank is its own world and bad arguments are named") {

@@ -12,6 +12,8 @@
 #include <torch/optim/optimizer.h>
 #include <torch/types.h>
 
+#include "strata/comm.hpp"
+
 namespace strata {
 
 /// `[optimizer]`: which optimizer and its hyperparameters.
@@ -39,6 +41,9 @@ std::int64_t tensor_bytes(const std::vector<torch::Tensor>& tensors);
 torch::Tensor grad_square_sum(const std::vector<torch::Tensor>& params);
 /// Sum of squares of `tensors`, as a float64 scalar tensor.
 torch::Tensor square_sum(const std::vector<torch::Tensor>& tensors);
+/// square_sum() of this rank's `tensors`, summed over every rank of `comm` (a collective: every
+/// rank calls it). Sharded strategies take global norms of parameters and gradients this way.
+double global_square_sum(const std::vector<torch::Tensor>& tensors, Comm& comm);
 /// Scales the gradients of `params` by max_norm / (norm + 1e-6) when `max_norm > 0` and
 /// `norm > max_norm` (the rule of torch.nn.utils.clip_grad_norm_).
 void clip_gradients(const std::vector<torch::Tensor>& params, double norm, double max_norm);

@@ -16,6 +16,11 @@ namespace strata {
 /// setup): the same starting point on every rank, whatever each rank's initialization did.
 void broadcast_model(Model& model, Comm& comm);
 
+/// `tensor` as a state-dict entry: a detached copy, float32 when floating point.
+torch::Tensor state_dict_copy(const torch::Tensor& tensor);
+/// Appends every buffer of `model` to `state` (as state_dict_copy).
+void append_buffers(StateDict& state, const Model& model);
+
 /// With a mixed precision policy the replica computes in the low dtype while float32 master
 /// copies of the parameters carry the optimizer: gradients are copied up to the masters before
 /// clipping, and the updated masters are copied down to the replica after the step.

@@ -64,6 +64,12 @@ torch::Tensor grad_square_sum(const std::vector<torch::Tensor>& params) {
   return square_sum(grads);
 }
 
+double global_square_sum(const std::vector<torch::Tensor>& tensors, Comm& comm) {
+  auto sum = square_sum(tensors).reshape({1});
+  comm.all_reduce(sum, ReduceOp::kSum);
+  return sum.item<double>();
+}
+
 void clip_gradients(const std::vector<torch::Tensor>& params, double norm, double max_norm) {
   if (max_norm <= 0 || norm <= max_norm) return;
   const double scale = max_norm / (norm + 1e-6);

@@ -18,6 +18,15 @@ void broadcast_model(Model& model, Comm& comm) {
   for (auto& t : model.buffers()) comm.broadcast(t, 0);
 }
 
+torch::Tensor state_dict_copy(const torch::Tensor& tensor) {
+  return tensor.is_floating_point() ? tensor.detach().to(torch::kFloat32, false, /*copy=*/true)
+                                    : tensor.detach().clone();
+}
+
+void append_buffers(StateDict& state, const Model& model) {
+  for (const auto& b : model.named_buffers()) state.emplace_back(b.key(), state_dict_copy(b.value()));
+}
+
 void ReplicaStrategy::place(const StrategySetup& s) {
   model_ = s.model;
   device_ = s.device;
@@ -112,18 +121,15 @@ StateDict ReplicaStrategy::full_state_dict() {
   StateDict state;
   if (rank_ != 0) return state;
   torch::NoGradGuard no_grad;
-  auto full = [](const torch::Tensor& t) {
-    return t.is_floating_point() ? t.detach().to(torch::kFloat32, false, /*copy=*/true) : t.detach().clone();
-  };
   for (const auto& p : model_->named_parameters()) {
     torch::Tensor value = p.value();
     if (precision_.mixed()) {
       auto it = std::find(param_names_.begin(), param_names_.end(), p.key());
       if (it != param_names_.end()) value = masters_[static_cast<std::size_t>(it - param_names_.begin())];
     }
-    state.emplace_back(p.key(), full(value));
+    state.emplace_back(p.key(), state_dict_copy(value));
   }
-  for (const auto& b : model_->named_buffers()) state.emplace_back(b.key(), full(b.value()));
+  append_buffers(state, *model_);
   return state;
 }
 

@@ -55,7 +55,7 @@ ModelStateBytes ShardedStrategy::memory() const {
 StateDict ShardedStrategy::full_state_dict() {
   auto state = shards_->full_parameters();
   if (comm_->rank() != 0) return {};
-  for (const auto& b : model_->named_buffers()) state.emplace_back(b.key(), b.value().detach().clone());
+  append_buffers(state, *model_);
   return state;
 }
 

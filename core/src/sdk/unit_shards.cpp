@@ -9,6 +9,7 @@
 #include <torch/utils.h>
 
 #include "strata/errors.hpp"
+#include "strata/optim.hpp"
 
 namespace strata {
 
@@ -338,21 +339,12 @@ void UnitShards::zero_grad() {
   for (auto& g : groups_) g->grad_shard.zero_();
 }
 
-namespace {
-double global_square_sum(const std::vector<torch::Tensor>& tensors, Comm& comm, const torch::Device& device) {
-  auto sum = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
-  for (const auto& t : tensors) sum += t.detach().to(torch::kFloat64).square().sum();
-  if (comm.world_size() > 1) comm.all_reduce(sum, ReduceOp::kSum);
-  return sum.item<double>();
-}
-}  // namespace
-
-double UnitShards::square_norm() { return global_square_sum(masters_, shard_, device_); }
+double UnitShards::square_norm() { return global_square_sum(masters_, shard_); }
 
 double UnitShards::grad_square_norm() {
   std::vector<torch::Tensor> grads;
   for (auto& g : groups_) grads.push_back(g->grad_shard);
-  return global_square_sum(grads, shard_, device_);
+  return global_square_sum(grads, shard_);
 }
 
 std::pair<std::int64_t, std::int64_t> UnitShards::held_bytes() const {
