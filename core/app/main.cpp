@@ -23,6 +23,9 @@ commands:
   run FILE [--nproc N] [--out DIR] [--set KEY=VALUE]...
                                               train the experiment in FILE (N ranks on this host)
   validate FILE [--set KEY=VALUE]...          check FILE, its plugins and data without training
+  compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run]
+                                              run every combination of the sweep file SWEEP and
+                                              write results.csv, results.json and results.md
   plugins                                     list the plugins found (kind, name, description, library)
   describe NAME                               options of a plugin or a core section (e.g. train)
 
@@ -96,6 +99,26 @@ int dispatch(int argc, char** argv) {
     }
     return strata::run_experiment(request);
   }
+  if (command == "compare") {
+    options.add_options()("file", po::value<std::string>(), "sweep TOML")(
+        "set", po::value<std::vector<std::string>>()->composing(), "override KEY=VALUE for every run")(
+        "out", po::value<std::string>(), "comparison directory")("dry-run", "validate and list the runs only");
+    positional.add("file", 1);
+    auto vars = parse(args, options, positional);
+    if (vars.count("help")) {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (!vars.count("file"))
+      throw strata::UsageError("`strata compare` needs a sweep file.",
+                               "Write `strata compare experiments/compare_strategies.toml`.");
+    strata::CompareRequest request;
+    request.file = vars["file"].as<std::string>();
+    if (vars.count("set")) request.overrides = vars["set"].as<std::vector<std::string>>();
+    if (vars.count("out")) request.out = vars["out"].as<std::string>();
+    request.dry_run = vars.count("dry-run") > 0;
+    return strata::compare_strategies(request);
+  }
   if (command == "plugins") {
     auto vars = parse(args, options, positional);
     if (vars.count("help")) {
@@ -117,7 +140,7 @@ int dispatch(int argc, char** argv) {
     strata::describe(vars["name"].as<std::string>());
     return 0;
   }
-  throw strata::UsageError("unknown command '" + command + "'.", "Commands: run, validate, plugins, describe.");
+  throw strata::UsageError("unknown command '" + command + "'.", "Commands: run, validate, compare, plugins, describe.");
 }
 
 }  // namespace

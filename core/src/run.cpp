@@ -87,6 +87,22 @@ std::string resolve_backend(const Experiment& e, const torch::Device& device) {
   return device.is_cuda() ? "nccl" : "gloo";
 }
 
+/// A strategy that runs in one process rejects a job of several ranks (it would train
+/// independent, diverging replicas).
+void check_placement(const Experiment& e, const Placement& placement, int world_size) {
+  if (world_size == 1 || placement.kind == Placement::Kind::kRankPerDevice) return;
+  if (placement.kind == Placement::Kind::kOneDevice)
+    throw e.error("strategy.name",
+                  fmt::format("strategy '{}' runs in one process on one device, but this job has {} ranks.",
+                              e.strategy.name, world_size),
+                  "Use nproc = 1, or a strategy with one rank per device (ddp, fsdp, zero1, zero2, zero3).");
+  throw e.error("strategy.name",
+                fmt::format("strategy '{}' drives several devices from one process (option `{}`), but this job "
+                            "has {} ranks.",
+                            e.strategy.name, placement.devices_option, world_size),
+                fmt::format("Use nproc = 1 and set strategy.{} to the number of devices.", placement.devices_option));
+}
+
 /// Everything a run needs, built and validated before any training.
 struct Prepared {
   Experiment experiment;
@@ -106,6 +122,7 @@ std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world)
   Experiment& e = p->experiment;
   load_plugins(p->registry, &e);
   validate_plugin_sections(e, p->registry);
+  check_placement(e, p->registry.at(PluginKind::kStrategy, e.strategy.name).traits.placement, world.world_size);
 
   const std::int64_t per_step = static_cast<std::int64_t>(world.world_size) * e.train.micro_batches;
   if (e.train.global_batch_size % per_step != 0)
@@ -144,6 +161,14 @@ std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world)
 }
 
 }  // namespace
+
+void check_experiment(const Experiment& experiment) {
+  WorldInfo world;
+  world.world_size = world.local_world_size = static_cast<int>(experiment.distributed.nproc);
+  prepare(experiment, world);
+}
+
+void load_registry(Registry& registry, const Experiment* experiment) { load_plugins(registry, experiment); }
 
 void validate_experiment(const RunRequest& request) {
   WorldInfo world = world_from_environment().value_or(WorldInfo{});
@@ -194,6 +219,11 @@ void run_rank(const RunRequest& request, Experiment experiment, const WorldInfo&
   parts.device = p->device;
   parts.backend = backend;
   parts.local_world_size = world.local_world_size;
+  parts.make_model = [p = p.get()] {
+    const auto& x = p->experiment;
+    ModelContext context{p->dataset->input_shape(), p->dataset->num_classes()};
+    return p->registry.create_model(x.model.name, x.model.options, context);
+  };
   parts.run_dir = run_dir;
   train(std::move(parts));
   comm->barrier();  // nobody tears the group down while a peer still needs it

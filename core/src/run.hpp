@@ -7,6 +7,9 @@
 
 namespace strata {
 
+struct Experiment;
+class Registry;
+
 struct RunRequest {
   std::filesystem::path file;          ///< experiment TOML
   std::filesystem::path out;           ///< run directory; empty: <out_dir>/<name>/<UTC time>
@@ -20,6 +23,24 @@ struct RunRequest {
 int run_experiment(const RunRequest& request);
 /// `strata validate`: every check of `run` that precedes training (plugins, options, data files).
 void validate_experiment(const RunRequest& request);
+/// `strata compare SWEEP`: every combination of the sweep as a real run below `out`, then
+/// results.csv, results.json and results.md there.
+struct CompareRequest {
+  std::filesystem::path file;          ///< sweep TOML
+  std::filesystem::path out;           ///< comparison directory; empty: runs/<sweep name>/<UTC time>
+  std::vector<std::string> overrides;  ///< "section.key=value" applied to every run
+  bool dry_run = false;                ///< validate and list the runs, start none
+};
+/// Returns the exit code: 0 when every run succeeded, 1 when some failed (each is recorded
+/// with its error), 128 + signal when interrupted. Throws ConfigError for a bad sweep.
+int compare_strategies(const CompareRequest& request);
+
+/// Everything `strata run` checks before training, for a loaded experiment at its
+/// [distributed] nproc (used by compare to validate every combination first).
+void check_experiment(const Experiment& experiment);
+/// Loads the plugins of the search path and of the experiment's [plugins] paths.
+void load_registry(Registry& registry, const Experiment* experiment);
+
 /// `strata plugins`: a table of kind, name, description and library.
 void list_plugins();
 /// `strata describe NAME`: a plugin's (or a core section's) options with types, defaults and docs.

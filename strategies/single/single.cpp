@@ -26,7 +26,8 @@ class SingleStrategy final : public strata::ReplicaStrategy {
 void register_single(strata::Registry& registry) {
   registry.add_strategy("single", "one process, one device: the baseline (no communication)",
                         strata::Schema<SingleOptions>{},
-                        [](const SingleOptions&) { return std::make_shared<SingleStrategy>(); });
+                        [](const SingleOptions&) { return std::make_shared<SingleStrategy>(); },
+                        strata::Placement::one_device());
 }
 
 }  // namespace

@@ -67,6 +67,10 @@ class Comm {
   virtual void set_phase(CommPhase phase) = 0;
   /// Counters accumulated so far in `phase`.
   virtual CommCounters counters(CommPhase phase) const = 0;
+  /// Books one transfer that a strategy made itself rather than through a collective (dp's
+  /// copies between the devices of one process) to the current phase, so that its traffic is
+  /// counted like any other. Since ABI 2.1.
+  virtual void book(std::int64_t payload_bytes, double bus_bytes, double seconds) = 0;
 };
 
 /// Bus-bytes factor of nccl-tests for an operation over `world_size` ranks.

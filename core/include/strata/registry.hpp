@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -29,6 +30,44 @@ using ModelFactory = std::function<std::shared_ptr<Model>(const Options&, const 
 using DatasetFactory = std::function<std::shared_ptr<Dataset>(const Options&, const DatasetContext&)>;
 using StrategyFactory = std::function<std::shared_ptr<Strategy>(const Options&)>;
 
+/// How a strategy spreads over devices. The host rejects a world size the strategy cannot run
+/// at, and `strata compare` maps its `world_size` axis through it.
+struct Placement {
+  enum class Kind {
+    kRankPerDevice,     ///< one process (rank) per device: world size = ranks (ddp, fsdp, zero*)
+    kOneDevice,         ///< one process on one device: world size 1 only (single)
+    kDevicesInProcess,  ///< one process driving several devices (dp): world size = devices_option
+  };
+  Kind kind = Kind::kRankPerDevice;
+  std::string devices_option;  ///< kDevicesInProcess: the integer option that holds the device count
+
+  static Placement rank_per_device() { return {}; }
+  static Placement one_device() { return {Kind::kOneDevice, {}}; }
+  static Placement devices_in_process(std::string option) { return {Kind::kDevicesInProcess, std::move(option)}; }
+};
+
+/// How closely a strategy reproduces `single` (`strata check` holds it to this): exactly up to
+/// floating-point reduction order (the default), or approximately by design (local SGD, gradient
+/// compression), within a relative tolerance on the final parameter norm that it states.
+struct Equivalence {
+  bool exact = true;
+  double rel_tolerance = 1e-5;  ///< on param_norm after the check's steps
+  std::string reason;           ///< why it is approximate (shown in the check's table)
+
+  static Equivalence approximate(double rel_tolerance, std::string reason) {
+    return {false, rel_tolerance, std::move(reason)};
+  }
+};
+
+/// What the host needs to know about a strategy besides its options.
+struct StrategyTraits {
+  StrategyTraits() = default;
+  StrategyTraits(Placement p, Equivalence e = {}) : placement(std::move(p)), equivalence(std::move(e)) {}  // NOLINT
+  StrategyTraits(Equivalence e) : equivalence(std::move(e)) {}  // NOLINT
+  Placement placement;
+  Equivalence equivalence;
+};
+
 /// One registered name.
 struct RegistryEntry {
   /// Keeps the defining library loaded for as long as the entry (declared first: freed last).
@@ -39,15 +78,21 @@ struct RegistryEntry {
   std::string description;  ///< one line
   OptionsSchema schema;
   std::variant<StrategyFactory, ModelFactory, DatasetFactory> factory;
+  StrategyTraits traits;  ///< strategies only
 };
 
 class Registry {
  public:
   /// Adds a strategy. `make(const T& options)` returns a std::shared_ptr<Strategy-derived>.
+  /// `traits` say how it uses devices and how exactly it reproduces `single` (defaults: one rank
+  /// per device, exact); pass a Placement, an Equivalence or both, e.g. `strata::Placement::one_device()`.
   template <class T, class F>
-  void add_strategy(std::string name, std::string description, Schema<T> schema, F make) {
+  void add_strategy(std::string name, std::string description, Schema<T> schema, F make,
+                    StrategyTraits traits = {}) {
     auto fn = [schema, make](const Options& o) -> std::shared_ptr<Strategy> { return make(schema.bind(o)); };
+    const std::string key = name;
     add(PluginKind::kStrategy, std::move(name), std::move(description), schema.erased(), StrategyFactory(fn));
+    set_traits(key, std::move(traits));
   }
   /// Adds a model. `make(const T& options, const ModelContext&)` returns std::shared_ptr<Model>.
   template <class T, class F>
@@ -70,6 +115,9 @@ class Registry {
   void add(PluginKind kind, std::string name, std::string description, OptionsSchema schema,
            std::variant<StrategyFactory, ModelFactory, DatasetFactory> factory);
 
+  /// Sets the traits of strategy `name` (added before); checks them against its schema. Since
+  /// SDK ABI 2.1 (plugins built before it get the defaults).
+  void set_traits(const std::string& name, StrategyTraits traits);
   /// The entry of `name`, or nullptr.
   const RegistryEntry* find(PluginKind kind, const std::string& name) const;
   /// The entry of `name`; throws ConfigError-free PluginError listing known names and a suggestion.

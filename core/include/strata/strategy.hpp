@@ -12,6 +12,7 @@
 /// Optional features are separate small interfaces (see below), not flags.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -39,6 +40,9 @@ struct StrategySetup {
   /// strategy that cannot honor a mixed policy throws strata::Error from setup() saying so.
   PrecisionPolicy precision;
   int local_world_size = 1;  ///< ranks of this job on this host (e.g. a node-local shard group)
+  /// Builds another instance of the model (same architecture, on the CPU; its values are to be
+  /// overwritten), for strategies that hold several replicas in one process (dp). Since ABI 2.1.
+  std::function<std::shared_ptr<Model>()> make_model;
 };
 
 /// A model's full state by dotted name (model().named_parameters() and named_buffers() keys):
@@ -97,6 +101,15 @@ class Strategy {
   /// every rank calls it. `[train] save_final` writes it in the form `[train] init_from` loads,
   /// whatever strategy produced it.
   virtual StateDict full_state_dict() = 0;
+};
+
+/// Optional capability of a strategy that computes on several devices inside one rank (dp): the
+/// host reports `devices` = world size x devices_per_rank() in summary.json and the hparams.
+class MultiDevice {
+ public:
+  virtual ~MultiDevice();
+  /// Devices this rank computes on (known after setup()).
+  virtual int devices_per_rank() const = 0;
 };
 
 }  // namespace strata

@@ -1,6 +1,7 @@
 #include "config/experiment.hpp"
 
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 
@@ -16,7 +17,7 @@ namespace fs = std::filesystem;
 struct ExperimentDocument {
   toml::table root;
   std::string file_label;                         // the path as the user gave it
-  std::map<std::string, std::string> overrides;   // key path -> "--set key=value"
+  std::map<std::string, SourceLocation> overrides;  // key path -> where it was set ("--set key=value")
 };
 
 namespace {
@@ -150,12 +151,12 @@ std::string describe_node(const toml::node& node) {
 
 /// The `--set` that set `key_path` or something inside it ("" if none): an override of
 /// `trian.steps` is where the unknown section `trian` came from.
-std::string override_of(const ExperimentDocument& doc, const std::string& key_path) {
+std::optional<SourceLocation> override_of(const ExperimentDocument& doc, const std::string& key_path) {
   if (auto it = doc.overrides.find(key_path); it != doc.overrides.end()) return it->second;
   for (const auto& [path, origin] : doc.overrides)
     if (path.size() > key_path.size() && path.compare(0, key_path.size(), key_path) == 0 && path[key_path.size()] == '.')
       return origin;
-  return {};
+  return std::nullopt;
 }
 
 class Validator {
@@ -164,7 +165,7 @@ class Validator {
 
   SourceLocation at(const std::string& key_path, const toml::node* node) const {
     const auto& doc = *e_.document;
-    if (auto origin = override_of(doc, key_path); !origin.empty()) return {origin, 0, 0};
+    if (auto origin = override_of(doc, key_path)) return *origin;
     if (node && node->source().begin.line != 0)
       return {doc.file_label, node->source().begin.line, node->source().begin.column};
     return e_.location(key_path);
@@ -221,7 +222,7 @@ class Validator {
   /// Makes relative paths absolute: against the experiment's directory, or the working
   /// directory for a `--set` override (where a user typing a path means it).
   void resolve_paths(const std::string& key_path, OptionValue& value) const {
-    const bool from_override = !override_of(*e_.document, key_path).empty();
+    const bool from_override = override_of(*e_.document, key_path).has_value();
     auto resolve = [&](std::string& p) {
       if (p.empty() || fs::path(p).is_absolute()) return;
       fs::path base = from_override ? fs::current_path() : fs::absolute(e_.directory());
@@ -266,11 +267,10 @@ const toml::table* table_of(const toml::table& root, const std::string& name) { 
 
 // ---- overrides --------------------------------------------------------------------------------
 
-void apply_override(ExperimentDocument& doc, const std::string& text) {
-  const std::string origin = "--set " + text;
+void apply_override(ExperimentDocument& doc, const std::string& text, const SourceLocation& origin) {
   auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw ConfigError({origin, 0, 0}, "", "an override must look like section.key=value.",
+    throw ConfigError(origin, "", "an override must look like section.key=value.",
                       "Write for example `--set train.steps=50` or `--set optimizer.name=sgd`.");
   std::string path = text.substr(0, eq);
   std::string raw = text.substr(eq + 1);
@@ -283,7 +283,7 @@ void apply_override(ExperimentDocument& doc, const std::string& text) {
   }
   for (const auto& p : parts)
     if (p.empty() || parts.size() < 2)
-      throw ConfigError({origin, 0, 0}, path, "the key of an override must be section.key.",
+      throw ConfigError(origin, path, "the key of an override must be section.key.",
                         "Write for example `--set train.steps=50`.");
   // The value is TOML (50, 0.1, true, "x", [1, 2]); anything that does not parse is a bare string.
   toml::table parsed;
@@ -297,7 +297,7 @@ void apply_override(ExperimentDocument& doc, const std::string& text) {
     toml::node* child = table->get(parts[i]);
     if (!child) child = &table->insert_or_assign(parts[i], toml::table{}).first->second;
     if (!child->is_table())
-      throw ConfigError({origin, 0, 0}, path, "'" + parts[i] + "' is not a table, so it has no keys.",
+      throw ConfigError(origin, path, "'" + parts[i] + "' is not a table, so it has no keys.",
                         "Override a key inside a section, for example `--set train.steps=50`.");
     table = child->as_table();
   }
@@ -352,7 +352,7 @@ std::vector<fs::path> Experiment::plugin_paths() const {
 SourceLocation Experiment::location(const std::string& key_path) const {
   if (!document) return {file.string(), 0, 0};
   const auto& doc = *document;
-  if (auto origin = override_of(doc, key_path); !origin.empty()) return {origin, 0, 0};
+  if (auto origin = override_of(doc, key_path)) return *origin;
   // The key itself, else the nearest enclosing table that has a position, else the file start.
   std::string path = key_path;
   while (!path.empty()) {
@@ -370,6 +370,11 @@ ConfigError Experiment::error(const std::string& key_path, const std::string& me
 }
 
 Experiment load_experiment(const fs::path& file, const std::vector<std::string>& overrides) {
+  return load_experiment(file, overrides, {});
+}
+
+Experiment load_experiment(const fs::path& file, const std::vector<std::string>& overrides,
+                           const std::vector<SourceLocation>& origins) {
   Experiment e;
   e.file = file;
   auto doc = std::make_shared<ExperimentDocument>();
@@ -384,7 +389,8 @@ Experiment load_experiment(const fs::path& file, const std::vector<std::string>&
     throw ConfigError({file.string(), err.source().begin.line, err.source().begin.column}, "",
                       std::string(err.description()) + ".", "Fix the TOML syntax at this position.");
   }
-  for (const auto& o : overrides) apply_override(*doc, o);
+  for (std::size_t i = 0; i < overrides.size(); ++i)
+    apply_override(*doc, overrides[i], i < origins.size() ? origins[i] : SourceLocation{"--set " + overrides[i], 0, 0});
   e.document = doc;
   Validator v(e);
 

@@ -107,6 +107,10 @@ struct Experiment {
 /// Parses `file`, applies `overrides` ("section.key=value", value in TOML syntax or a bare
 /// string) and validates the core sections. Throws ConfigError.
 Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+/// As above, with where each override comes from (a sweep file's line) instead of "--set TEXT";
+/// `origins` may be shorter than `overrides`.
+Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides,
+                           const std::vector<SourceLocation>& origins);
 
 /// Validates the plugin sections against the plugins' schemas and fills their options.
 void validate_plugin_sections(Experiment& experiment, const Registry& registry);

@@ -284,6 +284,14 @@ class C10dComm final : public ProcessGroupComm {
     std::lock_guard lock(accounting_->mutex);
     return accounting_->counters[static_cast<int>(phase)];
   }
+  void book(std::int64_t payload_bytes, double bus_bytes, double seconds) override {
+    std::lock_guard lock(accounting_->mutex);
+    auto& c = accounting_->counters[static_cast<int>(accounting_->phase)];
+    c.calls += 1;
+    c.payload_bytes += payload_bytes;
+    c.bus_bytes += bus_bytes;
+    c.time_s += seconds;
+  }
 
   void store_set(const std::string& key, const std::string& value) override {
     try {

@@ -1,5 +1,6 @@
 #pragma once
-// A small JSON value for writing summary.json (ordered keys, exact doubles).
+// A small JSON value for writing summary.json (ordered keys, exact doubles) and reading it back
+// (`strata compare` reads the summaries of its runs).
 
 #include <cstdint>
 #include <map>
@@ -34,6 +35,20 @@ class Json {
   void push_back(Json value);
   /// Serialized text; non-finite numbers become null. indent < 0: one line.
   std::string dump(int indent = 2) const;
+
+  /// Parses JSON text (RFC 8259; \\u escapes outside ASCII become UTF-8). Throws strata::Error
+  /// naming the offset of the first error.
+  static Json parse(const std::string& text);
+  /// Object member `key`, or nullptr (also when this is not an object).
+  const Json* find(const std::string& key) const;
+  /// Member at a dotted path ("memory.peak_bytes"), or nullptr.
+  const Json* at_path(const std::string& path) const;
+  bool is_null() const { return std::holds_alternative<std::nullptr_t>(value_); }
+  bool is_number() const { return std::holds_alternative<std::int64_t>(value_) || std::holds_alternative<double>(value_); }
+  /// The number, or `fallback` when this is not a number.
+  double number_or(double fallback) const;
+  /// The string, or `fallback` when this is not a string.
+  std::string string_or(std::string fallback) const;
 
  private:
   void dump_to(std::string& out, int indent, int depth) const;

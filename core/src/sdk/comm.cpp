@@ -49,6 +49,13 @@ class LocalComm final : public Comm {
   }
   void set_phase(CommPhase phase) override { state_->phase = phase; }
   CommCounters counters(CommPhase phase) const override { return state_->counters[static_cast<int>(phase)]; }
+  void book(std::int64_t payload_bytes, double bus_bytes, double seconds) override {
+    auto& c = state_->counters[static_cast<int>(state_->phase)];
+    c.calls += 1;
+    c.payload_bytes += payload_bytes;
+    c.bus_bytes += bus_bytes;
+    c.time_s += seconds;
+  }
 
  private:
   struct State {

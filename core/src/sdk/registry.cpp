@@ -88,6 +88,30 @@ void Registry::add(PluginKind kind, std::string name, std::string description, O
   entries_.emplace(std::move(key), std::move(entry));
 }
 
+void Registry::set_traits(const std::string& name, StrategyTraits traits) {
+  auto it = entries_.find({PluginKind::kStrategy, name});
+  if (it == entries_.end())
+    throw PluginError(current_library_, "set_traits: no strategy '" + name + "' was added.",
+                      "Add the strategy before setting its traits.");
+  const Placement& placement = traits.placement;
+  if (placement.kind == Placement::Kind::kDevicesInProcess) {
+    const auto& specs = it->second.schema.specs;
+    const bool has = std::any_of(specs.begin(), specs.end(), [&](const OptionSpec& s) {
+      return s.name == placement.devices_option && s.type == OptionType::kInt;
+    });
+    if (!has)
+      throw PluginError(current_library_,
+                        "strategy '" + name + "' places itself on the devices of one process, but its schema has "
+                        "no integer option '" + placement.devices_option + "' for the device count.",
+                        "Declare that option in the schema, or name the right one in Placement::devices_in_process.");
+  }
+  if (!(traits.equivalence.rel_tolerance > 0) || traits.equivalence.rel_tolerance >= 1)
+    throw PluginError(current_library_,
+                      "strategy '" + name + "' declares an equivalence tolerance outside (0, 1).",
+                      "State the relative tolerance on the parameter norm, e.g. Equivalence::approximate(1e-2, ...).");
+  it->second.traits = std::move(traits);
+}
+
 const RegistryEntry* Registry::find(PluginKind kind, const std::string& name) const {
   auto it = entries_.find({kind, name});
   return it == entries_.end() ? nullptr : &it->second;

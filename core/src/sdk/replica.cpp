@@ -10,6 +10,8 @@
 
 namespace strata {
 
+MultiDevice::~MultiDevice() = default;
+
 void broadcast_model(Model& model, Comm& comm) {
   if (comm.world_size() == 1) return;
   // In-place writes into leaf parameters must not be recorded by autograd.

@@ -124,6 +124,7 @@ class Loop {
   ModelStateBytes model_state_{};  // maximum over ranks once the run ends
   std::int64_t peak_bytes_ = 0;     // likewise
   std::int64_t model_params_ = 0;
+  int devices_ = 1;  // devices the run computes on (ranks x devices per rank)
 };
 
 void Loop::sync_device() const {
@@ -178,16 +179,22 @@ void Loop::setup() {
   setup.precision.param = dtype_from_name(e_.precision.param_dtype);
   setup.precision.reduce = dtype_from_name(e_.precision.reduce_dtype);
   setup.local_world_size = p_.local_world_size;
+  setup.make_model = p_.make_model;
   p_.log->info("precision: " + setup.precision.describe());
   p_.comm->set_phase(CommPhase::kSetup);
   p_.strategy->setup(setup);
   p_.comm->set_phase(CommPhase::kTrain);
+  if (const auto* multi = dynamic_cast<const MultiDevice*>(p_.strategy.get()))
+    devices_ = p_.comm->world_size() * multi->devices_per_rank();
+  else
+    devices_ = p_.comm->world_size();
 
   if (rank0_) {
     events_ = std::make_unique<tb::EventWriter>(p_.run_dir);
     std::map<std::string, tb::HParamValue> hparams{
         {"strategy", e_.strategy.name},
         {"world_size", static_cast<double>(p_.comm->world_size())},
+        {"devices", static_cast<double>(devices_)},
         {"model", e_.model.name},
         {"dataset", e_.dataset.name},
         {"optimizer", e_.optimizer.name},
@@ -328,6 +335,7 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   s["model"] = e_.model.name;
   s["dataset"] = e_.dataset.name;
   s["world_size"] = p_.comm->world_size();
+  s["devices"] = devices_;
   s["backend"] = p_.backend;
   s["device"] = p_.device.str();
   s["steps"] = steps_done_;

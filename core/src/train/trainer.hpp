@@ -3,6 +3,7 @@
 // TensorBoard, progress, periodic evaluation; and the summary of the run.
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "config/experiment.hpp"
@@ -25,6 +26,7 @@ struct TrainerParts {
   torch::Device device{torch::kCPU};
   std::string backend = "none";       ///< process-group backend, "none" for one process
   int local_world_size = 1;           ///< ranks on this host
+  std::function<std::shared_ptr<Model>()> make_model;  ///< another model instance (StrategySetup::make_model)
   std::filesystem::path run_dir;      ///< outputs go here (rank 0 writes)
 };
 

@@ -1,0 +1,501 @@
+// `strata compare`: validates a whole sweep, runs every combination as a real `strata run` (a
+// child process each, so a crash or a failed rank costs one row, not the comparison), and writes
+// results.csv, results.json and results.md next to the runs' own directories.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "compare/sweep.hpp"
+#include "config/experiment.hpp"
+#include "io/json.hpp"
+#include "io/run_dir.hpp"
+#include "launch/child.hpp"
+#include "launch/world.hpp"
+#include "run.hpp"
+#include "strata/registry.hpp"
+#include "text/suggest.hpp"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// What one run produced (from its summary.json, or its output when it failed early).
+struct Row {
+  const SweepRun* run = nullptr;
+  std::string status = "not run";  ///< ok | failed | interrupted | not run
+  std::string error;
+  fs::path dir;
+  std::optional<Json> summary;
+  std::optional<double> speedup, efficiency;
+
+  double number(const std::string& path) const {
+    if (!summary) return NAN;
+    const Json* v = summary->at_path(path);
+    return v ? v->number_or(NAN) : NAN;
+  }
+  double model_state_bytes() const {
+    return number("memory.model_state_bytes.params") + number("memory.model_state_bytes.grads") +
+           number("memory.model_state_bytes.optimizer");
+  }
+};
+
+std::string utc_now(const char* format) {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[64];
+  std::strftime(text, sizeof text, format, &utc);
+  return text;
+}
+
+/// "Intel(R) Xeon(R) ... , 2 cores": the CPU model and the cores this process may use.
+std::string machine_description() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  return fmt::format("{}, {} cores", model, std::thread::hardware_concurrency());
+}
+
+/// The error of a failed run: its "error:" paragraph (the first one; a launcher's own lines
+/// about stopping the others follow it), else the last lines of its output.
+std::string error_from_output(const std::vector<std::string>& lines) {
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const auto& l = lines[i];
+    if (l.rfind("error:", 0) != 0 && l.find("] error:") == std::string::npos) continue;
+    std::string text = l;
+    for (std::size_t j = i + 1; j < lines.size() && lines[j].rfind("  ", 0) == 0; ++j) text += " " + lines[j].substr(2);
+    for (const auto& rest : lines)
+      if (rest.rfind("strata: rank ", 0) == 0) text += " (" + rest + ")";
+    return text;
+  }
+  std::string text;
+  for (std::size_t i = lines.size() > 3 ? lines.size() - 3 : 0; i < lines.size(); ++i)
+    text += (text.empty() ? "" : " | ") + lines[i];
+  return text.empty() ? "no output" : text;
+}
+
+std::string bytes_text(double bytes) {
+  if (!std::isfinite(bytes)) return "-";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (std::abs(bytes) >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.{}f} {}", bytes, bytes < 10 ? 2 : 1, units[u]);
+}
+
+std::string number_text(double v, const char* format) {
+  return std::isfinite(v) ? fmt::format(fmt::runtime(format), v) : std::string("-");
+}
+
+double median(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const auto n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string csv_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : std::string(); }
+
+Json json_number(double v) { return std::isfinite(v) ? Json(v) : Json(); }
+
+/// Runs sharing everything but world size and repeat form one row of the tables.
+std::string row_key(const SweepRun& run) {
+  std::string key = run.strategy;
+  for (const auto& [axis, display] : run.values)
+    if (axis != "strategy" && axis != "world_size") key += ", " + axis.substr(axis.rfind('.') + 1) + "=" + display;
+  return key;
+}
+
+class Comparison {
+ public:
+  Comparison(Sweep sweep, SweepPlan plan, fs::path dir) : sweep_(std::move(sweep)), plan_(std::move(plan)), dir_(std::move(dir)) {
+    for (const auto& run : plan_.runs) {
+      Row row;
+      row.run = &run;
+      rows_.push_back(std::move(row));
+    }
+    tty_ = isatty(STDOUT_FILENO) == 1;
+  }
+
+  /// Runs every combination; returns the signal that interrupted the comparison (0 if none).
+  int run_all() {
+    const std::size_t n = rows_.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      Row& row = rows_[i];
+      const SweepRun& run = *row.run;
+      row.dir = dir_ / run.label;
+      fs::create_directories(row.dir);
+      std::vector<std::string> args = {"run", fs::absolute(sweep_.base).string(), "--out", row.dir.string()};
+      for (const auto& o : run.overrides) args.insert(args.end(), {"--set", o});
+      const std::string prefix = fmt::format("[{:>{}}/{}] {}", i + 1, std::to_string(n).size(), n, run.label);
+      status_line(prefix + ": starting");
+      std::ofstream log(row.dir / "output.log");
+      std::vector<std::string> lines;
+      const auto started = std::chrono::steady_clock::now();
+      const auto outcome = run_self(args, [&](const std::string& line) {
+        log << line << "\n";
+        log.flush();
+        lines.push_back(line);
+        if (line.rfind("step ", 0) == 0 || line.rfind("eval at", 0) == 0) status_line(prefix + ": " + line);
+      });
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      read_summary(row);
+      if (outcome.interrupted) {
+        row.status = "interrupted";
+        row.error = "the comparison was interrupted";
+      } else if (outcome.exit_code == 0 && row.status == "ok") {
+        // done
+      } else {
+        row.status = "failed";
+        if (row.error.empty()) row.error = error_from_output(lines);
+      }
+      finish_line(row.status == "ok"
+                      ? fmt::format("{}: ok in {:.1f} s (train {:.2f} s, {:.0f} samples/s, final loss {:.4f})", prefix,
+                                    wall, row.number("train_time_s"), row.number("samples_per_s"),
+                                    row.number("final_loss"))
+                      : fmt::format("{}: {} (exit {}): {}", prefix, row.status, outcome.exit_code, row.error));
+      if (outcome.interrupted) return outcome.interrupted;
+    }
+    return 0;
+  }
+
+  void compute_speedups() {
+    // Baseline time (strong) or throughput (weak) per row group: median over repeats.
+    const bool weak = sweep_.scaling == "weak";
+    for (auto& row : rows_) {
+      if (row.status != "ok") continue;
+      auto values = row.run->values;
+      for (auto& [key, display] : values)
+        for (const auto& [bkey, bvalue] : sweep_.baseline)
+          if (key == bkey) display = bvalue;
+      std::vector<double> base_measure;
+      int base_world = plan_.baseline_world_size;
+      for (const auto& other : rows_)
+        if (other.status == "ok" && other.run->values == values) {
+          base_measure.push_back(other.number(weak ? "samples_per_s" : "train_time_s"));
+          base_world = other.run->world_size;
+        }
+      const double base = median(base_measure);
+      const double own = row.number(weak ? "samples_per_s" : "train_time_s");
+      if (!std::isfinite(base) || !std::isfinite(own) || own <= 0 || base <= 0) continue;
+      row.speedup = weak ? own / base : base / own;
+      row.efficiency = *row.speedup / (static_cast<double>(row.run->world_size) / base_world);
+    }
+  }
+
+  void write_outputs() const {
+    write_text_file(dir_ / "results.csv", csv());
+    write_text_file(dir_ / "results.json", json().dump() + "\n");
+    write_text_file(dir_ / "results.md", markdown());
+  }
+
+  std::string markdown() const;
+  int failed() const {
+    return static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return r.status != "ok"; }));
+  }
+
+ private:
+  void status_line(const std::string& text) {
+    if (tty_) {
+      std::string shown = text.size() > 118 ? text.substr(0, 117) + "…" : text;
+      std::cout << "\r\033[K" << shown << std::flush;
+    } else if (text.find(": starting") != std::string::npos) {
+      std::cout << text << std::endl;
+    }
+  }
+  void finish_line(const std::string& text) {
+    std::cout << (tty_ ? "\r\033[K" : "") << text << std::endl;
+  }
+
+  static void read_summary(Row& row) {
+    std::ifstream in(row.dir / "summary.json");
+    if (!in) return;
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    try {
+      row.summary = Json::parse(text);
+    } catch (const Error& e) {
+      row.status = "failed";
+      row.error = "summary.json: " + std::string(e.what());
+      return;
+    }
+    row.status = row.summary->find("status") ? row.summary->find("status")->string_or("failed") : "failed";
+    if (const Json* err = row.summary->find("error")) row.error = err->string_or("");
+  }
+
+  std::vector<std::string> extra_axes() const {
+    std::vector<std::string> keys;
+    for (const auto& axis : sweep_.axes)
+      if (axis.key != "strategy" && axis.key != "world_size") keys.push_back(axis.key);
+    return keys;
+  }
+
+  static std::string value_of(const SweepRun& run, const std::string& key) {
+    for (const auto& [k, v] : run.values)
+      if (k == key) return v;
+    return {};
+  }
+
+  std::string csv() const {
+    const auto extra = extra_axes();
+    std::string out = "strategy,world_size";
+    for (const auto& k : extra) out += "," + csv_field(k);
+    out += ",repeat,status,train_time_s,step_time_s,samples_per_s,speedup,efficiency,model_state_bytes,peak_bytes,"
+           "bus_bytes_per_step,final_loss,eval_accuracy,devices,params_bytes,grads_bytes,optimizer_bytes,"
+           "payload_bytes_per_step,calls_per_step,comm_time_s,eval_loss,param_norm,run_dir,error\n";
+    for (const auto& r : rows_) {
+      out += csv_field(r.run->strategy) + "," + std::to_string(r.run->world_size);
+      for (const auto& k : extra) out.append(",").append(csv_field(value_of(*r.run, k)));
+      out += fmt::format(",{},{}", r.run->repeat, r.status);
+      for (const char* path : {"train_time_s", "step_time_s", "samples_per_s"}) out += "," + csv_number(r.number(path));
+      out += "," + csv_number(r.speedup.value_or(NAN)) + "," + csv_number(r.efficiency.value_or(NAN));
+      out += "," + csv_number(r.model_state_bytes());
+      for (const char* path : {"memory.peak_bytes", "comm.bus_bytes_per_step", "final_loss", "eval.accuracy", "devices",
+                               "memory.model_state_bytes.params", "memory.model_state_bytes.grads",
+                               "memory.model_state_bytes.optimizer", "comm.payload_bytes_per_step", "comm.calls_per_step",
+                               "comm.time_s", "eval.loss", "param_norm"})
+        out.append(",").append(csv_number(r.number(path)));
+      out += "," + csv_field(fs::relative(r.dir, dir_).string()) + "," + csv_field(r.error) + "\n";
+    }
+    return out;
+  }
+
+  Json json() const {
+    Json j = Json::object();
+    j["sweep"] = sweep_.file.string();
+    j["base"] = sweep_.base.string();
+    j["scaling"] = sweep_.scaling;
+    j["repeats"] = sweep_.repeats;
+    Json& b = j["baseline"];
+    b = Json::object();
+    for (const auto& [k, v] : sweep_.baseline) b[k] = v;
+    j["machine"] = machine_description();
+    j["date"] = date_;
+    Json skipped = Json::array();
+    for (const auto& s : plan_.skipped) skipped.push_back(s);
+    j["skipped"] = skipped;
+    Json runs = Json::array();
+    for (const auto& r : rows_) {
+      Json o = Json::object();
+      o["strategy"] = r.run->strategy;
+      o["world_size"] = r.run->world_size;
+      Json& axes = o["axes"];
+      axes = Json::object();
+      for (const auto& [k, v] : r.run->values) axes[k] = v;
+      o["repeat"] = r.run->repeat;
+      o["status"] = r.status;
+      o["train_time_s"] = json_number(r.number("train_time_s"));
+      o["step_time_s"] = json_number(r.number("step_time_s"));
+      o["samples_per_s"] = json_number(r.number("samples_per_s"));
+      o["speedup"] = json_number(r.speedup.value_or(NAN));
+      o["efficiency"] = json_number(r.efficiency.value_or(NAN));
+      o["model_state_bytes"] = json_number(r.model_state_bytes());
+      o["peak_bytes"] = json_number(r.number("memory.peak_bytes"));
+      o["bus_bytes_per_step"] = json_number(r.number("comm.bus_bytes_per_step"));
+      o["final_loss"] = json_number(r.number("final_loss"));
+      o["eval_accuracy"] = json_number(r.number("eval.accuracy"));
+      o["run_dir"] = fs::relative(r.dir, dir_).string();
+      if (!r.error.empty()) o["error"] = r.error;
+      o["summary"] = r.summary.value_or(Json());
+      runs.push_back(std::move(o));
+    }
+    j["runs"] = runs;
+    return j;
+  }
+
+  Sweep sweep_;
+  SweepPlan plan_;
+  fs::path dir_;
+  std::vector<Row> rows_;
+  bool tty_ = false;
+  std::string date_ = utc_now("%Y-%m-%d %H:%M UTC");
+};
+
+std::string Comparison::markdown() const {
+  // World sizes in order, and the table rows (strategy + other axes) in order of appearance.
+  std::vector<int> worlds;
+  std::vector<std::string> keys;
+  for (const auto& r : rows_) {
+    if (std::find(worlds.begin(), worlds.end(), r.run->world_size) == worlds.end()) worlds.push_back(r.run->world_size);
+    const auto key = row_key(*r.run);
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  }
+  std::sort(worlds.begin(), worlds.end());
+  // The median over repeats of a measure, or a status word when no repeat succeeded.
+  const auto cell = [&](const std::string& key, int world, const std::function<double(const Row&)>& measure,
+                        const std::function<std::string(double)>& text) -> std::string {
+    std::vector<double> values;
+    std::string status;
+    for (const auto& r : rows_) {
+      if (row_key(*r.run) != key || r.run->world_size != world) continue;
+      if (r.status == "ok") values.push_back(measure(r));
+      else status = r.status;
+    }
+    if (values.empty()) return status.empty() ? "n/a" : status;
+    return text(median(values));
+  };
+  struct Column {
+    const char* title;
+    std::function<double(const Row&)> measure;
+    std::function<std::string(double)> text;
+  };
+  const auto table = [&](const std::string& title, const std::vector<Column>& columns) {
+    std::vector<std::vector<std::string>> grid;
+    std::vector<std::string> header{"strategy"};
+    for (int w : worlds)
+      for (std::size_t c = 0; c < columns.size(); ++c)
+        header.push_back(fmt::format("{} @{}", columns[c].title, w));
+    grid.push_back(header);
+    for (const auto& key : keys) {
+      std::vector<std::string> line{key};
+      for (int w : worlds)
+        for (const auto& col : columns) line.push_back(cell(key, w, col.measure, col.text));
+      grid.push_back(line);
+    }
+    std::vector<std::size_t> width(header.size(), 3);
+    for (const auto& line : grid)
+      for (std::size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
+    std::string out = "### " + title + "\n\n";
+    for (std::size_t l = 0; l < grid.size(); ++l) {
+      out += "|";
+      for (std::size_t c = 0; c < grid[l].size(); ++c)
+        out += c == 0 ? fmt::format(" {:<{}} |", grid[l][c], width[c]) : fmt::format(" {:>{}} |", grid[l][c], width[c]);
+      out += "\n";
+      if (l == 0) {
+        out += "|";
+        for (std::size_t c = 0; c < width.size(); ++c) out += (c == 0 ? ":" : "-") + std::string(width[c], '-') + (c == 0 ? "-|" : ":|");
+        out += "\n";
+      }
+    }
+    return out + "\n";
+  };
+
+  std::string baseline;
+  for (const auto& [k, v] : sweep_.baseline) baseline += (baseline.empty() ? "" : ", ") + k + " " + v;
+  std::string out = fmt::format("## Comparison: {}\n\n", sweep_.file.filename().string());
+  out += fmt::format("- base experiment: `{}`; {} scaling; baseline: {}; {} repeat{} (medians shown)\n",
+                     sweep_.base.filename().string(), sweep_.scaling, baseline.empty() ? "first run" : baseline,
+                     sweep_.repeats, sweep_.repeats > 1 ? "s" : "");
+  out += fmt::format("- machine: {}; {}\n", machine_description(), date_);
+  out += "- `@N`: world size N (ranks, or dp's replicas in one process). Speedup = baseline time / time "
+         "(weak scaling: throughput / baseline throughput); efficiency = speedup / (N / baseline N).\n\n";
+  const auto time_text = [](double v) { return number_text(v, "{:.2f}"); };
+  const auto ratio_text = [](double v) { return number_text(v, "{:.2f}"); };
+  const auto percent_text = [](double v) { return number_text(100 * v, "{:.0f}%"); };
+  out += table("Time", {{"time s", [](const Row& r) { return r.number("train_time_s"); }, time_text},
+                        {"speedup", [](const Row& r) { return r.speedup.value_or(NAN); }, ratio_text},
+                        {"eff.", [](const Row& r) { return r.efficiency.value_or(NAN); }, percent_text}});
+  out += table("Memory and communication per rank",
+               {{"state", [](const Row& r) { return r.model_state_bytes(); }, bytes_text},
+                {"peak", [](const Row& r) { return r.number("memory.peak_bytes"); }, bytes_text},
+                {"bus/step", [](const Row& r) { return r.number("comm.bus_bytes_per_step"); }, bytes_text}});
+  out += table("Result", {{"loss", [](const Row& r) { return r.number("final_loss"); },
+                           [](double v) { return number_text(v, "{:.4f}"); }},
+                          {"acc.", [](const Row& r) { return r.number("eval.accuracy"); },
+                           [](double v) { return number_text(v, "{:.4f}"); }}});
+  std::string notes;
+  for (const auto& r : rows_)
+    if (r.status != "ok") notes += fmt::format("- {} {}: {}\n", r.run->label, r.status, r.error);
+  for (const auto& s : plan_.skipped) notes += "- not run: " + s + "\n";
+  if (!notes.empty()) out += "### Notes\n\n" + notes + "\n";
+  return out;
+}
+
+/// A ConfigError about run `label`, at the same position.
+ConfigError in_run(const ConfigError& e, const std::string& label) {
+  return ConfigError(e.where(), e.key(), "run " + label + ": " + e.what(), e.fix());
+}
+
+}  // namespace
+
+int compare_strategies(const CompareRequest& request) {
+  if (const auto world = world_from_environment(); world && world->world_size > 1)
+    throw UsageError(fmt::format("`strata compare` was started as rank {} of a {}-rank job ({}); it runs its own "
+                                 "jobs on this host.",
+                                 world->rank, world->world_size, world->launcher),
+                     "Start `strata compare` once (not under srun -n N, torchrun or mpirun).");
+  Sweep sweep = parse_sweep(request.file, request.overrides);
+  std::vector<std::string> set_texts;
+  std::vector<SourceLocation> set_origins;
+  for (const auto& o : sweep.set) {
+    set_texts.push_back(o.key + "=" + o.toml);
+    set_origins.push_back(o.where);
+  }
+  const Experiment base = load_experiment(sweep.base, set_texts, set_origins);
+  Registry registry;
+  load_registry(registry, &base);
+  const SweepPlan plan = plan_sweep(sweep, registry, base.strategy.name, static_cast<int>(base.distributed.nproc),
+                                    base.train.global_batch_size);
+
+  // Every run is checked before the first starts: a typo in the last combination must not
+  // surface an hour into the comparison.
+  std::cout << fmt::format("{}: {} runs ({} scaling, base {}); validating\n", request.file.string(), plan.runs.size(),
+                           sweep.scaling, sweep.base.string());
+  for (const auto& run : plan.runs) {
+    if (run.repeat > 1) continue;
+    try {
+      check_experiment(load_experiment(sweep.base, run.overrides, run.origins));
+    } catch (const ConfigError& e) {
+      throw in_run(e, run.label);
+    }
+  }
+  for (const auto& s : plan.skipped) std::cout << "  not run: " << s << "\n";
+  if (request.dry_run) {
+    for (const auto& run : plan.runs) {
+      std::string sets;
+      for (const auto& o : run.overrides) sets += " --set " + o;
+      std::cout << fmt::format("  {}: strata run {}{}\n", run.label, sweep.base.string(), sets);
+    }
+    std::cout << "dry run: nothing was started\n";
+    return 0;
+  }
+
+  if (!request.out.empty() && fs::exists(request.out / "results.json"))
+    throw UsageError("directory " + request.out.string() + " already holds a comparison (results.json).",
+                     "Choose a new --out directory, or delete the old comparison first.");
+  const fs::path dir = make_run_directory(request.out, "runs", sweep.file.stem().string());
+  std::cout << "outputs: " << dir.string() << "  (tensorboard --logdir " << dir.string() << ")\n";
+  Comparison comparison(std::move(sweep), plan, dir);
+  const int interrupted = comparison.run_all();
+  comparison.compute_speedups();
+  comparison.write_outputs();
+  std::cout << "\n" << comparison.markdown();
+  std::cout << fmt::format("results: {} (results.csv, results.json, results.md)\n", dir.string());
+  if (interrupted) {
+    std::cerr << "strata: the comparison was interrupted; the results hold the runs that finished\n";
+    return 128 + interrupted;
+  }
+  if (const int failed = comparison.failed(); failed > 0) {
+    std::cerr << fmt::format("strata: {} of {} runs failed (see the Notes of results.md and each run's output.log)\n",
+                             failed, plan.runs.size());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace strata

@@ -1,0 +1,99 @@
+#pragma once
+// The sweep file of `strata compare` (DESIGN §6): a base experiment, axes whose cross product is
+// run, a baseline, repeats, strong or weak scaling, and overrides applied to every run.
+//
+//   [compare]
+//   base = "fashion_mnist_cnn.toml"     # relative to the sweep file
+//   scaling = "strong"                  # strong: same global batch; weak: same per-rank batch
+//   repeats = 1
+//   baseline = { strategy = "single", world_size = 1 }
+//   [compare.axes]
+//   strategy = ["single", "ddp", "zero2"]
+//   world_size = [1, 2]
+//   "optimizer.lr" = [0.01]             # any dotted experiment key
+//   [compare.set]
+//   "train.steps" = 50
+//
+// parse_sweep() checks the file's own structure; plan_sweep() expands the combinations against
+// the registry (how each strategy maps the world size) and derives every run's overrides, each
+// with the sweep-file position it comes from so that the base experiment's validation can point
+// at the sweep line that caused an error.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "strata/errors.hpp"
+
+namespace strata {
+
+class Registry;
+
+/// A value of the sweep, as TOML text (for an override) and as shown in tables.
+struct SweepValue {
+  std::string toml;     ///< e.g. "0.01", "\"ddp\"", "[32, 32]"
+  std::string display;  ///< e.g. "0.01", "ddp", "[32, 32]"
+  SourceLocation where;
+};
+
+/// One axis: "strategy", "world_size", or a dotted experiment key.
+struct SweepAxis {
+  std::string key;
+  std::vector<SweepValue> values;
+  SourceLocation where;
+};
+
+/// An override applied to every run ([compare.set] or the command line's --set).
+struct SweepOverride {
+  std::string key;
+  std::string toml;
+  SourceLocation where;
+};
+
+struct Sweep {
+  std::filesystem::path file;  ///< the sweep file as given
+  std::filesystem::path base;  ///< the base experiment, resolved against the sweep's directory
+  SourceLocation base_at;
+  std::string scaling = "strong";
+  SourceLocation scaling_at;
+  std::int64_t repeats = 1;
+  std::vector<SweepAxis> axes;  ///< in file order
+  /// Baseline as (axis key, display value); axes it leaves out take each run's own value.
+  std::vector<std::pair<std::string, std::string>> baseline;
+  SourceLocation baseline_at;
+  std::vector<SweepOverride> set;
+};
+
+/// Parses and checks the structure of a sweep file; `overrides` ("key=value", from the command
+/// line) are appended to [compare.set]. Throws ConfigError with file:line:column.
+Sweep parse_sweep(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+
+/// One run of a sweep.
+struct SweepRun {
+  std::string strategy;
+  int world_size = 1;                                       ///< devices (ranks, or dp's replicas)
+  std::vector<std::pair<std::string, std::string>> values;  ///< (axis key, display) of every axis
+  int repeat = 1;                                           ///< 1-based
+  std::string label;                                        ///< directory name, e.g. "ddp-w2-lr0.01-r1"
+  std::vector<std::string> overrides;                       ///< "key=value" for `strata run --set`
+  std::vector<SourceLocation> origins;                      ///< where each override comes from
+};
+
+struct SweepPlan {
+  std::vector<SweepRun> runs;
+  std::vector<std::string> skipped;  ///< combinations that do not apply, with the reason
+  int baseline_world_size = 1;
+};
+
+/// Expands the cross product: the world size becomes `distributed.nproc` for strategies with a
+/// rank per device, the strategy's device-count option for in-process ones (dp), and a strategy
+/// that runs on one device is kept at world size 1 only (the others are listed as skipped).
+/// Weak scaling multiplies the base global batch by world size / baseline world size.
+/// `base_strategy`, `base_world_size` and `base_global_batch` come from the base experiment (with
+/// [compare.set] applied): the strategy and world size of runs without those axes, and the
+/// global batch that weak scaling scales. Throws ConfigError.
+SweepPlan plan_sweep(const Sweep& sweep, const Registry& registry, const std::string& base_strategy,
+                     int base_world_size, std::int64_t base_global_batch);
+
+}  // namespace strata

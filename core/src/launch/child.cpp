@@ -1,0 +1,156 @@
+#include "launch/child.hpp"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include "strata/errors.hpp"
+
+extern char** environ;
+
+namespace strata {
+namespace {
+
+// Set by the handlers while a child runs; read by run_self's loop.
+volatile std::sig_atomic_t g_child_pid = 0;
+volatile std::sig_atomic_t g_received = 0;
+
+void forward_signal(int sig) {
+  const int saved = errno;
+  if (g_received == 0) {
+    g_received = sig;
+    if (g_child_pid > 0) ::kill(-static_cast<pid_t>(g_child_pid), sig);  // its whole process group
+  }
+  errno = saved;
+}
+
+/// Variables by which a process learns that it is a rank of a job. The runs of a comparison are
+/// jobs of their own on this host, whatever launched the comparison.
+bool is_rank_variable(const std::string& name) {
+  static const std::array<const char*, 15> names = {
+      "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "STRATA_SPAWNED", "SLURM_PROCID", "SLURM_NTASKS",
+      "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "OMPI_COMM_WORLD_RANK",
+      "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK"};
+  for (const char* n : names)
+    if (name == n) return true;
+  return false;
+}
+
+/// Restores the previous dispositions of SIGINT and SIGTERM when destroyed.
+class ForwardSignals {
+ public:
+  ForwardSignals() {
+    g_received = 0;
+    for (std::size_t i = 0; i < kSignals.size(); ++i) {
+      ::sigaction(kSignals[i], nullptr, &old_[i]);
+      if (old_[i].sa_handler == SIG_IGN) continue;  // under nohup: stay deaf to it
+      struct sigaction action {};
+      action.sa_handler = forward_signal;
+      action.sa_flags = SA_RESTART;
+      sigemptyset(&action.sa_mask);
+      ::sigaction(kSignals[i], &action, nullptr);
+    }
+  }
+  ~ForwardSignals() {
+    g_child_pid = 0;
+    for (std::size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  ForwardSignals(const ForwardSignals&) = delete;
+  ForwardSignals& operator=(const ForwardSignals&) = delete;
+  const struct sigaction& old_action(std::size_t i) const { return old_[i]; }
+  static constexpr std::array<int, 2> kSignals = {SIGINT, SIGTERM};
+
+ private:
+  std::array<struct sigaction, 2> old_{};
+};
+
+}  // namespace
+
+ChildOutcome run_self(const std::vector<std::string>& args, const std::function<void(const std::string&)>& on_line) {
+  // Everything the child needs is built before fork: only async-signal-safe calls after it.
+  std::vector<std::string> strings{"strata"};
+  strings.insert(strings.end(), args.begin(), args.end());
+  const std::size_t argc = strings.size();
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry = *e;
+    if (!is_rank_variable(entry.substr(0, entry.find('=')))) strings.push_back(entry);
+  }
+  std::vector<char*> argv, envp;
+  for (std::size_t i = 0; i < strings.size(); ++i) (i < argc ? argv : envp).push_back(strings[i].data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) throw Error(std::string("cannot create a pipe for a run: ") + std::strerror(errno));
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ForwardSignals forwarding;
+  const pid_t parent = ::getpid();
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);  // its own group: a terminal's Ctrl-C reaches it once, through us
+    if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent) ::_exit(127);
+    for (std::size_t i = 0; i < ForwardSignals::kSignals.size(); ++i)
+      ::sigaction(ForwardSignals::kSignals[i], &forwarding.old_action(i), nullptr);
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(out[1], STDERR_FILENO);
+    ::execve("/proc/self/exe", argv.data(), envp.data());
+    static const char message[] = "strata: cannot execute /proc/self/exe for a run\n";
+    [[maybe_unused]] auto n = ::write(STDERR_FILENO, message, sizeof message - 1);
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  if (pid > 0) {
+    ::setpgid(pid, pid);  // also here, so that forwarding works before the child ran setpgid
+    g_child_pid = pid;
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::close(out[1]);
+  if (devnull >= 0) ::close(devnull);
+  if (pid < 0) {
+    ::close(out[0]);
+    throw Error(std::string("cannot start a run: fork failed: ") + std::strerror(fork_errno),
+                "Check the process and memory limits (ulimit -u, ulimit -v).");
+  }
+
+  std::string pending;
+  char buffer[4096];
+  while (true) {
+    const ssize_t n = ::read(out[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n; ++i) {
+      const char c = buffer[i];
+      if (c == '\n' || c == '\r') {
+        if (!pending.empty()) on_line(pending);
+        pending.clear();
+      } else {
+        pending += c;
+      }
+    }
+  }
+  if (!pending.empty()) on_line(pending);
+  ::close(out[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  ChildOutcome outcome;
+  outcome.interrupted = g_received;
+  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return outcome;
+}
+
+}  // namespace strata
