@@ -1,0 +1,45 @@
+# `cmake --install build --prefix P` installs the SDK and the CLI:
+#
+#   P/bin/strata                        the CLI
+#   P/lib/libstrata_core.so             the host and SDK implementation
+#   P/lib/strata/plugins/*.so           the built-in plugins (every strata_add_plugin() call made
+#                                       before this file is included: not the template, not the
+#                                       test fixtures)
+#   P/include/strata/*.hpp              the SDK headers
+#   P/lib/cmake/Strata/                 find_package(Strata): Strata::core, strata_add_plugin()
+#
+# The CLI looks for its plugins in <its directory>/../plugins, then <its directory>/../lib/strata/plugins
+# (plugin_search_path in core/src/plugin_loader.cpp): the plugin directory is `lib/strata/plugins`
+# literally, whatever CMAKE_INSTALL_LIBDIR is. Installed binaries find libstrata_core relative to
+# themselves and LibTorch at the absolute path this build used (the venv's torch/lib).
+include(CMakePackageConfigHelpers)
+
+set(STRATA_INSTALL_PLUGINDIR "lib/strata/plugins")
+set(STRATA_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/Strata")
+
+get_filename_component(_strata_torch_libdir "${TORCH_LIBRARY}" DIRECTORY)
+file(RELATIVE_PATH _strata_bin_to_lib "/${CMAKE_INSTALL_BINDIR}" "/${CMAKE_INSTALL_LIBDIR}")
+file(RELATIVE_PATH _strata_plugins_to_lib "/${STRATA_INSTALL_PLUGINDIR}" "/${CMAKE_INSTALL_LIBDIR}")
+string(REGEX REPLACE "/$" "" _strata_plugins_to_lib "${_strata_plugins_to_lib}")
+set_target_properties(strata PROPERTIES INSTALL_RPATH "$ORIGIN/${_strata_bin_to_lib};${_strata_torch_libdir}")
+set_target_properties(strata_core PROPERTIES INSTALL_RPATH "${_strata_torch_libdir}")
+get_property(_strata_builtin_plugins GLOBAL PROPERTY STRATA_PLUGIN_TARGETS)
+set_target_properties(${_strata_builtin_plugins} PROPERTIES
+  INSTALL_RPATH "$ORIGIN/${_strata_plugins_to_lib};${_strata_torch_libdir}")
+
+install(TARGETS strata RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
+install(TARGETS strata_core EXPORT StrataTargets LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}")
+install(TARGETS ${_strata_builtin_plugins} LIBRARY DESTINATION "${STRATA_INSTALL_PLUGINDIR}")
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/core/include/strata" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+  FILES_MATCHING PATTERN "*.hpp")
+
+install(EXPORT StrataTargets NAMESPACE Strata:: DESTINATION "${STRATA_INSTALL_CMAKEDIR}")
+configure_package_config_file(cmake/StrataConfig.cmake.in "${PROJECT_BINARY_DIR}/StrataConfig.cmake"
+  INSTALL_DESTINATION "${STRATA_INSTALL_CMAKEDIR}")
+# While Strata is 0.x, a minor release may change the SDK: find_package(Strata 0.1) accepts 0.1.*
+# only. (The loader checks the plugin ABI and the LibTorch version at run time anyway.)
+write_basic_package_version_file("${PROJECT_BINARY_DIR}/StrataConfigVersion.cmake"
+  VERSION "${PROJECT_VERSION}" COMPATIBILITY SameMinorVersion)
+install(FILES "${PROJECT_BINARY_DIR}/StrataConfig.cmake" "${PROJECT_BINARY_DIR}/StrataConfigVersion.cmake"
+  "${PROJECT_SOURCE_DIR}/plugins/cmake/StrataPlugin.cmake"
+  DESTINATION "${STRATA_INSTALL_CMAKEDIR}")

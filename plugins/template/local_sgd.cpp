@@ -1,0 +1,123 @@
+// `local_sgd`: the template strategy plugin. Copy this folder to start your own (README.md, "Write a
+// strategy plugin").
+//
+// Local SGD (Stich, "Local SGD Converges Fast and Communicates Little", ICLR 2019): every rank
+// holds a full replica and trains it alone on its own shard of each global batch (forward,
+// backward, optimizer step: no communication), and every `sync_every` optimizer steps the ranks
+// replace their parameters by the average over ranks, one all-reduce. It trades the gradient
+// all-reduce of every step (ddp) for one parameter all-reduce every `sync_every` steps.
+//
+// With sync_every = 1 and SGD it equals ddp, and so `single` (up to rounding): all ranks start the
+// step from the same parameters p, and the average of p - lr * g_r over ranks is p - lr * mean(g_r),
+// the step on the averaged gradient. Momentum and SGD's (coupled) weight decay keep this: they are
+// linear in the gradients, so the mean of the ranks' momentum buffers evolves like single's.
+// Adam(W) does not (it divides by each rank's own second moment), nor does gradient clipping.
+//
+// What differs from the Strategy contract (core/include/strata/strategy.hpp), on purpose:
+// - finish_gradients() returns this rank's gradient norm, and train.clip_grad_norm clips the
+//   local gradients: there is no global gradient in local SGD.
+// - Between two averages the replicas differ. The model local SGD produces is their average, so
+//   parameter_norm() and full_state_dict(), which the trainer calls on every rank at the end,
+//   first average any steps not yet averaged. The final evaluation runs before them, on each
+//   rank's own replica: choose train.steps a multiple of sync_every to evaluate one model.
+//
+// Memory accounting, evaluation, mixed precision and the state dict come from ReplicaStrategy
+// (core/include/strata/replica.hpp), the base that `single` and `ddp` use too.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <strata/plugin.hpp>
+#include <strata/replica.hpp>
+
+namespace {
+
+/// The strategy's options, `[strategy]` keys of the experiment file. Defaults live here; the
+/// schema in register_local_sgd() names, documents and validates them (`strata describe local_sgd`).
+struct LocalSgdOptions {
+  std::int64_t sync_every = 4;  ///< optimizer steps between two parameter averages (>= 1)
+};
+
+/// Invariant: after a step whose number is a multiple of sync_every, every rank holds the same
+/// parameters (the average of the replicas).
+class LocalSgdStrategy final : public strata::ReplicaStrategy {
+ public:
+  explicit LocalSgdStrategy(LocalSgdOptions options) : options_(options) {}
+
+  void setup(const strata::StrategySetup& s) override {
+    // Places the model, copies rank 0's parameters to every rank (the replicas start equal) and
+    // builds the optimizer over this rank's replica.
+    take_over(s);
+    comm_ = s.comm;
+    s.log->info("local_sgd: parameters averaged over " + std::to_string(comm_->world_size()) +
+                " ranks every " + std::to_string(options_.sync_every) + " steps");
+  }
+
+  // Forward and backward on this rank's micro-batch; gradients stay local.
+  torch::Tensor forward_backward(const strata::Batch& batch, strata::MicroStep micro) override {
+    return replica_forward_backward(batch, micro);
+  }
+
+  // No gradient synchronization: the norm (and clipping) is this rank's own.
+  double finish_gradients(double max_norm) override { return clip_replica_gradients(max_norm); }
+
+  void step(double lr) override {
+    replica_step(lr);  // a local optimizer step; gradients cleared
+    if (++unaveraged_steps_ == options_.sync_every) average_replicas();
+  }
+
+  double parameter_norm() override {
+    average_replicas();  // collective: the trainer calls it on every rank
+    return ReplicaStrategy::parameter_norm();
+  }
+
+  strata::StateDict full_state_dict() override {
+    average_replicas();  // collective, like the base's contract says
+    return ReplicaStrategy::full_state_dict();
+  }
+
+ private:
+  /// Replaces this rank's parameters by their average over ranks, in one all-reduce of a flat
+  /// copy (one call per parameter would pay the latency of each). A no-op when nothing changed
+  /// since the last average or when there is only one rank.
+  void average_replicas() {
+    if (unaveraged_steps_ == 0) return;
+    unaveraged_steps_ = 0;
+    if (comm_->world_size() == 1) return;
+    torch::NoGradGuard no_grad;  // in-place writes into parameters must not be recorded
+    // Under a mixed-precision policy the float32 masters are the parameters the optimizer
+    // updates; they are averaged, and the low-precision compute copies follow them.
+    auto& replica = precision_.mixed() ? masters_ : params_;
+    std::vector<torch::Tensor> pieces;
+    for (const auto& p : replica) pieces.push_back(p.reshape(-1));
+    torch::Tensor flat = torch::cat(pieces);
+    comm_->all_reduce(flat, strata::ReduceOp::kAvg);  // counted as this step's traffic
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < replica.size(); ++i) {
+      const std::int64_t n = replica[i].numel();
+      replica[i].copy_(flat.narrow(0, offset, n).view_as(replica[i]));
+      if (precision_.mixed()) params_[i].copy_(replica[i]);
+      offset += n;
+    }
+  }
+
+  LocalSgdOptions options_;
+  strata::Comm* comm_ = nullptr;       // owned by the core; valid from setup() on
+  std::int64_t unaveraged_steps_ = 0;  // optimizer steps since the last average
+};
+
+/// Called once when the host loads the library: adds the name, its description and its options.
+void register_local_sgd(strata::Registry& registry) {
+  strata::Schema<LocalSgdOptions> schema;
+  schema.option("sync_every", &LocalSgdOptions::sync_every, "optimizer steps between parameter averages",
+                strata::at_least(1));
+  registry.add_strategy("local_sgd", "local SGD: replicas step alone, parameters averaged every sync_every steps",
+                        schema, [](const LocalSgdOptions& o) { return std::make_shared<LocalSgdStrategy>(o); });
+}
+
+}  // namespace
+
+// The library's entry points: kind, the names register_local_sgd() adds, the plugin's version.
+STRATA_PLUGIN(strategy, "local_sgd", "0.1.0", register_local_sgd)

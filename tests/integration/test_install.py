@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""The consumer test of the SDK: `cmake --install` of the build into a temporary prefix, the
+template plugin (plugins/template) configured and built out of tree against that prefix with
+find_package(Strata), and a two-rank run of the *installed* `strata` with that plugin on
+STRATA_PLUGIN_PATH. The installed CLI must find libstrata_core, LibTorch and its built-in plugins
+by itself (RPATH, lib/strata/plugins), never the build tree.
+
+    STRATA_BUILD_DIR=build STRATA_TORCH_DIR=<Torch_DIR> ~/.cache/strata/venv/bin/python \
+      tests/integration/test_install.py
+
+Environment (CTest sets the first three): STRATA_BUILD_DIR (the build to install; default
+build/ of this checkout), STRATA_CMAKE (default: cmake on PATH), STRATA_TORCH_DIR (LibTorch's
+Torch_DIR; default: asked from this interpreter's torch).
+"""
+import math
+import os
+import re
+import shutil
+import sys
+
+import strata_test as st
+
+BUILD_TIMEOUT = 900  # seconds: configuring LibTorch and compiling one plugin without ccache
+
+state = {}  # what the cases produce for the next ones: prefix, plugin_dir
+
+
+def cmake():
+    path = os.environ.get("STRATA_CMAKE") or shutil.which("cmake")
+    st.check(path, "cmake is needed (set STRATA_CMAKE or put cmake on PATH)")
+    return path
+
+
+def torch_cmake_prefix():
+    """The directory to put on CMAKE_PREFIX_PATH for find_package(Torch)."""
+    torch_dir = os.environ.get("STRATA_TORCH_DIR")
+    if torch_dir:
+        return os.path.dirname(os.path.normpath(torch_dir))  # .../share/cmake/Torch -> .../share/cmake
+    result = st.run_command([sys.executable, "-c", "import torch.utils; print(torch.utils.cmake_prefix_path)"])
+    st.expect_exit(result, 0)
+    return result.stdout.strip()
+
+
+def installed(*parts):
+    st.check("prefix" in state, "the install case failed, so there is nothing installed to test")
+    return os.path.join(state["prefix"], *parts)
+
+
+def plugin_rows(result):
+    """{name: library} from the table `strata plugins` prints (library: the last column)."""
+    rows = {}
+    for line in result.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] != "KIND":
+            rows[parts[1]] = parts[-1]
+    return rows
+
+
+def install_into_a_prefix():
+    build = os.path.abspath(os.environ.get("STRATA_BUILD_DIR") or os.path.join(st.REPO, "build"))
+    prefix = os.path.join(st.temp_dir("install"), "prefix")
+    result = st.run_command([cmake(), "--install", build, "--prefix", prefix], timeout=BUILD_TIMEOUT)
+    st.expect_exit(result, 0)
+    state["prefix"] = prefix
+    for rel in ("bin/strata", "lib/libstrata_core.so", "include/strata/strategy.hpp", "include/strata/plugin.hpp",
+                "lib/strata/plugins/libstrata_strategy_ddp.so", "lib/strata/plugins/libstrata_model_mlp.so",
+                "lib/cmake/Strata/StrataConfig.cmake", "lib/cmake/Strata/StrataConfigVersion.cmake",
+                "lib/cmake/Strata/StrataTargets.cmake", "lib/cmake/Strata/StrataPlugin.cmake"):
+        st.check(os.path.isfile(installed(rel)), "%s was not installed" % rel, result)
+    # The template is for copying and building out of tree, not a built-in.
+    st.check(not os.path.exists(installed("lib/strata/plugins/libstrata_strategy_local_sgd.so")),
+             "the template plugin must not be installed (it would clash with the user's build of it)")
+
+
+def installed_binaries_resolve_their_libraries():
+    if not shutil.which("ldd"):
+        raise st.Skip("ldd is not installed")
+    for rel in ("bin/strata", "lib/libstrata_core.so", "lib/strata/plugins/libstrata_strategy_ddp.so"):
+        result = st.run_command(["ldd", installed(rel)])
+        st.expect_exit(result, 0)
+        st.check("not found" not in result.stdout, "%s has unresolved libraries" % rel, result)
+        st.check(re.search(r"libtorch\.so => /", result.stdout), "%s does not resolve libtorch.so" % rel, result)
+        if rel != "lib/libstrata_core.so":
+            core = re.search(r"libstrata_core\.so => (\S+)", result.stdout)
+            st.check(core and os.path.realpath(core.group(1)) == os.path.realpath(installed("lib/libstrata_core.so")),
+                     "%s must load the installed libstrata_core.so, not the build tree's" % rel, result)
+
+
+def installed_cli_lists_builtin_plugins():
+    result = st.run_command([installed("bin", "strata"), "plugins"])
+    st.expect_exit(result, 0)
+    rows = plugin_rows(result)
+    plugdir = os.path.realpath(installed("lib", "strata", "plugins"))
+    for name in ("single", "ddp", "mlp", "synthetic"):
+        st.check(name in rows, "the installed `strata plugins` does not list %s" % name, result)
+        st.check(os.path.dirname(os.path.realpath(rows[name])) == plugdir,
+                 "%s comes from %s, expected %s" % (name, rows[name], plugdir), result)
+    st.check("local_sgd" not in rows, "the installed CLI should not know local_sgd before it is built", result)
+
+
+def template_builds_out_of_tree():
+    work = os.path.dirname(installed())
+    build = os.path.join(work, "tpl-build")
+    args = [cmake(), "-S", os.path.join(st.REPO, "plugins", "template"), "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+            "-DCMAKE_PREFIX_PATH=%s;%s" % (installed(), torch_cmake_prefix())]
+    if shutil.which("ninja"):
+        args += ["-G", "Ninja"]
+    env = {}
+    if shutil.which("ccache"):
+        # The base directory makes the temporary paths relative, so reruns hit the cache.
+        args += ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+        env["CCACHE_BASEDIR"] = work
+    result = st.run_command(args, env=env, timeout=BUILD_TIMEOUT)
+    st.expect_exit(result, 0)
+    result = st.run_command([cmake(), "--build", build], env=env, timeout=BUILD_TIMEOUT)
+    st.expect_exit(result, 0)
+    library = os.path.join(build, "libstrata_strategy_local_sgd.so")
+    st.check(os.path.isfile(library), "the out-of-tree build did not produce %s" % library, result)
+    state["plugin_dir"] = build
+
+
+def installed_cli_runs_the_out_of_tree_plugin():
+    st.check("plugin_dir" in state, "the out-of-tree build failed, so there is no plugin to run")
+    env = {"STRATA_PLUGIN_PATH": state["plugin_dir"]}
+    listed = st.run_command([installed("bin", "strata"), "plugins"], env=env)
+    st.expect_exit(listed, 0)
+    st.check(plugin_rows(listed).get("local_sgd", "").startswith(state["plugin_dir"]),
+             "`strata plugins` should list local_sgd from %s" % state["plugin_dir"], listed)
+    out = st.temp_dir("run")
+    result = st.run_command([installed("bin", "strata"), "run", st.GOOD_SYNTHETIC, "--nproc", "2", "--out", out]
+                            + st.set_args("strategy.name=local_sgd", "train.steps=8"), env=env)
+    st.expect_exit(result, 0)
+    st.expect_no_crash(result)
+    summary = st.load_summary(out)
+    st.check(summary["strategy"] == "local_sgd", "summary.json strategy is %r" % summary["strategy"], result)
+    st.check(summary["world_size"] == 2, "summary.json world_size is %r" % summary["world_size"], result)
+    loss = summary["final_loss"]
+    st.check(isinstance(loss, (int, float)) and math.isfinite(loss), "final_loss is %r" % loss, result)
+
+
+if __name__ == "__main__":
+    st.main([install_into_a_prefix, installed_binaries_resolve_their_libraries, installed_cli_lists_builtin_plugins,
+             template_builds_out_of_tree, installed_cli_runs_the_out_of_tree_plugin])
