@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "io/json.hpp"
+#include "strata/errors.hpp"
 
 TEST_CASE("json objects keep insertion order and escape strings") {
   strata::Json j = strata::Json::object();
@@ -22,4 +23,35 @@ TEST_CASE("json numbers round-trip and non-finite values become null") {
   strata::Json a = strata::Json::array();
   a.push_back(strata::Json::Array{strata::Json(1), strata::Json(2.5)});
   CHECK(a.dump(2) == "[\n  [1, 2.5]\n]");
+}
+
+TEST_CASE("json parse reads back what dump writes") {
+  strata::Json j = strata::Json::object();
+  j["name"] = "a \"quoted\"\n\tvalue";
+  j["int"] = std::int64_t{-42};
+  j["real"] = 0.1;
+  j["none"] = strata::Json();
+  j["flag"] = true;
+  j["nested"]["list"] = strata::Json::Array{strata::Json(1), strata::Json(2.5), strata::Json("x")};
+  const auto back = strata::Json::parse(j.dump());
+  CHECK(back.dump() == j.dump());
+  CHECK(back.find("real")->number_or(0) == 0.1);
+  CHECK(back.at_path("nested.list") != nullptr);
+  CHECK(back.at_path("nested.missing") == nullptr);
+  CHECK(back.find("name")->string_or("") == "a \"quoted\"\n\tvalue");
+  CHECK(back.find("none")->is_null());
+  CHECK(strata::Json::parse(R"("\u00e9\ud83d\ude00")").string_or("") == "\xc3\xa9\xf0\x9f\x98\x80");
+}
+
+TEST_CASE("json parse rejects malformed text with the offset") {
+  for (const char* bad : {"", "{", "[1,]", "{\"a\" 1}", "01x", "\"open", "nul", "{} x", "1e"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(strata::Json::parse(bad), strata::Error);
+  }
+  try {
+    strata::Json::parse("[1, 2, ?]");
+    FAIL("no error");
+  } catch (const strata::Error& e) {
+    CHECK(std::string(e.what()).find("offset 7") != std::string::npos);
+  }
 }

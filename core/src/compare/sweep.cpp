@@ -30,6 +30,10 @@ class SweepReader {
       return {label_, node->source().begin.line, node->source().begin.column};
     return {label_, 1, 1};
   }
+  SourceLocation at(const toml::key& key) const {
+    if (key.source().begin.line != 0) return {label_, key.source().begin.line, key.source().begin.column};
+    return {label_, 1, 1};
+  }
   [[noreturn]] void fail(const toml::node* node, const std::string& key, const std::string& message,
                          std::string fix = {}) const {
     throw ConfigError(at(node), key, message, std::move(fix));
@@ -57,12 +61,36 @@ class SweepReader {
     return out;
   }
 
+  /// TOML text of a value: floats in their shortest round-trip form (0.1, not
+  /// 0.10000000000000001), strings double-quoted.
+  static std::string toml_text(const toml::node& node) {
+    if (const auto* f = node.as_floating_point()) {
+      std::string text = fmt::format("{}", f->get());
+      if (text.find_first_of(".eni") == std::string::npos) text += ".0";
+      return text;
+    }
+    if (const auto* str = node.as_string()) {
+      std::string text = "\"";
+      for (char c : str->get()) {
+        if (c == '"' || c == '\\') text += '\\';
+        text += c;
+      }
+      return text + "\"";
+    }
+    if (const auto* array = node.as_array()) {
+      std::string text = "[";
+      for (std::size_t i = 0; i < array->size(); ++i) text.append(i ? ", " : "").append(toml_text(*array->get(i)));
+      return text + "]";
+    }
+    std::ostringstream text;
+    node.visit([&](auto&& n) { text << n; });
+    return text.str();
+  }
+
   static SweepValue value_of(const toml::node& node, SourceLocation where) {
     SweepValue v;
     v.where = std::move(where);
-    std::ostringstream text;
-    node.visit([&](auto&& n) { text << n; });
-    v.toml = text.str();
+    v.toml = toml_text(node);
     v.display = node.is_string() ? node.as_string()->get() : v.toml;
     return v;
   }
@@ -118,7 +146,7 @@ Sweep parse_sweep(const fs::path& file, const std::vector<std::string>& override
   sweep.file = file;
   for (const auto& [key, node] : root)
     if (key.str() != "compare")
-      r.fail(&node, std::string(key.str()),
+      throw ConfigError(r.at(key), std::string(key.str()),
              fmt::format("a sweep file holds only a [compare] table; found '{}'.", key.str()),
              "Put experiment settings in the base experiment, or in [compare.set] as \"section.key\" = value.");
   const auto* compare = root.get_as<toml::table>("compare");
@@ -128,16 +156,18 @@ Sweep parse_sweep(const fs::path& file, const std::vector<std::string>& override
   for (const auto& [key, node] : *compare) {
     const std::string name(key.str());
     if (std::find(kCompareKeys.begin(), kCompareKeys.end(), name) == kCompareKeys.end())
-      r.fail(&node, "compare." + name,
-             fmt::format("unknown key '{}' in [compare].{} Known keys: {}.", name, detail::did_you_mean(name, kCompareKeys),
-                         detail::join(kCompareKeys)));
+      throw ConfigError(r.at(key), "compare." + name,
+                        fmt::format("unknown key '{}' in [compare].{} Known keys: {}.", name,
+                                    detail::did_you_mean(name, kCompareKeys), detail::join(kCompareKeys)),
+                        "Correct or remove the key; `strata compare --help` shows the sweep format.");
   }
 
   // base
   const auto* base = compare->get("base");
   if (!base) r.fail(compare, "compare.base", "[compare] needs base, the experiment every run starts from.",
                     "Add base = \"experiment.toml\" (relative to this file).");
-  if (!base->is_string()) r.fail(base, "compare.base", "base must be a string (a path to an experiment file).");
+  if (!base->is_string()) r.fail(base, "compare.base", "base must be a string (a path to an experiment file).",
+                                 "Write base = \"experiment.toml\" (relative to this file).");
   const fs::path base_path = base->as_string()->get();
   const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
   sweep.base = base_path.is_absolute() ? base_path : dir / base_path;
@@ -192,10 +222,11 @@ Sweep parse_sweep(const fs::path& file, const std::vector<std::string>& override
                                     element.as_integer()->get() > 4096))
           r.fail(&element, path, "world_size values must be positive integers.", "Write world_size = [1, 2, 4].");
         if (element.is_table())
-          r.fail(&element, path, "axis values must be values, not tables.");
+          r.fail(&element, path, "axis values must be values, not tables.", "Write key = [value, value].");
         auto value = SweepReader::value_of(element, where);
         if (!seen.insert(value.toml).second)
-          r.fail(&element, path, fmt::format("value {} appears twice in axis '{}'.", value.display, key));
+          r.fail(&element, path, fmt::format("value {} appears twice in axis '{}'.", value.display, key),
+                 "List each value once.");
         axis.values.push_back(std::move(value));
       }
       sweep.axes.push_back(std::move(axis));

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""strata compare: a sweep is validated whole before any run (errors at the sweep's file:line),
+every combination runs for real below the comparison directory, a failing run is recorded with its
+error while the others complete, and results.{csv,json,md} plus each run's hparams come out."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import time
+
+import strata_test as st
+
+# DESIGN §7: the columns every results.csv has.
+RESULT_COLUMNS = ["strategy", "world_size", "status", "train_time_s", "step_time_s", "samples_per_s", "speedup",
+                  "efficiency", "model_state_bytes", "peak_bytes", "bus_bytes_per_step", "final_loss",
+                  "eval_accuracy"]
+
+
+def write_sweep(name, text):
+    path = os.path.join(st.temp_dir("sweep"), name)
+    with open(path, "w") as f:
+        f.write(text.replace("BASE", st.GOOD_SYNTHETIC))
+    return path
+
+
+def compare(sweep, *args, env=None, expect=0):
+    out = os.path.join(st.temp_dir("compare"), "cmp")
+    result = st.strata("compare", sweep, "--out", out, *args, env=env, timeout=600)
+    st.expect_exit(result, expect)
+    st.expect_no_crash(result)
+    return out, result
+
+
+def read_rows(out, result):
+    with open(os.path.join(out, "results.csv")) as f:
+        rows = list(csv.DictReader(f))
+    st.check(rows, "results.csv has no rows", result)
+    missing = [c for c in RESULT_COLUMNS if c not in rows[0]]
+    st.check(not missing, "results.csv lacks columns %s" % missing, result)
+    return rows
+
+
+SMALL = """
+[compare]
+base = "BASE"
+scaling = "strong"
+baseline = { strategy = "single", world_size = 1 }
+
+[compare.axes]
+strategy = ["single", "dp", "ddp", "zero3"]
+world_size = [1, 2]
+
+[compare.set]
+"train.steps" = 12
+"train.global_batch_size" = 24
+"log.every" = 4
+"""
+
+
+def small_sweep_end_to_end():
+    out, result = compare(write_sweep("small.toml", SMALL))
+    rows = read_rows(out, result)
+    got = [(r["strategy"], r["world_size"]) for r in rows]
+    want = [("single", "1"), ("dp", "1"), ("dp", "2"), ("ddp", "1"), ("ddp", "2"), ("zero3", "1"), ("zero3", "2")]
+    st.check(got == want, "runs %s, expected %s (single runs at world size 1 only)" % (got, want), result)
+    st.expect_in("single-w2", result.stdout, result, "stdout (the skipped combination is named)")
+    for i in range(1, len(want) + 1):
+        st.expect_in("[%d/%d]" % (i, len(want)), result.stdout, result, "stdout (progress)")
+    reference = rows[0]
+    for r in rows:
+        what = "%s world %s" % (r["strategy"], r["world_size"])
+        st.check(r["status"] == "ok", what + ": status " + r["status"], result)
+        # Same global batch and steps: every strategy reproduces the baseline's training.
+        st.expect_close(float(r["final_loss"]), float(reference["final_loss"]), what + " final_loss", abs_tol=1e-4)
+        speedup, efficiency = float(r["speedup"]), float(r["efficiency"])
+        st.expect_close(speedup, float(reference["train_time_s"]) / float(r["train_time_s"]), what + " speedup",
+                        rel=1e-9)
+        st.expect_close(efficiency, speedup / int(r["world_size"]), what + " efficiency", rel=1e-9)
+        st.check(float(r["model_state_bytes"]) > 0 and float(r["peak_bytes"]) > 0, what + ": memory missing", result)
+        st.check((float(r["bus_bytes_per_step"]) > 0) == (r["world_size"] == "2"), what + ": bus bytes "
+                 + r["bus_bytes_per_step"], result)
+        run_dir = os.path.join(out, r["run_dir"])
+        summary = st.load_summary(run_dir)
+        st.check(summary["strategy"] == r["strategy"] and summary["devices"] == int(r["world_size"]),
+                 what + ": summary says %s on %s devices" % (summary["strategy"], summary["devices"]))
+        hparams = st.read_events(run_dir)["hparams"]
+        st.check(hparams.get("strategy") == r["strategy"] and hparams.get("devices") == int(r["world_size"]),
+                 what + ": TensorBoard hparams %s" % hparams)
+    st.expect_close(float(reference["speedup"]), 1.0, "baseline speedup", rel=1e-12)
+    with open(os.path.join(out, "results.json")) as f:
+        results = json.load(f)
+    st.check(len(results["runs"]) == len(want) and results["scaling"] == "strong", "results.json: %s" % results)
+    with open(os.path.join(out, "results.md")) as f:
+        markdown = f.read()
+    for fragment in ("| strategy |", "time s @1", "speedup @2", "state @2", "| zero3 ", "not run: single-w2"):
+        st.expect_in(fragment, markdown, result, "results.md")
+        st.expect_in(fragment, result.stdout, result, "stdout (the table is printed)")
+
+
+def weak_scaling_grows_the_batch():
+    sweep = write_sweep("weak.toml", SMALL.replace('"strong"', '"weak"').replace(
+        '["single", "dp", "ddp", "zero3"]', '["single", "ddp"]').replace('"train.global_batch_size" = 24',
+                                                                         '"train.global_batch_size" = 12'))
+    out, result = compare(sweep)
+    rows = read_rows(out, result)
+    for r in rows:
+        summary = st.load_summary(os.path.join(out, r["run_dir"]))
+        st.check(summary["global_batch_size"] == 12 * int(r["world_size"]),
+                 "weak scaling: %s world %s ran global batch %s" % (r["strategy"], r["world_size"],
+                                                                    summary["global_batch_size"]), result)
+        base = rows[0]
+        speedup = float(r["samples_per_s"]) / float(base["samples_per_s"])
+        st.expect_close(float(r["speedup"]), speedup, "weak speedup (throughput ratio)", rel=1e-9)
+        st.expect_close(float(r["efficiency"]), speedup / int(r["world_size"]), "weak efficiency", rel=1e-9)
+
+
+def failing_run_is_recorded_and_the_others_complete():
+    """A model with a parameter that gets no gradient: ddp and zero2 refuse it at run time, single
+    trains; every combination still runs and the failures carry their error."""
+    env = {"STRATA_PLUGIN_PATH": st.fixture_plugin_dir("unused_param_model")}
+    st.fixture_libraries("unused_param_model")
+    sweep = write_sweep("failing.toml", SMALL.replace('["single", "dp", "ddp", "zero3"]', '["single", "ddp", "zero2"]')
+                        .replace('"log.every" = 4', '"log.every" = 4\n"model.name" = "fixture_unused"'))
+    out, result = compare(sweep, env=env, expect=1)
+    rows = read_rows(out, result)
+    status = {(r["strategy"], r["world_size"]): r for r in rows}
+    st.check(len(rows) == 5, "expected 5 rows, got %d" % len(rows), result)
+    st.check(status[("single", "1")]["status"] == "ok", "single failed: %s" % status[("single", "1")], result)
+    for key in (("ddp", "1"), ("ddp", "2"), ("zero2", "1"), ("zero2", "2")):
+        st.check(status[key]["status"] == "failed", "%s: status %s" % (key, status[key]["status"]), result)
+        st.expect_in("received no gradient", status[key]["error"], result, "the error column of %s" % (key,))
+        log = os.path.join(out, status[key]["run_dir"], "output.log")
+        st.check(os.path.isfile(log), "no output.log for the failed run %s" % (key,), result)
+    st.expect_stderr(result, "4 of 5 runs failed")
+    with open(os.path.join(out, "results.md")) as f:
+        st.expect_in("ddp-w2 failed", f.read(), result, "results.md notes")
+
+
+BAD_SWEEPS = [
+    # (name, text, fragments of stderr; "FILE" is replaced by the sweep's path)
+    ("typo_key", '[compare]\nbase = "BASE"\nrepeat = 2\n', ["FILE:3:1", "repeat", "Did you mean 'repeats'"]),
+    ("no_base", '[compare]\nscaling = "strong"\n', ["FILE:1:1", "compare.base"]),
+    ("missing_base", '[compare]\nbase = "nowhere.toml"\n', ["FILE:2:8", "not found"]),
+    ("bad_scaling", '[compare]\nbase = "BASE"\nscaling = "linear"\n', ["FILE:3:11", "strong", "weak"]),
+    ("unknown_strategy", '[compare]\nbase = "BASE"\n[compare.axes]\nstrategy = ["single", "ddpp"]\n',
+     ["FILE:4:23", "unknown strategy 'ddpp'", "Did you mean 'ddp'"]),
+    ("bad_world", '[compare]\nbase = "BASE"\n[compare.axes]\nworld_size = [1, 0]\n', ["FILE:4:18", "positive"]),
+    ("baseline_not_run", '[compare]\nbase = "BASE"\nbaseline = { strategy = "zero1" }\n[compare.axes]\n'
+     'strategy = ["single", "ddp"]\n', ["FILE:3:25", "not among the axis values"]),
+    ("bad_set_key", '[compare]\nbase = "BASE"\n[compare.set]\n"train.stpes" = 5\n',
+     ["FILE:4:17", "train.stpes", "Did you mean 'steps'"]),
+    ("bad_axis_value", '[compare]\nbase = "BASE"\n[compare.axes]\nstrategy = ["ddp"]\n'
+     '"optimizer.lr" = [0.01, -1.0]\n', ["FILE:5:25", "run ddp-w1-lr-1.0", "optimizer.lr"]),
+    ("batch_not_divisible", '[compare]\nbase = "BASE"\n[compare.axes]\nstrategy = ["ddp"]\nworld_size = [1, 5]\n',
+     ["run ddp-w5", "not divisible by world size 5"]),
+    ("other_table", '[compare]\nbase = "BASE"\n[train]\nsteps = 3\n', ["FILE:3:2", "only a [compare] table"]),
+    ("nproc_key", '[compare]\nbase = "BASE"\n[compare.set]\n"distributed.nproc" = 2\n',
+     ["FILE:4:23", "world_size"]),
+]
+
+
+def sweep_errors_name_file_and_line():
+    for name, text, fragments in BAD_SWEEPS:
+        sweep = write_sweep(name + ".toml", text)
+        out = os.path.join(st.temp_dir("bad"), "cmp")
+        result = st.strata("compare", sweep, "--out", out, timeout=120)
+        st.expect_clean_failure(result, 2, *[f.replace("FILE", sweep) for f in fragments])
+        st.check(not os.path.exists(out), "%s: the invalid sweep created %s" % (name, out), result)
+
+
+def dry_run_lists_runs_and_starts_none():
+    sweep = write_sweep("dry.toml", SMALL)
+    out = os.path.join(st.temp_dir("dry"), "cmp")
+    result = st.strata("compare", sweep, "--out", out, "--dry-run", "--set", "train.steps=2", timeout=120)
+    st.expect_exit(result, 0)
+    for label in ("single-w1", "dp-w2", "ddp-w2", "zero3-w1"):
+        st.expect_in(label + ": strata run", result.stdout, result, "stdout")
+    st.expect_in("strategy.replicas=2", result.stdout, result, "stdout (dp's world size is its replicas)")
+    st.expect_in("train.steps=2", result.stdout, result, "stdout (--set reaches every run)")
+    st.check(not os.path.exists(out), "--dry-run created %s" % out, result)
+
+
+def interrupt_keeps_finished_runs():
+    """SIGINT stops the running run (and its ranks) and still writes the results, exit 130."""
+    sweep = write_sweep("long.toml", SMALL.replace('["single", "dp", "ddp", "zero3"]', '["ddp", "zero3"]')
+                        .replace('"train.steps" = 12', '"train.steps" = 10000000').replace("[1, 2]", "[2]")
+                        .replace('strategy = "single", world_size = 1', 'strategy = "ddp", world_size = 2'))
+    out = os.path.join(st.temp_dir("interrupt"), "cmp")
+    proc = subprocess.Popen([st.strata_bin(), "compare", sweep, "--out", out], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=st._clean_env()[0],
+                            start_new_session=True, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        ranks = []
+        while time.monotonic() < deadline and len(ranks) < 2 and proc.poll() is None:
+            time.sleep(0.5)
+            runs = [c for c in st.child_pids(proc.pid)]
+            ranks = [r for run in runs for r in st.child_pids(run)]
+            if os.path.exists(os.path.join(out, "ddp-w2", "summary.json")):
+                break
+        st.check(len(ranks) == 2, "the first run did not start 2 ranks within 120 s (exit %s)" % proc.poll())
+        time.sleep(2)  # into training
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    st.check(proc.returncode == 130, "exit code %s after SIGINT, expected 130\n%s" % (proc.returncode, output))
+    st.check(not any(st.alive(r) for r in ranks), "ranks %s outlived the interrupted comparison" % ranks)
+    with open(os.path.join(out, "results.csv")) as f:
+        rows = {r["strategy"]: r["status"] for r in csv.DictReader(f)}
+    st.check(rows == {"ddp": "interrupted", "zero3": "not run"}, "results after SIGINT: %s\n%s" % (rows, output))
+    st.expect_in("interrupted", output, None, "output")
+
+
+if __name__ == "__main__":
+    st.main([sweep_errors_name_file_and_line, dry_run_lists_runs_and_starts_none, small_sweep_end_to_end,
+             weak_scaling_grows_the_batch, failing_run_is_recorded_and_the_others_complete,
+             interrupt_keeps_finished_runs])
