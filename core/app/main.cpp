@@ -9,6 +9,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "check/check.hpp"
 #include "run.hpp"
 #include "strata/errors.hpp"
 #include "text/errors_text.hpp"
@@ -26,6 +27,10 @@ commands:
   compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run]
                                               run every combination of the sweep file SWEEP and
                                               write results.csv, results.json and results.md
+  check NAME [--world-sizes 1,2,3] [--out DIR]
+                                              conformance suite of strategy NAME on small CPU
+                                              models (equivalence with single, memory,
+                                              communication, state dict, bad options)
   plugins                                     list the plugins found (kind, name, description, library)
   describe NAME                               options of a plugin or a core section (e.g. train)
 
@@ -33,8 +38,8 @@ options:
   -h, --help      this text (or `strata <command> --help`)
   --version       print the version
 
-plugins are searched in build/plugins (next to this program), in each directory of
-STRATA_PLUGIN_PATH, and in [plugins] paths of the experiment.
+plugins are searched in ../plugins and ../lib/strata/plugins next to this program (build/plugins
+in a build tree), in each directory of STRATA_PLUGIN_PATH, and in [plugins] paths of the experiment.
 )";
 
 
@@ -119,6 +124,26 @@ int dispatch(int argc, char** argv) {
     request.dry_run = vars.count("dry-run") > 0;
     return strata::compare_strategies(request);
   }
+  if (command == "check") {
+    options.add_options()("name", po::value<std::string>(), "strategy name")(
+        "world-sizes", po::value<std::string>(), "comma-separated world sizes (default 1,2)")(
+        "out", po::value<std::string>(), "directory for the check's experiments and runs (kept)");
+    positional.add("name", 1);
+    auto vars = parse(args, options, positional);
+    if (vars.count("help")) {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (!vars.count("name"))
+      throw strata::UsageError("`strata check` needs a strategy name.",
+                               "Write `strata check ddp`; `strata plugins` lists the strategies.");
+    strata::CheckRequest request;
+    request.strategy = vars["name"].as<std::string>();
+    if (vars.count("world-sizes"))
+      request.world_sizes = strata::parse_world_sizes(vars["world-sizes"].as<std::string>());
+    if (vars.count("out")) request.out = vars["out"].as<std::string>();
+    return strata::check_strategy(request);
+  }
   if (command == "plugins") {
     auto vars = parse(args, options, positional);
     if (vars.count("help")) {
@@ -140,7 +165,8 @@ int dispatch(int argc, char** argv) {
     strata::describe(vars["name"].as<std::string>());
     return 0;
   }
-  throw strata::UsageError("unknown command '" + command + "'.", "Commands: run, validate, compare, plugins, describe.");
+  throw strata::UsageError("unknown command '" + command + "'.",
+                           "Commands: run, validate, compare, check, plugins, describe.");
 }
 
 }  // namespace

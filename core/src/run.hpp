@@ -35,6 +35,20 @@ struct CompareRequest {
 /// with its error), 128 + signal when interrupted. Throws ConfigError for a bad sweep.
 int compare_strategies(const CompareRequest& request);
 
+/// `strata check NAME`: the conformance suite of the Strategy contract, on small CPU models.
+struct CheckRequest {
+  std::string strategy;                ///< registered strategy name
+  std::vector<int> world_sizes{1, 2};  ///< world sizes to check (those the strategy's placement
+                                       ///< cannot run at are reported n/a)
+  std::filesystem::path out;           ///< where its experiments and runs go (kept); empty: a fresh
+                                       ///< directory under $TMPDIR, kept only when a check fails
+};
+/// Runs the strategy and `single` on the check's experiments and prints a table of the checks
+/// (equivalence with `single`, memory, communication, state-dict round trip, bad options).
+/// Returns 0 when every check passed, 1 when one failed, 128 + signal when interrupted; throws
+/// UsageError or PluginError (exit 2) for an unknown strategy or unusable world sizes.
+int check_strategy(const CheckRequest& request);
+
 /// Everything `strata run` checks before training, for a loaded experiment at its
 /// [distributed] nproc (used by compare to validate every combination first).
 void check_experiment(const Experiment& experiment);

@@ -18,6 +18,7 @@
 #include "compare/sweep.hpp"
 #include "config/experiment.hpp"
 #include "io/json.hpp"
+#include "io/run_result.hpp"
 #include "io/run_dir.hpp"
 #include "launch/child.hpp"
 #include "launch/world.hpp"
@@ -34,17 +35,12 @@ namespace {
 /// What one run produced (from its summary.json, or its output when it failed early).
 struct Row {
   const SweepRun* run = nullptr;
-  std::string status = "not run";  ///< ok | failed | interrupted | not run
-  std::string error;
+  RunResult result;  ///< status: ok | failed | interrupted | not run
   fs::path dir;
-  std::optional<Json> summary;
   std::optional<double> speedup, efficiency;
 
-  double number(const std::string& path) const {
-    if (!summary) return NAN;
-    const Json* v = summary->at_path(path);
-    return v ? v->number_or(NAN) : NAN;
-  }
+  const std::string& status() const { return result.status; }
+  double number(const std::string& path) const { return result.number(path); }
   double model_state_bytes() const {
     return number("memory.model_state_bytes.params") + number("memory.model_state_bytes.grads") +
            number("memory.model_state_bytes.optimizer");
@@ -70,24 +66,6 @@ std::string machine_description() {
       break;
     }
   return fmt::format("{}, {} cores", model, std::thread::hardware_concurrency());
-}
-
-/// The error of a failed run: its "error:" paragraph (the first one; a launcher's own lines
-/// about stopping the others follow it), else the last lines of its output.
-std::string error_from_output(const std::vector<std::string>& lines) {
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    const auto& l = lines[i];
-    if (l.rfind("error:", 0) != 0 && l.find("] error:") == std::string::npos) continue;
-    std::string text = l;
-    for (std::size_t j = i + 1; j < lines.size() && lines[j].rfind("  ", 0) == 0; ++j) text += " " + lines[j].substr(2);
-    for (const auto& rest : lines)
-      if (rest.rfind("strata: rank ", 0) == 0) text += " (" + rest + ")";
-    return text;
-  }
-  std::string text;
-  for (std::size_t i = lines.size() > 3 ? lines.size() - 3 : 0; i < lines.size(); ++i)
-    text += (text.empty() ? "" : " | ") + lines[i];
-  return text.empty() ? "no output" : text;
 }
 
 std::string bytes_text(double bytes) {
@@ -165,21 +143,19 @@ class Comparison {
         if (line.rfind("step ", 0) == 0 || line.rfind("eval at", 0) == 0) status_line(prefix + ": " + line);
       });
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      read_summary(row);
+      row.result = read_run_result(row.dir);
       if (outcome.interrupted) {
-        row.status = "interrupted";
-        row.error = "the comparison was interrupted";
-      } else if (outcome.exit_code == 0 && row.status == "ok") {
-        // done
-      } else {
-        row.status = "failed";
-        if (row.error.empty()) row.error = error_from_output(lines);
+        row.result.status = "interrupted";
+        row.result.error = "the comparison was interrupted";
+      } else if (outcome.exit_code != 0 || row.status() != "ok") {
+        row.result.status = "failed";
+        if (row.result.error.empty()) row.result.error = error_from_output(lines);
       }
-      finish_line(row.status == "ok"
+      finish_line(row.status() == "ok"
                       ? fmt::format("{}: ok in {:.1f} s (train {:.2f} s, {:.0f} samples/s, final loss {:.4f})", prefix,
                                     wall, row.number("train_time_s"), row.number("samples_per_s"),
                                     row.number("final_loss"))
-                      : fmt::format("{}: {} (exit {}): {}", prefix, row.status, outcome.exit_code, row.error));
+                      : fmt::format("{}: {} (exit {}): {}", prefix, row.status(), outcome.exit_code, row.result.error));
       if (outcome.interrupted) return outcome.interrupted;
     }
     return 0;
@@ -189,7 +165,7 @@ class Comparison {
     // Baseline time (strong) or throughput (weak) per row group: median over repeats.
     const bool weak = sweep_.scaling == "weak";
     for (auto& row : rows_) {
-      if (row.status != "ok") continue;
+      if (row.status() != "ok") continue;
       auto values = row.run->values;
       for (auto& [key, display] : values)
         for (const auto& [bkey, bvalue] : sweep_.baseline)
@@ -197,7 +173,7 @@ class Comparison {
       std::vector<double> base_measure;
       int base_world = plan_.baseline_world_size;
       for (const auto& other : rows_)
-        if (other.status == "ok" && other.run->values == values) {
+        if (other.status() == "ok" && other.run->values == values) {
           base_measure.push_back(other.number(weak ? "samples_per_s" : "train_time_s"));
           base_world = other.run->world_size;
         }
@@ -217,7 +193,7 @@ class Comparison {
 
   std::string markdown() const;
   int failed() const {
-    return static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return r.status != "ok"; }));
+    return static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return r.status() != "ok"; }));
   }
 
  private:
@@ -231,21 +207,6 @@ class Comparison {
   }
   void finish_line(const std::string& text) {
     std::cout << (tty_ ? "\r\033[K" : "") << text << std::endl;
-  }
-
-  static void read_summary(Row& row) {
-    std::ifstream in(row.dir / "summary.json");
-    if (!in) return;
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    try {
-      row.summary = Json::parse(text);
-    } catch (const Error& e) {
-      row.status = "failed";
-      row.error = "summary.json: " + std::string(e.what());
-      return;
-    }
-    row.status = row.summary->find("status") ? row.summary->find("status")->string_or("failed") : "failed";
-    if (const Json* err = row.summary->find("error")) row.error = err->string_or("");
   }
 
   std::vector<std::string> extra_axes() const {
@@ -271,7 +232,7 @@ class Comparison {
     for (const auto& r : rows_) {
       out += csv_field(r.run->strategy) + "," + std::to_string(r.run->world_size);
       for (const auto& k : extra) out.append(",").append(csv_field(value_of(*r.run, k)));
-      out += fmt::format(",{},{}", r.run->repeat, r.status);
+      out += fmt::format(",{},{}", r.run->repeat, r.status());
       for (const char* path : {"train_time_s", "step_time_s", "samples_per_s"}) out += "," + csv_number(r.number(path));
       out += "," + csv_number(r.speedup.value_or(NAN)) + "," + csv_number(r.efficiency.value_or(NAN));
       out += "," + csv_number(r.model_state_bytes());
@@ -280,7 +241,7 @@ class Comparison {
                                "memory.model_state_bytes.optimizer", "comm.payload_bytes_per_step", "comm.calls_per_step",
                                "comm.time_s", "eval.loss", "param_norm"})
         out.append(",").append(csv_number(r.number(path)));
-      out += "," + csv_field(fs::relative(r.dir, dir_).string()) + "," + csv_field(r.error) + "\n";
+      out += "," + csv_field(fs::relative(r.dir, dir_).string()) + "," + csv_field(r.result.error) + "\n";
     }
     return out;
   }
@@ -308,7 +269,7 @@ class Comparison {
       axes = Json::object();
       for (const auto& [k, v] : r.run->values) axes[k] = v;
       o["repeat"] = r.run->repeat;
-      o["status"] = r.status;
+      o["status"] = r.status();
       o["train_time_s"] = json_number(r.number("train_time_s"));
       o["step_time_s"] = json_number(r.number("step_time_s"));
       o["samples_per_s"] = json_number(r.number("samples_per_s"));
@@ -320,8 +281,8 @@ class Comparison {
       o["final_loss"] = json_number(r.number("final_loss"));
       o["eval_accuracy"] = json_number(r.number("eval.accuracy"));
       o["run_dir"] = fs::relative(r.dir, dir_).string();
-      if (!r.error.empty()) o["error"] = r.error;
-      o["summary"] = r.summary.value_or(Json());
+      if (!r.result.error.empty()) o["error"] = r.result.error;
+      o["summary"] = r.result.summary.value_or(Json());
       runs.push_back(std::move(o));
     }
     j["runs"] = runs;
@@ -353,8 +314,8 @@ std::string Comparison::markdown() const {
     std::string status;
     for (const auto& r : rows_) {
       if (row_key(*r.run) != key || r.run->world_size != world) continue;
-      if (r.status == "ok") values.push_back(measure(r));
-      else status = r.status;
+      if (r.status() == "ok") values.push_back(measure(r));
+      else status = r.status();
     }
     if (values.empty()) return status.empty() ? "n/a" : status;
     return text(median(values));
@@ -420,7 +381,7 @@ std::string Comparison::markdown() const {
                            [](double v) { return number_text(v, "{:.4f}"); }}});
   std::string notes;
   for (const auto& r : rows_)
-    if (r.status != "ok") notes += fmt::format("- {} {}: {}\n", r.run->label, r.status, r.error);
+    if (r.status() != "ok") notes += fmt::format("- {} {}: {}\n", r.run->label, r.status(), r.result.error);
   for (const auto& s : plan_.skipped) notes += "- not run: " + s + "\n";
   if (!notes.empty()) out += "### Notes\n\n" + notes + "\n";
   return out;
@@ -434,11 +395,7 @@ ConfigError in_run(const ConfigError& e, const std::string& label) {
 }  // namespace
 
 int compare_strategies(const CompareRequest& request) {
-  if (const auto world = world_from_environment(); world && world->world_size > 1)
-    throw UsageError(fmt::format("`strata compare` was started as rank {} of a {}-rank job ({}); it runs its own "
-                                 "jobs on this host.",
-                                 world->rank, world->world_size, world->launcher),
-                     "Start `strata compare` once (not under srun -n N, torchrun or mpirun).");
+  require_single_process("compare");
   Sweep sweep = parse_sweep(request.file, request.overrides);
   std::vector<std::string> set_texts;
   std::vector<SourceLocation> set_origins;

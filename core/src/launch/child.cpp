@@ -13,6 +13,9 @@
 #include <csignal>
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "launch/world.hpp"
 #include "strata/errors.hpp"
 
 extern char** environ;
@@ -74,6 +77,14 @@ class ForwardSignals {
 };
 
 }  // namespace
+
+void require_single_process(const std::string& command) {
+  if (const auto world = world_from_environment(); world && world->world_size > 1)
+    throw UsageError(fmt::format("`strata {}` was started as rank {} of a {}-rank job ({}); it runs its own jobs on "
+                                 "this host.",
+                                 command, world->rank, world->world_size, world->launcher),
+                     fmt::format("Start `strata {}` once (not under srun -n N, torchrun or mpirun).", command));
+}
 
 ChildOutcome run_self(const std::vector<std::string>& args, const std::function<void(const std::string&)>& on_line) {
   // Everything the child needs is built before fork: only async-signal-safe calls after it.

@@ -19,6 +19,10 @@ struct ChildOutcome {
 /// (PR_SET_PDEATHSIG). A SIGINT or SIGTERM to this process is forwarded to the child once (a
 /// launcher child stops its ranks) and reported in the outcome. Throws strata::Error when the
 /// child cannot be started.
+/// Throws UsageError when this process is a rank of a multi-rank job: `strata <command>` (compare,
+/// check) starts its own jobs on this host and must be started once.
+void require_single_process(const std::string& command);
+
 ChildOutcome run_self(const std::vector<std::string>& args, const std::function<void(const std::string&)>& on_line);
 
 }  // namespace strata

@@ -1,0 +1,524 @@
+// `strata check NAME`: runs the named strategy and `single` as real `strata run` children on small
+// experiments that it writes into its own directory, and holds the strategy to the Strategy
+// contract: the same parameters as `single` (or within the tolerance it declares as approximate by
+// design), a memory report consistent with the tensors a strategy can hold, its traffic accounted,
+// a full state dict that `single` loads back, and clean errors for bad options.
+
+#include "check/check.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <chrono>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "config/experiment.hpp"
+#include "io/run_dir.hpp"
+#include "io/run_result.hpp"
+#include "launch/child.hpp"
+#include "launch/world.hpp"
+#include "run.hpp"
+#include "strata/errors.hpp"
+#include "strata/registry.hpp"
+#include "text/suggest.hpp"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+std::vector<int> parse_world_sizes(const std::string& text) {
+  const UsageError bad(fmt::format("--world-sizes takes a comma-separated list of positive integers, got '{}'.", text),
+                       "Write for example `--world-sizes 1,2,3`.");
+  std::vector<int> sizes;
+  for (std::size_t start = 0;;) {
+    const auto end = text.find(',', start);
+    const std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (item.empty() || item.size() > 6 || item.find_first_not_of("0123456789") != std::string::npos) throw bad;
+    const int w = std::stoi(item);
+    if (w < 1) throw bad;
+    sizes.push_back(w);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
+namespace detail {
+
+namespace {
+/// A TOML float ("-1.0", "0.5", "1e-12"): TOML reads "-1" as an integer.
+std::string toml_float(double v) {
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eEn") == std::string::npos) s.append(".0");
+  return s;
+}
+}  // namespace
+
+std::vector<Violation> violating_values(const OptionSpec& spec) {
+  const auto t = spec.type;
+  const bool integer = t == OptionType::kInt || t == OptionType::kIntList;
+  const bool number = integer || t == OptionType::kFloat || t == OptionType::kFloatList;
+  const bool list = t == OptionType::kIntList || t == OptionType::kFloatList || t == OptionType::kStringList;
+  const auto text = [&](double v) {
+    const std::string s = integer ? fmt::format("{}", static_cast<std::int64_t>(v)) : toml_float(v);
+    return list ? fmt::format("[{}]", s) : s;
+  };
+  const Constraint& c = spec.constraint;
+  std::vector<Violation> out;
+  if (number && c.min) {
+    const double m = *c.min;
+    const double v = integer ? (c.min_exclusive ? std::floor(m) : std::ceil(m) - 1) : (c.min_exclusive ? m : m - 1);
+    out.push_back({text(v), fmt::format("{} {}", c.min_exclusive ? ">" : ">=", m)});
+  }
+  if (number && c.max) {
+    const double m = *c.max;
+    const double v = integer ? (c.max_exclusive ? std::ceil(m) : std::floor(m) + 1) : (c.max_exclusive ? m : m + 1);
+    out.push_back({text(v), fmt::format("{} {}", c.max_exclusive ? "<" : "<=", m)});
+  }
+  if ((t == OptionType::kString || t == OptionType::kStringList) && !c.choices.empty()) {
+    const std::string s = "\"definitely_not_a_choice\"";
+    out.push_back({list ? fmt::format("[{}]", s) : s, fmt::format("one of: {}", join(c.choices))});
+  }
+  return out;
+}
+
+std::int64_t common_global_batch(const std::vector<int>& world_sizes, int micro_batches, std::int64_t at_least) {
+  std::int64_t l = micro_batches;
+  for (int w : world_sizes) {
+    l = std::lcm(l, static_cast<std::int64_t>(w));
+    if (l > (std::int64_t{1} << 40)) return l;  // far beyond any usable batch; the caller refuses it
+  }
+  return (at_least + l - 1) / l * l;
+}
+
+}  // namespace detail
+
+namespace {
+
+constexpr double kExactNormRel = 1e-5;  // param_norm, relative: fp32 reduction order only
+constexpr double kExactLossAbs = 1e-4;  // final_loss, absolute
+constexpr double kRoundTripRel = 1e-9;  // param_norm of the saved model reloaded by `single`
+constexpr double kReloadLr = 1e-12;     // the reloading run's one step moves nothing measurable
+constexpr std::int64_t kSteps = 24;
+constexpr std::int64_t kMinGlobalBatch = 24;
+constexpr std::int64_t kTrainSize = 512;
+constexpr std::int64_t kMaxGlobalBatch = 4096;
+constexpr const char* kUnknownOption = "definitely_not_an_option";
+constexpr const char* kCrashMarkers[] = {"terminate called", "Segmentation", "Exception raised from", "core dumped",
+                                         "Aborted"};
+
+/// A small experiment that the strategy and `single` both train. The first one (AdamW) also
+/// serves the memory, communication and state-dict checks. SGD makes the others sensitive to the
+/// scale of the gradients, to which Adam(W) is blind: gradients summed over ranks or
+/// micro-batches instead of averaged give AdamW the same steps (up to epsilon), but not SGD.
+struct Workload {
+  const char* name;   ///< file stem and run label
+  const char* title;  ///< in the table
+  const char* model;  ///< body of [model]
+  const char* input_shape;
+  const char* optimizer;  ///< body of [optimizer]
+  int micro_batches;
+};
+constexpr Workload kWorkloads[] = {
+    {"mlp_adamw", "mlp/adamw", "name = \"mlp\"\nhidden = [32]", "[16]",
+     "name = \"adamw\"\nlr = 1e-2\nweight_decay = 0.01", 1},
+    {"cnn_sgd", "cnn/sgd", "name = \"cnn\"\nchannels = [4, 8]\nhidden = 16\ngroups = 2", "[1, 12, 12]",
+     "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9\nweight_decay = 0.01", 1},
+    {"mlp_sgd_accum", "mlp/sgd, 2 micro-batches", "name = \"mlp\"\nhidden = [32]", "[16]",
+     "name = \"sgd\"\nlr = 0.1\nmomentum = 0.9\nweight_decay = 0.01", 2},
+};
+constexpr int kMicroBatches = 2;  // the largest micro_batches of kWorkloads
+
+std::string workload_toml(const Workload& w, std::int64_t global_batch) {
+  return fmt::format(
+      "# Written by `strata check`: {title}. The check runs it with `single` and, through --set, with the\n"
+      "# strategy under test (strategy.name, and distributed.nproc or the strategy's device option).\n\n"
+      "[experiment]\nname = \"check_{name}\"\n\n[model]\n{model}\n\n"
+      "[dataset]\nname = \"synthetic\"\ntrain_size = {train}\neval_size = 256\ninput_shape = {shape}\n"
+      "num_classes = 4\nnoise = 1.0\n\n[strategy]\nname = \"single\"\n\n[optimizer]\n{optimizer}\n\n"
+      "[train]\nsteps = {steps}\nglobal_batch_size = {batch}\nmicro_batches = {micro}\nseed = 0\n"
+      "lr_schedule = \"constant\"\ndevice = \"cpu\"\nthreads = 1\n\n[eval]\nevery = 0\nbatches = 0\n\n"
+      "[log]\nevery = 1000\n",
+      fmt::arg("title", w.title), fmt::arg("name", w.name), fmt::arg("model", w.model),
+      fmt::arg("train", std::max(kTrainSize, global_batch)), fmt::arg("shape", w.input_shape),
+      fmt::arg("optimizer", w.optimizer), fmt::arg("steps", kSteps), fmt::arg("batch", global_batch),
+      fmt::arg("micro", w.micro_batches));
+}
+
+enum class Verdict { kPass, kFail, kNotApplicable };
+
+struct Row {
+  std::string check;
+  std::string world;  ///< "-" for checks done once
+  Verdict verdict = Verdict::kFail;
+  std::string detail;
+};
+
+/// One child `strata` command and what it left.
+struct Outcome {
+  std::string label;
+  fs::path dir;
+  int exit_code = -1;  ///< -1: not started (the check was interrupted)
+  std::vector<std::string> lines;
+  RunResult result;
+
+  bool ok() const { return exit_code == 0 && result.status == "ok"; }
+  double number(const std::string& path) const { return result.number(path); }
+  /// Why it failed, for the table.
+  std::string failure() const {
+    if (exit_code < 0) return "not run (interrupted)";
+    const std::string error = result.error.empty() ? error_from_output(lines) : result.error;
+    return fmt::format("{} failed (exit {}): {} [{}]", label, exit_code, error, (dir / "output.log").string());
+  }
+};
+
+double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
+
+std::string clip(std::string text, std::size_t limit = 240) {
+  if (text.size() > limit) text = text.substr(0, limit - 3) + "...";
+  return text;
+}
+
+class Checker {
+ public:
+  Checker(const RegistryEntry& entry, std::vector<int> worlds, fs::path dir)
+      : entry_(entry), worlds_(std::move(worlds)), dir_(std::move(dir)) {
+    for (const auto& w : kWorkloads) files_.push_back(dir_ / (std::string(w.name) + ".toml"));
+    for (const auto& spec : entry_.schema.specs)
+      for (auto& v : detail::violating_values(spec)) violations_.push_back({spec.name, std::move(v)});
+    total_ = static_cast<int>(std::size(kWorkloads)) + 1 + static_cast<int>(violations_.size());
+    for (int w : worlds_)
+      if (allowed(w)) total_ += static_cast<int>(std::size(kWorkloads)) + 1;
+  }
+
+  /// Runs every check; returns the signal that interrupted the check (0 if none).
+  int run_all() {
+    for (std::size_t i = 0; i < std::size(kWorkloads); ++i)
+      references_.push_back(run(fmt::format("single, {}", kWorkloads[i].title),
+                                fmt::format("single_{}", kWorkloads[i].name), {"run", files_[i].string()}));
+    for (int w : worlds_) check_world(w);
+    check_bad_options();
+    return interrupted_;
+  }
+
+  int count(Verdict v) const {
+    return static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [v](const Row& r) { return r.verdict == v; }));
+  }
+
+  /// The rows as a Markdown table.
+  std::string table() const {
+    std::vector<std::array<std::string, 4>> grid{{"check", "world", "result", "detail"}};
+    for (const auto& r : rows_)
+      grid.push_back({r.check, r.world,
+                      r.verdict == Verdict::kPass ? "PASS" : r.verdict == Verdict::kFail ? "FAIL" : "n/a", r.detail});
+    std::array<std::size_t, 4> width{};
+    for (const auto& line : grid)
+      for (std::size_t c = 0; c < 3; ++c) width[c] = std::max(width[c], line[c].size());
+    std::string out;
+    for (std::size_t l = 0; l < grid.size(); ++l) {
+      out += fmt::format("| {:<{}} | {:>{}} | {:<{}} | {} |\n", grid[l][0], width[0], grid[l][1], width[1], grid[l][2],
+                         width[2], grid[l][3]);
+      if (l == 0)
+        out += fmt::format("|{}|{}:|{}|---|\n", std::string(width[0] + 2, '-'), std::string(width[1] + 1, '-'),
+                           std::string(width[2] + 2, '-'));
+    }
+    return out;
+  }
+
+ private:
+  bool allowed(int w) const { return w == 1 || entry_.traits.placement.kind != Placement::Kind::kOneDevice; }
+
+  /// The overrides that run the strategy under test at world size w.
+  std::vector<std::string> strategy_sets(int w) const {
+    std::vector<std::string> sets{fmt::format("strategy.name={}", entry_.name)};
+    const auto& p = entry_.traits.placement;
+    if (p.kind == Placement::Kind::kRankPerDevice) sets.push_back(fmt::format("distributed.nproc={}", w));
+    if (p.kind == Placement::Kind::kDevicesInProcess)
+      sets.push_back(fmt::format("strategy.{}={}", p.devices_option, w));
+    return sets;
+  }
+
+  /// Runs `strata ARGS` (`run` commands get --out), one progress line.
+  Outcome run(const std::string& title, const std::string& label, std::vector<std::string> args,
+              const std::vector<std::string>& sets = {}) {
+    Outcome o;
+    o.label = label;
+    o.dir = dir_ / "runs" / label;
+    if (interrupted_) return o;
+    fs::create_directories(o.dir);
+    if (args.front() == "run") args.insert(args.end(), {"--out", o.dir.string()});
+    for (const auto& s : sets) args.insert(args.end(), {"--set", s});
+    std::cout << fmt::format("[{:>{}}/{}] {}: ", ++started_, std::to_string(total_).size(), total_, title)
+              << std::flush;
+    std::ofstream log(o.dir / "output.log");
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto child = run_self(args, [&](const std::string& line) {
+      log << line << "\n";
+      o.lines.push_back(line);
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    o.exit_code = child.exit_code;
+    if (args.front() == "run") o.result = read_run_result(o.dir);
+    if (child.interrupted) interrupted_ = child.interrupted;
+    std::cout << fmt::format("exit {} in {:.1f} s{}\n", o.exit_code, seconds,
+                             args.front() != "run" || o.ok() ? "" : " (failed)");
+    return o;
+  }
+
+  void add(std::string check, int world, Verdict verdict, std::string detail) {
+    rows_.push_back({std::move(check), world > 0 ? std::to_string(world) : "-", verdict, std::move(detail)});
+  }
+
+  void check_world(int w) {
+    if (!allowed(w)) {
+      add("all checks", w, Verdict::kNotApplicable,
+          fmt::format("'{}' runs in one process on one device: world size 1 only", entry_.name));
+      return;
+    }
+    std::vector<Outcome> runs;
+    for (std::size_t i = 0; i < std::size(kWorkloads); ++i) {
+      const auto& wl = kWorkloads[i];
+      auto sets = strategy_sets(w);
+      if (i == 0) sets.push_back("train.save_final=true");
+      runs.push_back(run(fmt::format("{} world {}, {}", entry_.name, w, wl.title),
+                         fmt::format("{}_w{}_{}", entry_.name, w, wl.name), {"run", files_[i].string()}, sets));
+      check_equivalence(w, wl, references_[i], runs.back());
+    }
+    check_memory(w, runs[0]);
+    check_communication(w, runs[0]);
+    check_round_trip(w, runs[0]);
+  }
+
+  void check_equivalence(int w, const Workload& wl, const Outcome& ref, const Outcome& run) {
+    const std::string check = fmt::format("equivalence {}", wl.title);
+    if (!ref.ok())
+      return add(check, w, Verdict::kFail, fmt::format("the reference run of single failed: {}", ref.failure()));
+    if (!run.ok()) return add(check, w, Verdict::kFail, run.failure());
+    const double norm = run.number("param_norm"), ref_norm = ref.number("param_norm");
+    const double rel = relative(norm, ref_norm);
+    const double loss = std::abs(run.number("final_loss") - ref.number("final_loss"));
+    const auto& eq = entry_.traits.equivalence;
+    const double norm_limit = eq.exact ? kExactNormRel : eq.rel_tolerance;
+    const bool norm_ok = std::isfinite(rel) && rel <= norm_limit;
+    const bool loss_ok = !eq.exact || (std::isfinite(loss) && loss <= kExactLossAbs);
+    std::string detail = fmt::format("param_norm rel {:.1e} {} {:.0e}, final_loss abs {:.1e}", rel,
+                                     norm_ok ? "<=" : ">", norm_limit, loss);
+    if (eq.exact) detail += fmt::format(" {} {:.0e}", loss_ok ? "<=" : ">", kExactLossAbs);
+    if (!(norm_ok && loss_ok))
+      detail += fmt::format(" (param_norm {:.6f}, single {:.6f}; final_loss {:.6f}, single {:.6f})", norm, ref_norm,
+                            run.number("final_loss"), ref.number("final_loss"));
+    const std::string promise =
+        eq.exact ? std::string("exact up to reduction order") : fmt::format("approximate by design: {}", eq.reason);
+    const bool ok = norm_ok && loss_ok;
+    add(check, w, ok ? Verdict::kPass : Verdict::kFail,
+        ok ? fmt::format("{} ({})", detail, promise) : fmt::format("{}; declared {}", detail, promise));
+  }
+
+  /// Bounds of what any strategy may hold per rank with fp32 AdamW (2 states per optimized
+  /// element): at least its 1/w share of each (5% slack for per-tensor extras and padding
+  /// rounding), at most a full replica plus low-precision copies.
+  void check_memory(int w, const Outcome& run) {
+    if (!run.ok()) return add("memory", w, Verdict::kFail, run.failure());
+    const double full = run.number("parameters") * 4;
+    struct Item {
+      const char* name;
+      double bytes, low, high;
+      const char* why;
+    };
+    const Item items[] = {
+        {"params", run.number("memory.model_state_bytes.params"), full / w * 0.95, 2 * full, "fp32 parameters"},
+        {"grads", run.number("memory.model_state_bytes.grads"), full / w * 0.95, 2 * full, "fp32 gradients"},
+        {"optimizer", run.number("memory.model_state_bytes.optimizer"), 2 * full / w * 0.95, 2 * full * 1.05,
+         "2 AdamW states"},
+    };
+    std::string held, wrong;
+    for (const auto& it : items) {
+      held += fmt::format("{}{} {:.0f} B", held.empty() ? "" : ", ", it.name, it.bytes);
+      if (!(std::isfinite(it.bytes) && it.bytes > 0 && it.bytes >= it.low && it.bytes <= it.high))
+        wrong += fmt::format("; {} {:.0f} B is outside [{:.0f}, {:.0f}] B ({} of {:.0f} parameters over {} ranks)",
+                             it.name, it.bytes, it.low, it.high, it.why, full / 4, w);
+    }
+    if (!std::isfinite(full) || full <= 0) wrong += "; summary.json has no parameter count";
+    add("memory", w, wrong.empty() ? Verdict::kPass : Verdict::kFail,
+        fmt::format("{} per rank; full fp32 parameters {:.0f} B{}", held, full, wrong));
+  }
+
+  void check_communication(int w, const Outcome& run) {
+    if (!run.ok()) return add("communication", w, Verdict::kFail, run.failure());
+    const double bus = run.number("comm.bus_bytes_per_step"), calls = run.number("comm.calls_per_step");
+    const std::string numbers = fmt::format("bus {:.0f} B/step in {:.3g} calls/step", bus, calls);
+    if (w == 1) {
+      const bool ok = bus == 0;
+      return add("communication", w, ok ? Verdict::kPass : Verdict::kFail,
+                 numbers + (ok ? " (nothing to exchange at world size 1)" : ": expected no traffic at world size 1"));
+    }
+    const bool ok = bus > 0 && calls > 0;
+    add("communication", w, ok ? Verdict::kPass : Verdict::kFail,
+        numbers + (ok ? "" : ": traffic is not accounted (every collective must go through strata::Comm)"));
+  }
+
+  /// The saved full model, loaded by `single` for one step at a negligible learning rate, has
+  /// the saved run's final parameters.
+  void check_round_trip(int w, const Outcome& run) {
+    const std::string check = "state-dict round trip";
+    if (!run.ok()) return add(check, w, Verdict::kFail, run.failure());
+    const fs::path model = run.dir / "final_model.pt";
+    if (!fs::exists(model))
+      return add(check, w, Verdict::kFail, "the run wrote no final_model.pt (train.save_final = true)");
+    const Outcome reload = run_reload(w, model);
+    if (!reload.ok())
+      return add(check, w, Verdict::kFail, fmt::format("single could not load final_model.pt: {}", reload.failure()));
+    const double rel = relative(reload.number("param_norm"), run.number("param_norm"));
+    const bool ok = std::isfinite(rel) && rel <= kRoundTripRel;
+    add(check, w, ok ? Verdict::kPass : Verdict::kFail,
+        fmt::format("param_norm rel {:.1e} {} {:.0e} after single loaded final_model.pt{}", rel, ok ? "<=" : ">",
+                    kRoundTripRel,
+                    ok ? "" : fmt::format(" (saved {:.9f}, loaded {:.9f})", run.number("param_norm"),
+                                          reload.number("param_norm"))));
+  }
+
+  Outcome run_reload(int w, const fs::path& model) {
+    return run(fmt::format("single loads {} world {}'s final_model.pt", entry_.name, w),
+               fmt::format("single_loads_{}_w{}", entry_.name, w), {"run", files_[0].string()},
+               {fmt::format("train.init_from={}", model.string()), fmt::format("optimizer.lr={}", kReloadLr),
+                "train.steps=1"});
+  }
+
+  /// `strata validate` with an unknown strategy option, then with each constrained option set to
+  /// a value its constraint rejects: exit 2, one error paragraph naming the option, no crash.
+  void check_bad_options() {
+    check_rejected(kUnknownOption, "1", "unknown option");
+    for (const auto& [option, v] : violations_) check_rejected(option, v.toml, fmt::format("must be {}", v.rule));
+  }
+
+  void check_rejected(const std::string& option, const std::string& value, const std::string& why) {
+    const std::string key = fmt::format("strategy.{}", option);
+    const std::string check = fmt::format("bad option {}={}", key, value);
+    const Outcome o = run(fmt::format("validate {}={} ({})", key, value, why), fmt::format("validate_{}", option),
+                          {"validate", files_[0].string(), "--set", fmt::format("strategy.name={}", entry_.name),
+                           "--set", fmt::format("{}={}", key, value)});
+    if (o.exit_code < 0) return add(check, 0, Verdict::kFail, o.failure());
+    std::string problems, error;
+    int errors = 0;
+    for (const auto& line : o.lines) {
+      if (line.rfind("error:", 0) == 0) {
+        ++errors;
+        error = line;
+      }
+      for (const char* marker : kCrashMarkers)
+        if (line.find(marker) != std::string::npos) problems += fmt::format("; crash marker '{}'", marker);
+    }
+    if (o.exit_code != 2) problems += fmt::format("; exit {} instead of 2", o.exit_code);
+    if (errors != 1) problems += fmt::format("; {} `error:` paragraphs instead of 1", errors);
+    if (error.find(option) == std::string::npos) problems += fmt::format("; the error does not name {}", key);
+    add(check, 0, problems.empty() ? Verdict::kPass : Verdict::kFail,
+        problems.empty() ? fmt::format("{}: exit 2, {}", why, clip(error, 160))
+                         : fmt::format("{}{} [{}]", why, problems, (o.dir / "output.log").string()));
+  }
+
+  const RegistryEntry& entry_;
+  std::vector<int> worlds_;
+  fs::path dir_;
+  std::vector<fs::path> files_;  ///< the workloads' experiment files, in kWorkloads order
+  std::vector<std::pair<std::string, detail::Violation>> violations_;
+  std::vector<Outcome> references_;  ///< single on each workload
+  std::vector<Row> rows_;
+  int total_ = 0, started_ = 0;
+  int interrupted_ = 0;
+};
+
+/// A fresh directory strata-check-NAME-XXXXXX under the system's temporary directory ($TMPDIR).
+fs::path fresh_temp_directory(const std::string& name) {
+  std::string safe = name;
+  for (char& c : safe)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') c = '_';
+  std::string pattern = (fs::temp_directory_path() / fmt::format("strata-check-{}-XXXXXX", safe)).string();
+  if (!::mkdtemp(pattern.data()))
+    throw Error(fmt::format("cannot create a directory for the check's runs ({}): {}", pattern, std::strerror(errno)),
+                "Set TMPDIR to a writable directory, or give --out DIR.");
+  return pattern;
+}
+
+}  // namespace
+
+int check_strategy(const CheckRequest& request) {
+  require_single_process("check");
+  std::vector<int> worlds = request.world_sizes;
+  std::sort(worlds.begin(), worlds.end());
+  worlds.erase(std::unique(worlds.begin(), worlds.end()), worlds.end());
+  if (worlds.empty() || worlds.front() < 1)
+    throw UsageError("`strata check` needs positive world sizes.", "Write for example `--world-sizes 1,2,3`.");
+  Registry registry;
+  load_registry(registry, nullptr);
+  const RegistryEntry& entry = registry.at(PluginKind::kStrategy, request.strategy);
+  const std::int64_t batch = detail::common_global_batch(worlds, kMicroBatches, kMinGlobalBatch);
+  if (batch > kMaxGlobalBatch)
+    throw UsageError(fmt::format("world sizes {} need a global batch of {} (a multiple of each of them and of {} "
+                                 "micro-batches); the check allows at most {}.",
+                                 fmt::join(worlds, ","), batch, kMicroBatches, kMaxGlobalBatch),
+                     "Check fewer world sizes at once.");
+
+  fs::path dir = request.out;
+  if (dir.empty()) {
+    dir = fresh_temp_directory(request.strategy);
+  } else {
+    if (fs::exists(dir) && !(fs::is_directory(dir) && fs::is_empty(dir)))
+      throw UsageError(fmt::format("--out {} exists and is not an empty directory.", dir.string()),
+                       "Choose a new --out directory (the check writes its experiments and runs there).");
+    fs::create_directories(dir);
+  }
+  // The experiments, written first and validated here with `single`: a missing model or
+  // dataset plugin is a configuration error (exit 2), not a failure of the strategy.
+  try {
+    for (const auto& w : kWorkloads) {
+      const fs::path file = dir / (std::string(w.name) + ".toml");
+      write_text_file(file, workload_toml(w, batch));
+      check_experiment(load_experiment(file));
+    }
+  } catch (...) {
+    std::error_code ignored;
+    if (request.out.empty()) fs::remove_all(dir, ignored);  // nothing ran: leave no temporary directory
+    throw;
+  }
+
+  const auto& eq = entry.traits.equivalence;
+  std::cout << fmt::format("strata check {}: world sizes {}; {} steps, global batch {}; equivalence with single {}; "
+                           "runs in {}\n",
+                           entry.name, fmt::join(worlds, ", "), kSteps, batch,
+                           eq.exact ? std::string("exact up to reduction order")
+                                    : fmt::format("within rel {:g} (approximate by design: {})", eq.rel_tolerance,
+                                                  eq.reason),
+                           dir.string())
+            << std::flush;
+  Checker checker(entry, worlds, dir);
+  const int interrupted = checker.run_all();
+  const std::string table = checker.table();
+  write_text_file(dir / "check.md", table);
+  const int passed = checker.count(Verdict::kPass), failed = checker.count(Verdict::kFail);
+  const int na = checker.count(Verdict::kNotApplicable);
+  std::cout << "\n" << table << "\n";
+  std::cout << fmt::format("strata check {}: {} passed, {} failed{}{}\n", entry.name, passed, failed,
+                           na ? fmt::format(", {} n/a", na) : std::string(), interrupted ? " (interrupted)" : "");
+  if (failed > 0 || interrupted || !request.out.empty()) {
+    std::cout << fmt::format("outputs: {} (the experiments, and each run's output.log and summary.json under runs/)\n",
+                             dir.string());
+  } else {
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+  }
+  if (interrupted) return 128 + interrupted;
+  return failed > 0 ? 1 : 0;
+}
+
+}  // namespace strata

@@ -1,0 +1,52 @@
+#include "io/run_result.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+
+#include "strata/errors.hpp"
+
+namespace strata {
+
+double RunResult::number(const std::string& path) const {
+  if (!summary) return NAN;
+  const Json* v = summary->at_path(path);
+  return v ? v->number_or(NAN) : NAN;
+}
+
+RunResult read_run_result(const std::filesystem::path& dir) {
+  RunResult result;
+  std::ifstream in(dir / "summary.json");
+  if (!in) return result;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    result.summary = Json::parse(text);
+  } catch (const Error& e) {
+    result.status = "failed";
+    result.error = "summary.json: " + std::string(e.what());
+    return result;
+  }
+  const Json* status = result.summary->find("status");
+  result.status = status ? status->string_or("failed") : "failed";
+  if (const Json* err = result.summary->find("error")) result.error = err->string_or("");
+  return result;
+}
+
+std::string error_from_output(const std::vector<std::string>& lines) {
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const auto& l = lines[i];
+    if (l.rfind("error:", 0) != 0 && l.find("] error:") == std::string::npos) continue;
+    std::string text = l;
+    for (std::size_t j = i + 1; j < lines.size() && lines[j].rfind("  ", 0) == 0; ++j)
+      text.append(" ").append(lines[j].substr(2));
+    for (const auto& rest : lines)
+      if (rest.rfind("strata: rank ", 0) == 0) text.append(" (").append(rest).append(")");
+    return text;
+  }
+  std::string text;
+  for (std::size_t i = lines.size() > 3 ? lines.size() - 3 : 0; i < lines.size(); ++i)
+    text.append(text.empty() ? "" : " | ").append(lines[i]);
+  return text.empty() ? "no output" : text;
+}
+
+}  // namespace strata

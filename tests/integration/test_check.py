@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""`strata check NAME`: every built-in strategy passes the conformance suite, a strategy with a
+planted bug (gradients summed over ranks instead of averaged) fails it, and bad command lines are
+refused with exit 2.
+
+    STRATA_BIN=build/bin/strata STRATA_FIXTURE_PLUGIN_DIR=build/tests/fixtures/plugins \\
+      python3 tests/integration/test_check.py
+"""
+import os
+import re
+
+import strata_test as st
+
+CHECK_TIMEOUT = 240  # one `strata check` of 1,2,3 world sizes takes about 20 s on 2 cores
+
+# World sizes per built-in strategy: 3 adds uneven shards (ddp's buckets, zero3's padding).
+BUILTINS = (("single", "1,2"), ("dp", "1,2"), ("ddp", "1,2,3"), ("fsdp", "1,2"), ("zero1", "1,2"),
+            ("zero2", "1,2"), ("zero3", "1,2,3"), ("local_sgd", "1,2"))
+# The rows every check prints at each world size its strategy can run at.
+PER_WORLD_CHECKS = ("equivalence mlp/adamw", "equivalence cnn/sgd", "equivalence mlp/sgd, 2 micro-batches", "memory",
+                    "communication", "state-dict round trip")
+
+
+def table_rows(result):
+    """The check's table as (check, world, result, detail) tuples."""
+    rows = []
+    for line in result.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) >= 4 and cells[2] in ("PASS", "FAIL", "n/a"):
+            rows.append((cells[0], cells[1], cells[2], "|".join(cells[3:])))
+    if not rows:
+        st.fail("no table in the output of `strata check`", result)
+    return rows
+
+
+def check(name, *args, env=None, expect=0):
+    """`strata check NAME ARGS` with TMPDIR set to a fresh directory; returns (result, tmpdir)."""
+    tmp = st.temp_dir("tmp_" + name)
+    result = st.strata("check", name, *args, env=dict(env or {}, TMPDIR=tmp), timeout=CHECK_TIMEOUT)
+    st.expect_exit(result, expect)
+    st.expect_no_crash(result)
+    return result, tmp
+
+
+def builtin_passes(name, worlds):
+    result, tmp = check(name, "--world-sizes", worlds)
+    rows = table_rows(result)
+    failed = [r for r in rows if r[2] == "FAIL"]
+    st.check(not failed, "%s: failed rows %s" % (name, failed), result)
+    st.expect_stdout(result, "strata check %s: %d passed, 0 failed" % (name, sum(r[2] == "PASS" for r in rows)))
+    for world in worlds.split(","):
+        if name == "single" and world != "1":
+            st.check(("all checks", world, "n/a") in [r[:3] for r in rows], "single world %s: no n/a row" % world,
+                     result)
+            continue
+        for what in PER_WORLD_CHECKS:
+            st.check((what, world, "PASS") in [r[:3] for r in rows],
+                     "%s world %s: no PASS row %r" % (name, world, what), result)
+    st.check(("bad option strategy.definitely_not_an_option=1", "-", "PASS") in [r[:3] for r in rows],
+             "%s: no PASS row for an unknown option" % name, result)
+    if name == "local_sgd":
+        st.expect_stdout(result, "approximate by design: parameters averaged every sync_every steps")
+    else:
+        st.expect_stdout(result, "(exact up to reduction order)")
+    # A passing check leaves nothing behind in $TMPDIR.
+    st.check(os.listdir(tmp) == [], "%s: the check left %s in TMPDIR" % (name, os.listdir(tmp)), result)
+    print("  %s (world sizes %s): %d rows, none failed, in %.1f s" % (name, worlds, len(rows), result.seconds))
+
+
+def every_builtin_strategy_passes():
+    for name, worlds in BUILTINS:
+        builtin_passes(name, worlds)
+
+
+def constrained_options_are_probed():
+    """Each bound and choice list of the schema is tried with a value it rejects (zero3: bucket
+    sizes > 0, prefetch >= 0; fsdp: a sharding strategy not in its list), and --out keeps the
+    experiments, the runs and the table."""
+    out = os.path.join(st.temp_dir("out"), "zero3")
+    result, _ = check("zero3", "--world-sizes", "1", "--out", out)
+    rows = [r[:3] for r in table_rows(result)]
+    for row in (("bad option strategy.reduce_bucket_mb=0.0", "-", "PASS"),
+                ("bad option strategy.allgather_bucket_mb=0.0", "-", "PASS"),
+                ("bad option strategy.prefetch=-1", "-", "PASS")):
+        st.check(row in rows, "zero3: no row %r" % (row,), result)
+    for name in ("mlp_adamw.toml", "cnn_sgd.toml", "mlp_sgd_accum.toml", "check.md", "runs"):
+        st.check(os.path.exists(os.path.join(out, name)), "--out %s holds no %s" % (out, name), result)
+    st.expect_stdout(result, "outputs: " + out)
+    # The experiment files are ordinary experiments.
+    again = st.strata("validate", os.path.join(out, "cnn_sgd.toml"))
+    st.expect_exit(again, 0)
+    # A directory that is not empty is refused, before any run.
+    second = st.strata("check", "zero3", "--world-sizes", "1", "--out", out)
+    st.expect_clean_failure(second, 2, "is not an empty directory")
+    fsdp, _ = check("fsdp", "--world-sizes", "1")
+    st.check(('bad option strategy.sharding_strategy="definitely_not_a_choice"', "-", "PASS")
+             in [r[:3] for r in table_rows(fsdp)], "fsdp: no row for a sharding_strategy outside its choices", fsdp)
+
+
+def planted_bug_fails():
+    """fixture_sum_grads all-reduces gradients with a sum: exact at world size 1, wrong at 2. AdamW
+    is blind to the gradient scale; the SGD workloads catch it."""
+    env = {"STRATA_PLUGIN_PATH": st.fixture_plugin_dir("planted_bug")}
+    result, tmp = check("fixture_sum_grads", "--world-sizes", "1,2", env=env, expect=1)
+    rows = table_rows(result)
+    failed = [r for r in rows if r[2] == "FAIL"]
+    st.check({(r[0], r[1]) for r in failed} == {("equivalence cnn/sgd", "2"),
+                                                 ("equivalence mlp/sgd, 2 micro-batches", "2")},
+             "expected exactly the SGD equivalence rows at world 2 to fail, got %s" % failed, result)
+    st.check(all("declared exact up to reduction order" in r[3] and "param_norm rel" in r[3] for r in failed),
+             "the failed rows do not say what was expected", result)
+    st.expect_stdout(result, "strata check fixture_sum_grads: %d passed, 2 failed" % (len(rows) - 2))
+    kept = re.search(r"^outputs: (\S+)", result.stdout, re.M)
+    st.check(kept is not None and kept.group(1).startswith(tmp) and os.path.isdir(kept.group(1)),
+             "a failed check keeps its directory under TMPDIR and prints it", result)
+
+
+def bad_command_lines():
+    unknown = st.strata("check", "nosuchstrategy")
+    st.expect_clean_failure(unknown, 2, "unknown strategy 'nosuchstrategy'", "available:", "ddp", "zero3")
+    typo = st.strata("check", "ddpp")
+    st.expect_clean_failure(typo, 2, "Did you mean 'ddp'?")
+    for worlds in ("0", "a,b", "1,,2", "-1", ""):
+        result = st.strata("check", "ddp", "--world-sizes", worlds)
+        st.expect_clean_failure(result, 2, "--world-sizes takes a comma-separated list of positive integers")
+    missing = st.strata("check")
+    st.expect_clean_failure(missing, 2, "needs a strategy name")
+
+
+if __name__ == "__main__":
+    st.main([bad_command_lines, planted_bug_fails, constrained_options_are_probed, every_builtin_strategy_passes])
