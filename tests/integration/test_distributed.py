@@ -173,7 +173,8 @@ def inconsistent_variables():
 
 
 def global_batch_not_divisible():
-    result = st.strata("validate", st.GOOD_SYNTHETIC, "--nproc", "3", "--set", "train.global_batch_size=32")
+    result = st.strata("validate", st.GOOD_SYNTHETIC, "--nproc", "3", "--set", "strategy.name=ddp", "--set",
+                       "train.global_batch_size=32")
     st.expect_clean_failure(result, 2, "not divisible by world size 3")
 
 

@@ -4,6 +4,7 @@
 #include "strata/errors.hpp"
 #include "strata/registry.hpp"
 #include "strata/strategy.hpp"
+#include "text/suggest.hpp"
 
 namespace {
 struct Empty {};
@@ -66,4 +67,12 @@ TEST_CASE("factory failures become plugin errors; option errors pass through") {
   }
   CHECK_THROWS_AS(r.create_strategy("opt", {}), strata::OptionError);
   CHECK_THROWS_WITH_AS(r.create_strategy("null", {}), doctest::Contains("returned no object"), strata::PluginError);
+}
+
+TEST_CASE("suggestions count a swap of two adjacent letters as one edit") {
+  CHECK(strata::detail::edit_distance("mpl", "mlp") == 1);
+  CHECK(strata::detail::edit_distance("mpl", "dp") == 2);
+  CHECK(strata::detail::edit_distance("kitten", "sitting") == 3);
+  CHECK(strata::detail::closest_match("mpl", {"dp", "mlp"}) == "mlp");
+  CHECK(strata::detail::closest_match("zzzzzz", {"dp", "mlp"}).empty());
 }
