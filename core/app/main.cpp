@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,14 +44,19 @@ in a build tree), in each directory of STRATA_PLUGIN_PATH, and in [plugins] path
 )";
 
 
-po::variables_map parse(const std::vector<std::string>& args, const po::options_description& options,
-                        const po::positional_options_description& positional) {
+/// The command's arguments; std::nullopt when they ask for --help (the usage is printed then).
+std::optional<po::variables_map> parse(const std::vector<std::string>& args, const po::options_description& options,
+                                       const po::positional_options_description& positional) {
   po::variables_map vars;
   try {
     po::store(po::command_line_parser(args).options(options).positional(positional).run(), vars);
     po::notify(vars);
   } catch (const po::error& e) {
     throw strata::UsageError(e.what(), "Run `strata --help` for the usage.");
+  }
+  if (vars.count("help")) {
+    std::cout << kUsage;
+    return std::nullopt;
   }
   return vars;
 }
@@ -86,11 +92,9 @@ int dispatch(int argc, char** argv) {
       options.add_options()("nproc", po::value<int>(), "ranks on this host (overrides [distributed] nproc)");
     if (command == "run") options.add_options()("out", po::value<std::string>(), "run directory");
     positional.add("file", 1);
-    auto vars = parse(args, options, positional);
-    if (vars.count("help")) {
-      std::cout << kUsage;
-      return 0;
-    }
+    const auto parsed = parse(args, options, positional);
+    if (!parsed) return 0;
+    const auto& vars = *parsed;
     if (!vars.count("file")) throw strata::UsageError("`strata " + command + "` needs an experiment file.",
                                                       "Write `strata " + command + " experiments/quickstart.toml`.");
     strata::RunRequest request;
@@ -109,11 +113,9 @@ int dispatch(int argc, char** argv) {
         "set", po::value<std::vector<std::string>>()->composing(), "override KEY=VALUE for every run")(
         "out", po::value<std::string>(), "comparison directory")("dry-run", "validate and list the runs only");
     positional.add("file", 1);
-    auto vars = parse(args, options, positional);
-    if (vars.count("help")) {
-      std::cout << kUsage;
-      return 0;
-    }
+    const auto parsed = parse(args, options, positional);
+    if (!parsed) return 0;
+    const auto& vars = *parsed;
     if (!vars.count("file"))
       throw strata::UsageError("`strata compare` needs a sweep file.",
                                "Write `strata compare experiments/compare_strategies.toml`.");
@@ -129,11 +131,9 @@ int dispatch(int argc, char** argv) {
         "world-sizes", po::value<std::string>(), "comma-separated world sizes (default 1,2)")(
         "out", po::value<std::string>(), "directory for the check's experiments and runs (kept)");
     positional.add("name", 1);
-    auto vars = parse(args, options, positional);
-    if (vars.count("help")) {
-      std::cout << kUsage;
-      return 0;
-    }
+    const auto parsed = parse(args, options, positional);
+    if (!parsed) return 0;
+    const auto& vars = *parsed;
     if (!vars.count("name"))
       throw strata::UsageError("`strata check` needs a strategy name.",
                                "Write `strata check ddp`; `strata plugins` lists the strategies.");
@@ -145,22 +145,17 @@ int dispatch(int argc, char** argv) {
     return strata::check_strategy(request);
   }
   if (command == "plugins") {
-    auto vars = parse(args, options, positional);
-    if (vars.count("help")) {
-      std::cout << kUsage;
-      return 0;
-    }
+    const auto parsed = parse(args, options, positional);
+    if (!parsed) return 0;
     strata::list_plugins();
     return 0;
   }
   if (command == "describe") {
     options.add_options()("name", po::value<std::string>(), "plugin or section name");
     positional.add("name", 1);
-    auto vars = parse(args, options, positional);
-    if (vars.count("help")) {
-      std::cout << kUsage;
-      return 0;
-    }
+    const auto parsed = parse(args, options, positional);
+    if (!parsed) return 0;
+    const auto& vars = *parsed;
     if (!vars.count("name")) throw strata::UsageError("`strata describe` needs a name.", "Write `strata describe mlp`.");
     strata::describe(vars["name"].as<std::string>());
     return 0;

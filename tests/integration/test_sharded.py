@@ -9,14 +9,10 @@ for zero3 and FULL_SHARD against DDP's 2 Psi).
 import re
 
 import strata_test as st
-from test_distributed import CNN_SETS, expect_equivalent, run_with_output
-from test_zero import expect_unused_parameter_named, expect_within
+from test_distributed import CNN_SETS, expect_equivalent
+from test_zero import expect_unused_parameter_named, expect_within, run, strategies_match_single
 
 STRATEGIES = ("zero3", "fsdp")
-
-
-def run(label, *sets, nproc=1):
-    return run_with_output(label, *sets, nproc=nproc)
 
 
 def group_count(result):
@@ -28,17 +24,7 @@ def group_count(result):
 
 
 def equivalence(model_sets, label):
-    for micro in (1, 2):
-        single, _ = run("%s_single_m%d" % (label, micro), *model_sets, "train.micro_batches=%d" % micro)
-        for name in STRATEGIES:
-            for world in (2, 3):
-                summary, _ = run("%s_%s_w%d_m%d" % (label, name, world, micro), *model_sets,
-                                 "strategy.name=" + name, "train.micro_batches=%d" % micro, nproc=world)
-                what = "%s %s world %d micro %d" % (label, name, world, micro)
-                expect_equivalent(single, summary, what)
-                print("  %s: param_norm %.12g (single %.12g), final_loss %.9g (single %.9g)"
-                      % (what, summary["param_norm"], single["param_norm"], summary["final_loss"],
-                         single["final_loss"]))
+    strategies_match_single(STRATEGIES, model_sets, label, check_world_size=False)
 
 
 def sharded_matches_single_mlp():

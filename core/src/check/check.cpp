@@ -7,29 +7,27 @@
 #include "check/check.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
-#include <chrono>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <numeric>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "compare/sweep.hpp"
 #include "config/experiment.hpp"
 #include "io/run_dir.hpp"
 #include "io/run_result.hpp"
 #include "launch/child.hpp"
-#include "launch/world.hpp"
 #include "run.hpp"
 #include "strata/errors.hpp"
 #include "strata/registry.hpp"
 #include "text/suggest.hpp"
+#include "text/table.hpp"
 
 namespace strata {
 
@@ -56,22 +54,13 @@ std::vector<int> parse_world_sizes(const std::string& text) {
 
 namespace detail {
 
-namespace {
-/// A TOML float ("-1.0", "0.5", "1e-12"): TOML reads "-1" as an integer.
-std::string toml_float(double v) {
-  std::string s = fmt::format("{}", v);
-  if (s.find_first_of(".eEn") == std::string::npos) s.append(".0");
-  return s;
-}
-}  // namespace
-
 std::vector<Violation> violating_values(const OptionSpec& spec) {
   const auto t = spec.type;
   const bool integer = t == OptionType::kInt || t == OptionType::kIntList;
   const bool number = integer || t == OptionType::kFloat || t == OptionType::kFloatList;
   const bool list = t == OptionType::kIntList || t == OptionType::kFloatList || t == OptionType::kStringList;
   const auto text = [&](double v) {
-    const std::string s = integer ? fmt::format("{}", static_cast<std::int64_t>(v)) : toml_float(v);
+    const std::string s = integer ? to_toml(static_cast<std::int64_t>(v)) : to_toml(v);
     return list ? fmt::format("[{}]", s) : s;
   };
   const Constraint& c = spec.constraint;
@@ -218,34 +207,21 @@ class Checker {
 
   /// The rows as a Markdown table.
   std::string table() const {
-    std::vector<std::array<std::string, 4>> grid{{"check", "world", "result", "detail"}};
+    std::vector<std::vector<std::string>> grid{{"check", "world", "result", "detail"}};
     for (const auto& r : rows_)
       grid.push_back({r.check, r.world,
                       r.verdict == Verdict::kPass ? "PASS" : r.verdict == Verdict::kFail ? "FAIL" : "n/a", r.detail});
-    std::array<std::size_t, 4> width{};
-    for (const auto& line : grid)
-      for (std::size_t c = 0; c < 3; ++c) width[c] = std::max(width[c], line[c].size());
-    std::string out;
-    for (std::size_t l = 0; l < grid.size(); ++l) {
-      out += fmt::format("| {:<{}} | {:>{}} | {:<{}} | {} |\n", grid[l][0], width[0], grid[l][1], width[1], grid[l][2],
-                         width[2], grid[l][3]);
-      if (l == 0)
-        out += fmt::format("|{}|{}:|{}|---|\n", std::string(width[0] + 2, '-'), std::string(width[1] + 1, '-'),
-                           std::string(width[2] + 2, '-'));
-    }
-    return out;
+    return detail::markdown_table(grid, "lrln");
   }
 
  private:
-  bool allowed(int w) const { return w == 1 || entry_.traits.placement.kind != Placement::Kind::kOneDevice; }
+  bool allowed(int w) const { return world_overrides(entry_.traits.placement, w).has_value(); }
 
-  /// The overrides that run the strategy under test at world size w.
+  /// The overrides that run the strategy under test at world size w (allowed(w)).
   std::vector<std::string> strategy_sets(int w) const {
     std::vector<std::string> sets{fmt::format("strategy.name={}", entry_.name)};
-    const auto& p = entry_.traits.placement;
-    if (p.kind == Placement::Kind::kRankPerDevice) sets.push_back(fmt::format("distributed.nproc={}", w));
-    if (p.kind == Placement::Kind::kDevicesInProcess)
-      sets.push_back(fmt::format("strategy.{}={}", p.devices_option, w));
+    const auto world_sets = world_overrides(entry_.traits.placement, w);
+    for (const auto& [key, value] : world_sets.value()) sets.push_back(key + "=" + value);
     return sets;
   }
 
@@ -256,18 +232,14 @@ class Checker {
     o.label = label;
     o.dir = dir_ / "runs" / label;
     if (interrupted_) return o;
-    fs::create_directories(o.dir);
     if (args.front() == "run") args.insert(args.end(), {"--out", o.dir.string()});
     for (const auto& s : sets) args.insert(args.end(), {"--set", s});
     std::cout << fmt::format("[{:>{}}/{}] {}: ", ++started_, std::to_string(total_).size(), total_, title)
               << std::flush;
-    std::ofstream log(o.dir / "output.log");
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto child = run_self(args, [&](const std::string& line) {
-      log << line << "\n";
-      o.lines.push_back(line);
-    });
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto logged = run_logged(args, o.dir);
+    const auto& child = logged.outcome;
+    const double seconds = logged.seconds;
+    o.lines = std::move(logged.lines);
     o.exit_code = child.exit_code;
     if (args.front() == "run") o.result = read_run_result(o.dir);
     if (child.interrupted) interrupted_ = child.interrupted;

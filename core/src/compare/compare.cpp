@@ -21,10 +21,11 @@
 #include "io/run_result.hpp"
 #include "io/run_dir.hpp"
 #include "launch/child.hpp"
-#include "launch/world.hpp"
+#include "train/median.hpp"
 #include "run.hpp"
 #include "strata/registry.hpp"
 #include "text/suggest.hpp"
+#include "text/table.hpp"
 
 namespace strata {
 
@@ -46,15 +47,6 @@ struct Row {
            number("memory.model_state_bytes.optimizer");
   }
 };
-
-std::string utc_now(const char* format) {
-  std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[64];
-  std::strftime(text, sizeof text, format, &utc);
-  return text;
-}
 
 /// "Intel(R) Xeon(R) ... , 2 cores": the CPU model and the cores this process may use.
 std::string machine_description() {
@@ -81,14 +73,6 @@ std::string bytes_text(double bytes) {
 
 std::string number_text(double v, const char* format) {
   return std::isfinite(v) ? fmt::format(fmt::runtime(format), v) : std::string("-");
-}
-
-double median(std::vector<double> v) {
-  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const auto n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 std::string csv_field(const std::string& s) {
@@ -128,28 +112,22 @@ class Comparison {
       Row& row = rows_[i];
       const SweepRun& run = *row.run;
       row.dir = dir_ / run.label;
-      fs::create_directories(row.dir);
       std::vector<std::string> args = {"run", fs::absolute(sweep_.base).string(), "--out", row.dir.string()};
       for (const auto& o : run.overrides) args.insert(args.end(), {"--set", o});
       const std::string prefix = fmt::format("[{:>{}}/{}] {}", i + 1, std::to_string(n).size(), n, run.label);
       status_line(prefix + ": starting");
-      std::ofstream log(row.dir / "output.log");
-      std::vector<std::string> lines;
-      const auto started = std::chrono::steady_clock::now();
-      const auto outcome = run_self(args, [&](const std::string& line) {
-        log << line << "\n";
-        log.flush();
-        lines.push_back(line);
+      const auto child = run_logged(args, row.dir, [&](const std::string& line) {
         if (line.rfind("step ", 0) == 0 || line.rfind("eval at", 0) == 0) status_line(prefix + ": " + line);
       });
-      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      const auto& outcome = child.outcome;
+      const double wall = child.seconds;
       row.result = read_run_result(row.dir);
       if (outcome.interrupted) {
         row.result.status = "interrupted";
         row.result.error = "the comparison was interrupted";
       } else if (outcome.exit_code != 0 || row.status() != "ok") {
         row.result.status = "failed";
-        if (row.result.error.empty()) row.result.error = error_from_output(lines);
+        if (row.result.error.empty()) row.result.error = error_from_output(child.lines);
       }
       finish_line(row.status() == "ok"
                       ? fmt::format("{}: ok in {:.1f} s (train {:.2f} s, {:.0f} samples/s, final loss {:.4f})", prefix,
@@ -185,13 +163,15 @@ class Comparison {
     }
   }
 
-  void write_outputs() const {
+  /// Writes results.csv, results.json and results.md; returns the latter's text.
+  std::string write_outputs() const {
     write_text_file(dir_ / "results.csv", csv());
     write_text_file(dir_ / "results.json", json().dump() + "\n");
-    write_text_file(dir_ / "results.md", markdown());
+    std::string md = markdown();
+    write_text_file(dir_ / "results.md", md);
+    return md;
   }
 
-  std::string markdown() const;
   int failed() const {
     return static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return r.status() != "ok"; }));
   }
@@ -208,6 +188,8 @@ class Comparison {
   void finish_line(const std::string& text) {
     std::cout << (tty_ ? "\r\033[K" : "") << text << std::endl;
   }
+
+  std::string markdown() const;
 
   std::vector<std::string> extra_axes() const {
     std::vector<std::string> keys;
@@ -255,7 +237,7 @@ class Comparison {
     Json& b = j["baseline"];
     b = Json::object();
     for (const auto& [k, v] : sweep_.baseline) b[k] = v;
-    j["machine"] = machine_description();
+    j["machine"] = machine_;
     j["date"] = date_;
     Json skipped = Json::array();
     for (const auto& s : plan_.skipped) skipped.push_back(s);
@@ -294,7 +276,8 @@ class Comparison {
   fs::path dir_;
   std::vector<Row> rows_;
   bool tty_ = false;
-  std::string date_ = utc_now("%Y-%m-%d %H:%M UTC");
+  std::string date_ = utc_time("%Y-%m-%d %H:%M UTC");
+  std::string machine_ = machine_description();
 };
 
 std::string Comparison::markdown() const {
@@ -338,22 +321,7 @@ std::string Comparison::markdown() const {
         for (const auto& col : columns) line.push_back(cell(key, w, col.measure, col.text));
       grid.push_back(line);
     }
-    std::vector<std::size_t> width(header.size(), 3);
-    for (const auto& line : grid)
-      for (std::size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
-    std::string out = "### " + title + "\n\n";
-    for (std::size_t l = 0; l < grid.size(); ++l) {
-      out += "|";
-      for (std::size_t c = 0; c < grid[l].size(); ++c)
-        out += c == 0 ? fmt::format(" {:<{}} |", grid[l][c], width[c]) : fmt::format(" {:>{}} |", grid[l][c], width[c]);
-      out += "\n";
-      if (l == 0) {
-        out += "|";
-        for (std::size_t c = 0; c < width.size(); ++c) out += (c == 0 ? ":" : "-") + std::string(width[c], '-') + (c == 0 ? "-|" : ":|");
-        out += "\n";
-      }
-    }
-    return out + "\n";
+    return fmt::format("### {}\n\n{}\n", title, detail::markdown_table(grid, "l" + std::string(header.size() - 1, 'r')));
   };
 
   std::string baseline;
@@ -362,7 +330,7 @@ std::string Comparison::markdown() const {
   out += fmt::format("- base experiment: `{}`; {} scaling; baseline: {}; {} repeat{} (medians shown)\n",
                      sweep_.base.filename().string(), sweep_.scaling, baseline.empty() ? "first run" : baseline,
                      sweep_.repeats, sweep_.repeats > 1 ? "s" : "");
-  out += fmt::format("- machine: {}; {}\n", machine_description(), date_);
+  out += fmt::format("- machine: {}; {}\n", machine_, date_);
   out += "- `@N`: world size N (ranks, or dp's replicas in one process). Speedup = baseline time / time "
          "(weak scaling: throughput / baseline throughput); efficiency = speedup / (N / baseline N).\n\n";
   const auto time_text = [](double v) { return number_text(v, "{:.2f}"); };
@@ -440,8 +408,7 @@ int compare_strategies(const CompareRequest& request) {
   Comparison comparison(std::move(sweep), plan, dir);
   const int interrupted = comparison.run_all();
   comparison.compute_speedups();
-  comparison.write_outputs();
-  std::cout << "\n" << comparison.markdown();
+  std::cout << "\n" << comparison.write_outputs();
   std::cout << fmt::format("results: {} (results.csv, results.json, results.md)\n", dir.string());
   if (interrupted) {
     std::cerr << "strata: the comparison was interrupted; the results hold the runs that finished\n";

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "strata/options.hpp"
 #include "strata/registry.hpp"
 #include "text/suggest.hpp"
 
@@ -39,6 +40,15 @@ class SweepReader {
     throw ConfigError(at(node), key, message, std::move(fix));
   }
 
+  /// [compare] `key` as a table (nullptr when absent); anything else fails with `message` and `fix`.
+  const toml::table* table_at(const toml::table& compare, const char* key, const std::string& message,
+                              const std::string& fix) const {
+    const auto* node = compare.get(key);
+    if (!node) return nullptr;
+    if (!node->is_table()) fail(node, std::string("compare.") + key, message, fix);
+    return node->as_table();
+  }
+
   /// Leaves of a table as dotted keys: `"optimizer.lr" = x` and `optimizer.lr = x` alike, in
   /// file order.
   std::vector<std::pair<std::string, const toml::node*>> flatten(const toml::table& table,
@@ -61,22 +71,11 @@ class SweepReader {
     return out;
   }
 
-  /// TOML text of a value: floats in their shortest round-trip form (0.1, not
-  /// 0.10000000000000001), strings double-quoted.
+  /// TOML text of a value, floats in their shortest round-trip form (0.1, not
+  /// 0.10000000000000001): the options' own to_toml for scalars.
   static std::string toml_text(const toml::node& node) {
-    if (const auto* f = node.as_floating_point()) {
-      std::string text = fmt::format("{}", f->get());
-      if (text.find_first_of(".eni") == std::string::npos) text += ".0";
-      return text;
-    }
-    if (const auto* str = node.as_string()) {
-      std::string text = "\"";
-      for (char c : str->get()) {
-        if (c == '"' || c == '\\') text += '\\';
-        text += c;
-      }
-      return text + "\"";
-    }
+    if (const auto* f = node.as_floating_point()) return to_toml(f->get());
+    if (const auto* str = node.as_string()) return to_toml(str->get());
     if (const auto* array = node.as_array()) {
       std::string text = "[";
       for (std::size_t i = 0; i < array->size(); ++i) text.append(i ? ", " : "").append(toml_text(*array->get(i)));
@@ -192,10 +191,8 @@ Sweep parse_sweep(const fs::path& file, const std::vector<std::string>& override
   }
 
   // axes
-  if (const auto* axes_node = compare->get("axes")) {
-    const auto* axes = axes_node->as_table();
-    if (!axes) r.fail(axes_node, "compare.axes", "axes must be a table of key = [values].",
-                      "Write [compare.axes] with strategy = [\"single\", \"ddp\"] and world_size = [1, 2].");
+  if (const auto* axes = r.table_at(*compare, "axes", "axes must be a table of key = [values].",
+                                    "Write [compare.axes] with strategy = [\"single\", \"ddp\"] and world_size = [1, 2].")) {
     for (const auto& [key, node] : r.flatten(*axes, "")) {
       const std::string path = "compare.axes." + key;
       if (const auto hint = reserved_key_hint(key); !hint.empty())
@@ -234,10 +231,8 @@ Sweep parse_sweep(const fs::path& file, const std::vector<std::string>& override
   }
 
   // set
-  if (const auto* set_node = compare->get("set")) {
-    const auto* set = set_node->as_table();
-    if (!set) r.fail(set_node, "compare.set", "set must be a table of \"section.key\" = value.",
-                     "Write [compare.set] with \"train.steps\" = 50.");
+  if (const auto* set = r.table_at(*compare, "set", "set must be a table of \"section.key\" = value.",
+                                   "Write [compare.set] with \"train.steps\" = 50.")) {
     for (const auto& [key, node] : r.flatten(*set, "")) {
       const std::string path = "compare.set." + key;
       if (key.find('.') == std::string::npos)
@@ -258,11 +253,9 @@ Sweep parse_sweep(const fs::path& file, const std::vector<std::string>& override
 
   // baseline
   sweep.baseline_at = r.at(compare);
-  if (const auto* b = compare->get("baseline")) {
-    sweep.baseline_at = r.at(b);
-    const auto* table = b->as_table();
-    if (!table) r.fail(b, "compare.baseline", "baseline must be a table of axis values.",
-                       "Write baseline = { strategy = \"single\", world_size = 1 }.");
+  if (const auto* table = r.table_at(*compare, "baseline", "baseline must be a table of axis values.",
+                                     "Write baseline = { strategy = \"single\", world_size = 1 }.")) {
+    sweep.baseline_at = r.at(table);
     for (const auto& [key, node] : r.flatten(*table, "")) {
       const auto axis = std::find_if(sweep.axes.begin(), sweep.axes.end(), [&](const SweepAxis& a) { return a.key == key; });
       std::vector<std::string> axis_keys;
@@ -298,6 +291,17 @@ Sweep parse_sweep(const fs::path& file, const std::vector<std::string>& override
     }
   }
   return sweep;
+}
+
+std::optional<std::vector<std::pair<std::string, std::string>>> world_overrides(const Placement& placement,
+                                                                                 int world) {
+  using Kind = Placement::Kind;
+  if (placement.kind == Kind::kOneDevice && world != 1) return std::nullopt;
+  std::vector<std::pair<std::string, std::string>> sets{
+      {"distributed.nproc", std::to_string(placement.kind == Kind::kRankPerDevice ? world : 1)}};
+  if (placement.kind == Kind::kDevicesInProcess)
+    sets.emplace_back("strategy." + placement.devices_option, std::to_string(world));
+  return sets;
 }
 
 SweepPlan plan_sweep(const Sweep& sweep, const Registry& registry, const std::string& base_strategy,
@@ -364,24 +368,12 @@ SweepPlan plan_sweep(const Sweep& sweep, const Registry& registry, const std::st
     for (const auto& [key, display] : run.values)
       if (key != "strategy" && key != "world_size")
         label.append("-").append(sanitize(key.substr(key.rfind('.') + 1))).append(sanitize(display));
-    bool applies = true;
-    switch (placement.kind) {
-      case Placement::Kind::kRankPerDevice:
-        add("distributed.nproc", std::to_string(run.world_size), world_at);
-        break;
-      case Placement::Kind::kOneDevice:
-        if (run.world_size != 1) {
-          applies = false;
-          plan.skipped.push_back(fmt::format("{} (strategy '{}' runs on one device)", label, run.strategy));
-        } else {
-          add("distributed.nproc", "1", world_at);
-        }
-        break;
-      case Placement::Kind::kDevicesInProcess:
-        add("distributed.nproc", "1", world_at);
-        add("strategy." + placement.devices_option, std::to_string(run.world_size), world_at);
-        break;
-    }
+    const auto world_sets = world_overrides(placement, run.world_size);
+    const bool applies = world_sets.has_value();
+    if (applies)
+      for (const auto& [key, value] : *world_sets) add(key, value, world_at);
+    else
+      plan.skipped.push_back(fmt::format("{} (strategy '{}' runs on one device)", label, run.strategy));
     if (applies && sweep.scaling == "weak") {
       const std::int64_t scaled = base_global_batch * run.world_size;
       if (scaled % plan.baseline_world_size != 0)

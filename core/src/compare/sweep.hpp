@@ -21,6 +21,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,7 @@
 namespace strata {
 
 class Registry;
+struct Placement;
 
 /// A value of the sweep, as TOML text (for an override) and as shown in tables.
 struct SweepValue {
@@ -68,6 +71,12 @@ struct Sweep {
 /// Parses and checks the structure of a sweep file; `overrides` ("key=value", from the command
 /// line) are appended to [compare.set]. Throws ConfigError with file:line:column.
 Sweep parse_sweep(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+
+/// The overrides ("distributed.nproc" and, for dp, its device option) that run a strategy of
+/// `placement` at world size `world` (ranks, or devices in one process); nullopt when it cannot
+/// (a one-device strategy above world size 1). `strata compare` and `strata check` use it.
+std::optional<std::vector<std::pair<std::string, std::string>>> world_overrides(const Placement& placement,
+                                                                                 int world);
 
 /// One run of a sweep.
 struct SweepRun {

@@ -33,6 +33,15 @@ bool holds_a_run(const fs::path& dir) {
 }
 }  // namespace
 
+std::string utc_time(const char* format) {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[64];
+  std::strftime(text, sizeof text, format, &utc);
+  return text;
+}
+
 fs::path make_run_directory(const fs::path& out, const std::string& out_dir, const std::string& name) {
   if (!out.empty()) {
     if (holds_a_run(out))
@@ -41,12 +50,7 @@ fs::path make_run_directory(const fs::path& out, const std::string& out_dir, con
     make_directories(out);
     return out;
   }
-  std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
-  fs::path base = fs::path(out_dir) / name / stamp;
+  fs::path base = fs::path(out_dir) / name / utc_time("%Y%m%dT%H%M%SZ");
   fs::path dir = base;
   for (int i = 1; fs::exists(dir); ++i) dir = base.string() + "-" + std::to_string(i);
   make_directories(dir);

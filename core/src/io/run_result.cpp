@@ -1,5 +1,6 @@
 #include "io/run_result.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <iterator>
@@ -30,6 +31,22 @@ RunResult read_run_result(const std::filesystem::path& dir) {
   result.status = status ? status->string_or("failed") : "failed";
   if (const Json* err = result.summary->find("error")) result.error = err->string_or("");
   return result;
+}
+
+LoggedChild run_logged(const std::vector<std::string>& args, const std::filesystem::path& dir,
+                       const std::function<void(const std::string&)>& on_line) {
+  std::filesystem::create_directories(dir);
+  std::ofstream log(dir / "output.log");
+  LoggedChild child;
+  const auto started = std::chrono::steady_clock::now();
+  child.outcome = run_self(args, [&](const std::string& line) {
+    log << line << "\n";
+    log.flush();
+    child.lines.push_back(line);
+    if (on_line) on_line(line);
+  });
+  child.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return child;
 }
 
 std::string error_from_output(const std::vector<std::string>& lines) {

@@ -3,11 +3,13 @@
 // their runs as children): the status and numbers of DIR/summary.json, or the error it printed.
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "io/json.hpp"
+#include "launch/child.hpp"
 
 namespace strata {
 
@@ -24,6 +26,18 @@ struct RunResult {
 /// Reads DIR/summary.json. A missing file leaves the status "not run"; an unreadable one makes
 /// it "failed" with the parse error.
 RunResult read_run_result(const std::filesystem::path& dir);
+
+/// A child `strata ARGS` (run_self) whose output went to DIR/output.log.
+struct LoggedChild {
+  ChildOutcome outcome;
+  std::vector<std::string> lines;  ///< its output, line by line
+  double seconds = 0;              ///< wall time
+};
+
+/// Creates DIR, runs `strata ARGS` with its output written (flushed line by line) to
+/// DIR/output.log, kept in the result and handed to `on_line` (may be empty).
+LoggedChild run_logged(const std::vector<std::string>& args, const std::filesystem::path& dir,
+                       const std::function<void(const std::string&)>& on_line = {});
 
 /// The error of a failed run from its output lines: its "error:" paragraph (the first one; a
 /// launcher's own lines about stopping the others follow it), else the last lines of its output.

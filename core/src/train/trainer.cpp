@@ -17,6 +17,7 @@
 #include "tensorboard/event_writer.hpp"
 #include "train/checkpoint.hpp"
 #include "train/device_memory.hpp"
+#include "train/median.hpp"
 #include "train/schedule.hpp"
 
 namespace strata {
@@ -33,13 +34,6 @@ std::string format_duration(double seconds) {
   auto s = static_cast<std::int64_t>(std::max(0.0, seconds) + 0.5);
   if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
   return fmt::format("{}:{:02}", s / 60, s % 60);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const auto n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 struct EvalResult {
@@ -345,7 +339,7 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   s["parameters"] = model_params_;
   s["flops_per_sample"] = p_.model->flops_per_sample();
   s["train_time_s"] = train_time_s_;
-  s["step_time_s"] = median(step_times_);
+  s["step_time_s"] = step_times_.empty() ? 0.0 : median(step_times_);
   s["samples_per_s"] = train_time_s_ > 0 ? static_cast<double>(steps_done_ * t.global_batch_size) / train_time_s_ : 0.0;
   s["final_loss"] = last_loss_;
   Json& ev = s["eval"];
