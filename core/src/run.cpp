@@ -19,6 +19,7 @@
 #include "strata/model.hpp"
 #include "strata/strategy.hpp"
 #include "text/suggest.hpp"
+#include "train/tensor_memory.hpp"
 #include "train/trainer.hpp"
 
 namespace strata {
@@ -139,9 +140,12 @@ std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world)
     torch::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world.local_world_size));
 
   DatasetContext dataset_context{e.directory(), static_cast<std::uint64_t>(e.train.seed)};
-  p->dataset = create(e, "dataset", [&] {
-    return p->registry.create_dataset(e.dataset.name, e.dataset.options, dataset_context);
-  });
+  {
+    tensor_memory::Untracked host_data;  // the dataset lives on the host, never on a GPU
+    p->dataset = create(e, "dataset", [&] {
+      return p->registry.create_dataset(e.dataset.name, e.dataset.options, dataset_context);
+    });
+  }
   const auto train_size = p->dataset->size(Split::kTrain);
   if (e.train.global_batch_size > train_size)
     throw e.error("train.global_batch_size",
@@ -184,14 +188,17 @@ void validate_experiment(const RunRequest& request) {
 namespace {
 
 /// One rank of a job: joins the process group, agrees on the run directory, trains.
-void run_rank(const RunRequest& request, Experiment experiment, const WorldInfo& world) {
+void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world) {
+  tensor_memory::install();  // before the model exists: every tensor of training is counted
   auto p = prepare(std::move(experiment), world);
   const auto& e = p->experiment;
   std::unique_ptr<Comm> comm;
   fs::path run_dir;
   std::string backend = "none";
-  if (world.world_size > 1) {
+  // A named backend runs a real process group even on one rank (a one-GPU NCCL check, say).
+  if (world.world_size > 1 || e.distributed.backend != "auto") {
     backend = resolve_backend(e, p->device);
+    if (world.launcher == "none") world.master_port = free_port(world.master_addr);
     ProcessGroupOptions options{world, backend, p->device,
                                 std::chrono::milliseconds(static_cast<std::int64_t>(e.distributed.timeout_s * 1000))};
     auto group = make_process_group_comm(options);
@@ -205,7 +212,7 @@ void run_rank(const RunRequest& request, Experiment experiment, const WorldInfo&
     comm = std::move(group);
   } else {
     run_dir = make_run_directory(request.out, e.experiment.out_dir, e.experiment.name);
-    comm = make_local_comm();
+    comm = make_local_comm(p->device);
   }
   if (world.rank == 0) write_text_file(run_dir / "config.toml", resolved_toml(e));
   Logger log(world.rank, world.world_size);

@@ -21,8 +21,9 @@
 //   first average any steps not yet averaged. The final evaluation runs before them, on each
 //   rank's own replica: choose train.steps a multiple of sync_every to evaluate one model.
 //
-// Memory accounting, evaluation, mixed precision and the state dict come from ReplicaStrategy
-// (core/include/strata/replica.hpp), the base that `single` and `ddp` use too.
+// Memory accounting, evaluation, mixed precision, the optimizer step and the state dict come from
+// ReplicaStrategy (core/include/strata/replica.hpp), the base that `single` and `ddp` use too: it
+// keeps the parameters in flat groups whose float32 masters the optimizer steps.
 
 #include <cstdint>
 #include <memory>
@@ -48,23 +49,17 @@ class LocalSgdStrategy final : public strata::ReplicaStrategy {
 
   void setup(const strata::StrategySetup& s) override {
     // Places the model, copies rank 0's parameters to every rank (the replicas start equal) and
-    // builds the optimizer over this rank's replica.
+    // builds the optimizer over this rank's replica. No gradient synchronization is set up.
     take_over(s);
-    comm_ = s.comm;
     s.log->info("local_sgd: parameters averaged over " + std::to_string(comm_->world_size()) +
                 " ranks every " + std::to_string(options_.sync_every) + " steps");
   }
 
-  // Forward and backward on this rank's micro-batch; gradients stay local.
-  torch::Tensor forward_backward(const strata::Batch& batch, strata::MicroStep micro) override {
-    return replica_forward_backward(batch, micro);
-  }
-
-  // No gradient synchronization: the norm (and clipping) is this rank's own.
-  double finish_gradients(double max_norm) override { return clip_replica_gradients(max_norm); }
+  // forward_backward() and finish_gradients() are ReplicaStrategy's: gradients stay local, and the
+  // norm (and clipping) is this rank's own.
 
   void step(double lr) override {
-    replica_step(lr);  // a local optimizer step; gradients cleared
+    ReplicaStrategy::step(lr);  // a local optimizer step; gradients cleared
     if (++unaveraged_steps_ == options_.sync_every) average_replicas();
   }
 
@@ -79,32 +74,19 @@ class LocalSgdStrategy final : public strata::ReplicaStrategy {
   }
 
  private:
-  /// Replaces this rank's parameters by their average over ranks, in one all-reduce of a flat
-  /// copy (one call per parameter would pay the latency of each). A no-op when nothing changed
-  /// since the last average or when there is only one rank.
+  /// Replaces this rank's parameters by their average over ranks: one all-reduce per flat group
+  /// (the float32 masters the optimizer updates, one flat tensor each), then the parameters are
+  /// refreshed from them. A no-op when nothing changed since the last average or with one rank.
   void average_replicas() {
     if (unaveraged_steps_ == 0) return;
     unaveraged_steps_ = 0;
     if (comm_->world_size() == 1) return;
     torch::NoGradGuard no_grad;  // in-place writes into parameters must not be recorded
-    // Under a mixed-precision policy the float32 masters are the parameters the optimizer
-    // updates; they are averaged, and the low-precision compute copies follow them.
-    auto& replica = precision_.mixed() ? masters_ : params_;
-    std::vector<torch::Tensor> pieces;
-    for (const auto& p : replica) pieces.push_back(p.reshape(-1));
-    torch::Tensor flat = torch::cat(pieces);
-    comm_->all_reduce(flat, strata::ReduceOp::kAvg);  // counted as this step's traffic
-    std::int64_t offset = 0;
-    for (std::size_t i = 0; i < replica.size(); ++i) {
-      const std::int64_t n = replica[i].numel();
-      replica[i].copy_(flat.narrow(0, offset, n).view_as(replica[i]));
-      if (precision_.mixed()) params_[i].copy_(replica[i]);
-      offset += n;
-    }
+    for (auto master : masters()) comm_->all_reduce(master, strata::ReduceOp::kAvg);  // this step's traffic
+    masters_to_params();
   }
 
   LocalSgdOptions options_;
-  strata::Comm* comm_ = nullptr;       // owned by the core; valid from setup() on
   std::int64_t unaveraged_steps_ = 0;  // optimizer steps since the last average
 };
 

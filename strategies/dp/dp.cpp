@@ -1,15 +1,17 @@
 // `dp`: data parallel inside one process (PyTorch's nn.DataParallel). One process drives K
 // devices, each with a replica of the model: every micro-batch is scattered along the batch
 // dimension, the replicas run forward and backward concurrently (one thread per device), their
-// gradients are reduced to device 0 after the last micro-batch, device 0 takes the optimizer
-// step, and the updated parameters are copied back to the other replicas.
+// gradients are reduced to device 0 after each micro-batch (as DataParallel's backward does) into
+// its float32 accumulation buffers, device 0 takes the optimizer step, and the updated parameters
+// are copied back to the other replicas.
 //
 // DataParallel re-replicates the module at every forward; the replicas here persist and receive
-// the new parameters once per step, which is the same data movement. LibTorch's
+// the new parameters once per step, which is the same data movement for one micro-batch. LibTorch's
 // torch::nn::parallel::replicate needs Cloneable modules and CUDA's broadcast, so the replicas come
 // from StrategySetup::make_model and plain copies instead; that also gives CPU replicas, which
 // make the strategy testable without GPUs. Everything moved between devices is booked to the
-// job's counters: (K-1) x the parameter bytes to the replicas and (K-1) x the gradient bytes back.
+// job's counters: (K-1) x the parameter bytes to the replicas per step and (K-1) x the gradient
+// bytes back per micro-batch.
 
 #include <chrono>
 #include <exception>
@@ -68,21 +70,18 @@ class DpStrategy final : public strata::ReplicaStrategy, public strata::MultiDev
     strata::StrategySetup primary = s;
     primary.device = devices_.front();
     take_over(primary);  // the model, its masters and the optimizer live on device 0
-    comm_ = s.comm;
     replicas_.push_back(model_);
+    replica_params_.push_back(params_);
     for (std::size_t k = 1; k < devices_.size(); ++k) {
       auto replica = s.make_model();
       replica->to(devices_[k]);
-      if (precision_.mixed()) replica->to(precision_.param);
-      replicas_.push_back(std::move(replica));
-    }
-    for (const auto& replica : replicas_) {
+      if (precision_.mixed()) replica->to(precision_.param_dtype());
       std::vector<torch::Tensor> trainable;
-      for (const auto& p : replica->parameters())
-        if (p.requires_grad()) trainable.push_back(p);
+      for (auto& [name, p] : strata::unique_trainable_parameters(*replica)) trainable.push_back(p);
       if (trainable.size() != params_.size())
         throw strata::Error("dp: a replica built by the model plugin has a different number of parameters.",
                             "The model factory must build the same architecture every time.");
+      replicas_.push_back(std::move(replica));
       replica_params_.push_back(std::move(trainable));
     }
     copy_to_replicas();  // booked to setup, like the broadcast of the other strategies
@@ -105,7 +104,7 @@ class DpStrategy final : public strata::ReplicaStrategy, public strata::MultiDev
     const auto inputs = batch.inputs.tensor_split(k);
     const auto targets = batch.targets.tensor_split(k);
     const double total = static_cast<double>(batch.size());
-    std::vector<double> losses(replicas_.size(), 0.0);
+    std::vector<torch::Tensor> losses(replicas_.size());  // each chunk's loss x its size, on its device
     std::vector<std::exception_ptr> errors(replicas_.size());
     auto run = [&](std::size_t r) {
       try {
@@ -115,36 +114,45 @@ class DpStrategy final : public strata::ReplicaStrategy, public strata::MultiDev
         if (!devices_[r].is_cpu()) guard.emplace(devices_[r]);
         auto& replica = *replicas_[r];
         replica.train();
-        auto x = inputs[r].to(devices_[r]);
-        if (precision_.mixed() && x.is_floating_point()) x = x.to(precision_.param);
-        auto output = replica.forward(x).to(torch::kFloat32);
-        auto loss = replica.loss(output, targets[r].to(devices_[r]));
+        auto x = precision_.compute(inputs[r].to(devices_[r], /*non_blocking=*/true));
+        auto output = strata::Precision::output(replica.forward(x));
+        auto loss = replica.loss(output, targets[r].to(devices_[r], /*non_blocking=*/true));
         // The chunk's share of the micro-batch mean: the summed gradients equal single's.
         (loss * (static_cast<double>(n) / total / micro.count)).backward();
-        losses[r] = loss.item<double>() * static_cast<double>(n);
+        losses[r] = loss.detach() * static_cast<double>(n);
       } catch (...) {
         errors[r] = std::current_exception();
       }
     };
+    reducer_->begin_backward(micro);  // device 0's replica: float32 accumulation hooks
     std::vector<std::thread> threads;
     for (std::size_t r = 1; r < replicas_.size(); ++r) threads.emplace_back(run, r);
     run(0);
     for (auto& t : threads) t.join();
     for (const auto& e : errors)
       if (e) std::rethrow_exception(e);
-    double sum = 0;
-    for (double l : losses) sum += l;
-    return torch::tensor(sum / total);
-  }
-
-  double finish_gradients(double max_norm) override {
+    reducer_->end_backward(micro);
     reduce_to_primary();
-    return clip_replica_gradients(max_norm);
+    torch::Tensor sum;
+    for (const auto& l : losses)
+      if (l.defined()) sum = sum.defined() ? sum + l.to(devices_.front()) : l.to(devices_.front());
+    return sum / total;
   }
 
   void step(double lr) override {
-    replica_step(lr);
+    ReplicaStrategy::step(lr);
     copy_to_replicas();
+  }
+
+  std::vector<std::uint32_t> replica_digests() const override {
+    std::vector<std::uint32_t> out;
+    for (const auto& replica : replicas_) {
+      std::uint32_t crc = 0;
+      for (const auto& t : replica->parameters()) crc = strata::tensor_digest(t, crc);
+      for (const auto& t : replica->buffers()) crc = strata::tensor_digest(t, crc);
+      out.push_back(crc);
+    }
+    return out;
   }
 
  private:
@@ -164,25 +172,22 @@ class DpStrategy final : public strata::ReplicaStrategy, public strata::MultiDev
     return devices;
   }
 
-  /// Sums every replica's gradients into the primary's (in the policy's reduce dtype), then
-  /// zeroes the replicas' for the next step.
+  /// Adds every other replica's gradients of this micro-batch into device 0's float32 buffers (in
+  /// the policy's reduce dtype on the way) and drops them.
   void reduce_to_primary() {
     if (replicas_.size() == 1) return;
     const auto start = Clock::now();
     torch::NoGradGuard no_grad;
     std::int64_t bytes = 0;
     for (std::size_t i = 0; i < params_.size(); ++i) {
-      auto& grad = params_[i].mutable_grad();
-      if (!grad.defined()) grad = torch::zeros_like(params_[i]);
-      auto sum = grad.to(precision_.reduce);
       for (std::size_t r = 1; r < replicas_.size(); ++r) {
         auto& g = replica_params_[r][i].mutable_grad();
         if (!g.defined()) continue;
-        sum.add_(g.to(devices_.front(), precision_.reduce));
-        g.zero_();
+        auto wire = precision_.wire(g);
+        if (r == 1) bytes += static_cast<std::int64_t>(wire.nbytes());
+        grad_view(i).add_(wire.to(devices_.front(), /*non_blocking=*/true));
+        g = torch::Tensor();
       }
-      grad.copy_(sum);
-      bytes += grad.nbytes();
     }
     book(bytes, start);
   }
@@ -197,7 +202,7 @@ class DpStrategy final : public strata::ReplicaStrategy, public strata::MultiDev
     for (const auto& p : params_) bytes += p.nbytes();
     for (const auto& b : buffers) bytes += b.nbytes();
     for (std::size_t r = 1; r < replicas_.size(); ++r) {
-      for (std::size_t i = 0; i < params_.size(); ++i) replica_params_[r][i].copy_(params_[i]);
+      for (std::size_t i = 0; i < params_.size(); ++i) replica_params_[r][i].copy_(params_[i], /*non_blocking=*/true);
       auto theirs = replicas_[r]->buffers();
       for (std::size_t i = 0; i < buffers.size(); ++i) theirs[i].copy_(buffers[i]);
     }
@@ -213,7 +218,6 @@ class DpStrategy final : public strata::ReplicaStrategy, public strata::MultiDev
   static constexpr std::int64_t kDefaultReplicas = 2;
   DpOptions options_;
   std::vector<torch::Device> listed_;  ///< parsed `devices`
-  strata::Comm* comm_ = nullptr;
   std::vector<torch::Device> devices_;
   std::vector<std::shared_ptr<strata::Model>> replicas_;    ///< replicas_[0] is model_ (device 0)
   std::vector<std::vector<torch::Tensor>> replica_params_;  ///< trainable parameters per replica

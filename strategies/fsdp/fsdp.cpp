@@ -26,6 +26,7 @@ struct FsdpOptions {
   bool reshard_after_forward = true;             ///< FULL_SHARD/HYBRID_SHARD: free units after forward
   bool forward_prefetch = true;                  ///< issue the next unit's all-gather during forward
   bool backward_prefetch = true;                 ///< issue the previous unit's all-gather during backward
+  std::int64_t reductions_in_flight = 2;         ///< reduce-scatters whose buffers are alive at once
 };
 
 class FsdpStrategy final : public strata::ShardedStrategy {
@@ -40,10 +41,12 @@ class FsdpStrategy final : public strata::ShardedStrategy {
     o.reshard_after_forward = how != "SHARD_GRAD_OP" && how != "NO_SHARD" && options_.reshard_after_forward;
     o.forward_prefetch = options_.forward_prefetch ? 1 : 0;
     o.backward_prefetch = options_.backward_prefetch ? 1 : 0;
+    o.reductions_in_flight = static_cast<int>(options_.reductions_in_flight);
+    o.owner = "fsdp";
     strata::Comm* shard = s.comm;
     strata::Comm* replicate = nullptr;
     if (how == "NO_SHARD") {
-      local_ = strata::make_local_comm();
+      local_ = strata::make_local_comm(s.device);
       shard = local_.get();
       replicate = s.comm;
     } else if (how == "HYBRID_SHARD") {
@@ -86,7 +89,10 @@ void register_fsdp(strata::Registry& registry) {
               "FULL_SHARD/HYBRID_SHARD: free a unit's parameters after its forward (false: after its backward)")
       .option("forward_prefetch", &FsdpOptions::forward_prefetch, "gather the next unit while one runs forward")
       .option("backward_prefetch", &FsdpOptions::backward_prefetch,
-              "gather the previous unit while one runs backward");
+              "gather the previous unit while one runs backward")
+      .option("reductions_in_flight", &FsdpOptions::reductions_in_flight,
+              "gradient reduce-scatters whose buffers may be alive at once (bounds gradient memory in backward)",
+              strata::at_least(1));
   registry.add_strategy("fsdp", "FSDP: per-unit flat parameters sharded (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
                                 "HYBRID_SHARD)",
                         schema, [](const FsdpOptions& o) { return std::make_shared<FsdpStrategy>(o); });

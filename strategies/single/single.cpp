@@ -10,17 +10,11 @@ namespace {
 /// like for every other plugin.
 struct SingleOptions {};
 
+/// Everything is ReplicaStrategy's default: flat groups, float32 masters and accumulation, the
+/// optimizer step; no communication.
 class SingleStrategy final : public strata::ReplicaStrategy {
  public:
   void setup(const strata::StrategySetup& s) override { take_over(s); }
-
-  torch::Tensor forward_backward(const strata::Batch& batch, strata::MicroStep micro) override {
-    return replica_forward_backward(batch, micro);
-  }
-
-  double finish_gradients(double max_norm) override { return clip_replica_gradients(max_norm); }
-
-  void step(double lr) override { replica_step(lr); }
 };
 
 void register_single(strata::Registry& registry) {

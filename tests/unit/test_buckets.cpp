@@ -1,9 +1,7 @@
-// Gradient buckets, grad-ready hooks and the bucket-sharded flat layout (SDK helpers of ddp and
-// the ZeRO strategies).
+// Bucket assignment and grad-ready hooks (SDK helpers of strata::GradReducer).
 #include "test_support.hpp"
 
 #include "strata/buckets.hpp"
-#include "strata/flat_shard.hpp"
 
 namespace {
 std::vector<torch::Tensor> make_params(std::initializer_list<std::int64_t> sizes) {
@@ -31,19 +29,6 @@ TEST_CASE("buckets follow reverse parameter order and respect the cap") {
   CHECK(strata::assign_buckets(params, 1 << 20).size() == 1);
 }
 
-TEST_CASE("a gradient bucket makes the grads views of one flat buffer") {
-  auto params = make_params({3, 2});
-  strata::GradBucket bucket{{1, 0}, {}};
-  bucket.bind(params);
-  CHECK(bucket.flat.numel() == 5);
-  (params[0] * 2).sum().backward();
-  // Autograd accumulated straight into the flat buffer: param 1 first, then param 0.
-  CHECK(bucket.flat[2].item<float>() == 2.0f);
-  CHECK(bucket.flat[0].item<float>() == 0.0f);
-  bucket.flat.zero_();
-  CHECK(params[0].grad().sum().item<float>() == 0.0f);
-}
-
 TEST_CASE("grad-ready hooks fire once per accumulation, after the grad is updated") {
   auto params = make_params({4});
   int calls = 0;
@@ -60,30 +45,3 @@ TEST_CASE("grad-ready hooks fire once per accumulation, after the grad is update
   CHECK(seen == 12.0f + 8.0f);
 }
 
-TEST_CASE("sharded buckets pad to the world size and own one chunk each") {
-  auto params = make_params({5, 3});
-  const auto values = torch::cat({params[0].detach().clone(), params[1].detach().clone()});
-  auto buckets = strata::build_sharded_buckets(params, 1 << 20, /*rank=*/1, /*world=*/3);
-  REQUIRE(buckets.size() == 1);
-  const auto& b = buckets[0];
-  CHECK(b.numel == 8);
-  CHECK(b.padded == 9);
-  CHECK(b.chunk == 3);
-  // Values kept; parameter order in the bucket is reverse (1, then 0); padding is zero.
-  CHECK(torch::equal(params[0].detach(), values.narrow(0, 0, 5)));
-  CHECK(b.flat_params[8].item<float>() == 0.0f);
-  CHECK(b.flat_params[0].item<float>() == values[5].item<float>());
-  // Parameters are views: writing the flat tensor changes them.
-  {
-    torch::NoGradGuard no_grad;
-    b.flat_params.fill_(7.0f);
-  }
-  CHECK(params[0].sum().item<float>() == 35.0f);
-  CHECK(b.owned_params().numel() == 3);
-  CHECK(b.owned_params().data_ptr<float>() == b.flat_params.data_ptr<float>() + 3);
-  auto other = torch::arange(9.0f);
-  CHECK(b.chunk_of(other, 2)[0].item<float>() == 6.0f);
-  auto views = b.param_views(other, params);
-  CHECK(views[1].sizes() == params[0].sizes());
-  CHECK(views[0][0].item<float>() == 0.0f);
-}

@@ -4,8 +4,11 @@
 #include <cmath>
 
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
 
 #include "strata/comm.hpp"
+#include "strata/errors.hpp"
 #include "strata/model.hpp"
 #include "strata/optim.hpp"
 #include "train/schedule.hpp"
@@ -52,30 +55,94 @@ TEST_CASE("optimizer state bytes are measured from the tensors the optimizer hol
   auto params = layer->parameters();
   strata::OptimizerSpec adamw;
   auto opt = strata::make_optimizer(params, adamw);
-  CHECK(strata::optimizer_state_bytes(*opt) == 0);  // lazily allocated
+  CHECK(opt->state_bytes() == 0);  // lazily allocated
   layer->forward(torch::ones({3, 10})).sum().backward();
-  opt->step();
-  CHECK(strata::optimizer_state_bytes(*opt) == 2 * 55 * 4 + 2 * 8);
+  opt->step(1e-3);
+  CHECK(opt->state_bytes() == 2 * 55 * 4 + 2 * 4);  // two moments per element, a float32 step count per tensor
+  REQUIRE(opt->state().size() == 3);
+  CHECK(opt->state()[2].first == "step");
+  CHECK(opt->state()[2].second[0].item<float>() == 1.0f);
   strata::OptimizerSpec sgd;
   sgd.name = "sgd";
   auto opt2 = strata::make_optimizer(params, sgd);
-  opt2->step();
-  CHECK(strata::optimizer_state_bytes(*opt2) == 55 * 4);
-  strata::set_learning_rate(*opt2, 0.5);
-  CHECK(opt2->param_groups()[0].options().get_lr() == 0.5);
+  opt2->step(0.5);
+  CHECK(opt2->state_bytes() == 55 * 4);
   CHECK(strata::tensor_bytes(params) == 55 * 4);
+  CHECK_THROWS_AS(strata::make_optimizer({torch::zeros({2}, torch::kFloat64)}, sgd), strata::Error);
+  sgd.name = "lamb";
+  CHECK_THROWS_AS(strata::make_optimizer(params, sgd), strata::Error);
 }
 
-TEST_CASE("gradient norm and clipping follow torch.nn.utils.clip_grad_norm_") {
-  auto p = torch::zeros({2}).requires_grad_();
-  p.mutable_grad() = torch::tensor({3.0f, 4.0f});
-  std::vector<torch::Tensor> params{p};
-  const double norm = std::sqrt(strata::grad_square_sum(params).item<double>());
-  CHECK(norm == doctest::Approx(5.0));
-  strata::clip_gradients(params, norm, 10.0);  // below the limit: untouched
-  CHECK(p.grad()[0].item<float>() == 3.0f);
-  strata::clip_gradients(params, norm, 1.0);
-  CHECK(std::sqrt(strata::grad_square_sum(params).item<double>()) == doctest::Approx(1.0).epsilon(1e-5));
+namespace {
+/// Runs `steps` updates of Strata's optimizer and of LibTorch's torch::optim one on the same
+/// tensors and gradients; returns the largest relative difference of the parameters.
+double optimizer_drift(const strata::OptimizerSpec& spec, int steps) {
+  torch::manual_seed(3);
+  std::vector<torch::Tensor> ours, theirs;
+  for (auto n : {7, 130, 1}) {
+    auto t = torch::randn({n});
+    ours.push_back(t.clone().requires_grad_());
+    theirs.push_back(t.clone().requires_grad_());
+  }
+  auto mine = strata::make_optimizer(ours, spec);
+  std::unique_ptr<torch::optim::Optimizer> reference;
+  if (spec.name == "sgd")
+    reference = std::make_unique<torch::optim::SGD>(
+        theirs, torch::optim::SGDOptions(spec.lr).momentum(spec.momentum).weight_decay(spec.weight_decay));
+  else
+    reference = std::make_unique<torch::optim::AdamW>(
+        theirs, torch::optim::AdamWOptions(spec.lr).betas({spec.betas[0], spec.betas[1]}).eps(spec.eps).weight_decay(
+                    spec.weight_decay));
+  for (int s = 0; s < steps; ++s) {
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+      auto g = torch::randn(ours[i].sizes());
+      ours[i].mutable_grad() = g.clone();
+      theirs[i].mutable_grad() = g.clone();
+    }
+    mine->step(spec.lr);
+    reference->step();
+  }
+  double worst = 0;
+  for (std::size_t i = 0; i < ours.size(); ++i)
+    worst = std::max(worst, ((ours[i] - theirs[i]).abs() / theirs[i].abs().clamp_min(1e-3)).max().item<double>());
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("foreach SGD and AdamW equal LibTorch's exactly; fused AdamW is within 1e-6 relative") {
+  strata::OptimizerSpec sgd;
+  sgd.name = "sgd";
+  sgd.lr = 0.05;
+  sgd.momentum = 0.9;
+  sgd.weight_decay = 0.01;
+  CHECK(optimizer_drift(sgd, 30) == 0.0);
+  sgd.momentum = 0;
+  sgd.weight_decay = 0;
+  CHECK(optimizer_drift(sgd, 30) == 0.0);
+  strata::OptimizerSpec adamw;
+  adamw.lr = 1e-2;
+  adamw.weight_decay = 0.01;
+  CHECK(optimizer_drift(adamw, 30) == 0.0);
+  adamw.fused = true;
+  const double drift = optimizer_drift(adamw, 30);
+  MESSAGE("fused AdamW: largest relative difference after 30 steps " << drift);
+  CHECK(drift < 1e-6);
+}
+
+TEST_CASE("gradient norm and clipping follow torch.nn.utils.clip_grad_norm_, on the device") {
+  auto g = torch::tensor({3.0f, 4.0f});
+  std::vector<torch::Tensor> grads{g, torch::Tensor()};
+  const auto norm = strata::square_sum(grads, torch::kCPU).sqrt();
+  CHECK((norm.scalar_type() == torch::kFloat64));
+  CHECK(norm.item<double>() == doctest::Approx(5.0));
+  strata::clip_gradients(grads, norm, 10.0);  // below the limit: an exact multiply by 1
+  CHECK(g[0].item<float>() == 3.0f);
+  strata::clip_gradients(grads, norm, 1.0);
+  CHECK(strata::square_sum(grads, torch::kCPU).sqrt().item<double>() == doctest::Approx(1.0).epsilon(1e-5));
+  strata::clip_gradients(grads, norm, 0.0);  // 0 disables clipping
+  CHECK(strata::square_sum({}, torch::kCPU).item<double>() == 0.0);
+  auto comm = strata::make_local_comm();
+  CHECK(strata::global_square_sum({torch::ones({4})}, *comm).item<double>() == 4.0);
 }
 
 TEST_CASE("warmup then cosine decay reaches the floor at the last step") {
@@ -87,6 +154,36 @@ TEST_CASE("warmup then cosine decay reaches the floor at the last step") {
   CHECK(s.at(60) < 1.0);
   strata::LrSchedule constant{0.5, 100, 0, false, 0.0};
   CHECK(constant.at(99) == 0.5);
+}
+
+TEST_CASE("every collective refuses a tensor that is not on the communicator's device") {
+  // No GPU is needed: a CUDA device value is enough for the communicator to expect CUDA tensors.
+  auto cuda = strata::make_local_comm(torch::Device("cuda:0"));
+  CHECK(cuda->device() == torch::Device("cuda:0"));
+  auto t = torch::ones({2});
+  auto out = torch::zeros({2});
+  try {
+    cuda->all_reduce(t, strata::ReduceOp::kSum);
+    FAIL("all_reduce accepted a CPU tensor on a cuda:0 communicator");
+  } catch (const strata::DistributedError& e) {
+    const std::string what = e.what();
+    CHECK(e.op() == "all_reduce");
+    CHECK(what.find("cpu") != std::string::npos);
+    CHECK(what.find("cuda:0") != std::string::npos);
+    CHECK_FALSE(e.fix().empty());
+  }
+  CHECK_THROWS_AS(cuda->broadcast(t, 0), strata::DistributedError);
+  CHECK_THROWS_AS(cuda->all_gather(out, t), strata::DistributedError);
+  CHECK_THROWS_AS(cuda->reduce_scatter(out, t), strata::DistributedError);
+  CHECK(cuda->counters(strata::CommPhase::kSetup).calls == 0);  // refused before anything is counted or sent
+  // The other way round, with a tensor on a device that needs no hardware either.
+  auto cpu = strata::make_local_comm();
+  auto meta = torch::empty({2}, torch::Device(torch::kMeta));
+  CHECK_THROWS_AS(cpu->all_reduce(meta, strata::ReduceOp::kSum), strata::DistributedError);
+  torch::Tensor undefined;
+  CHECK_THROWS_AS(cpu->all_reduce(undefined, strata::ReduceOp::kSum), strata::DistributedError);
+  CHECK_NOTHROW(cpu->all_reduce(t, strata::ReduceOp::kSum));
+  CHECK(cpu->separate_stream().get() == cpu.get());  // one stream on the CPU
 }
 
 TEST_CASE("the one-rank communicator is the identity and counts its calls") {

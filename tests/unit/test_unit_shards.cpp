@@ -9,6 +9,7 @@
 #include "strata/comm.hpp"
 #include "strata/errors.hpp"
 #include "strata/precision.hpp"
+#include "strata/flat_params.hpp"
 #include "strata/unit_shards.hpp"
 
 namespace {
@@ -63,7 +64,7 @@ TEST_CASE("units are gathered one at a time and freed after forward and backward
     const char* names[] = {"u0", "u1", "u2"};
     for (std::size_t i = 0; i < shapes.size(); ++i)
       model->add_unit(names[i], std::make_shared<ProbeUnit>(shapes[i].first, shapes[i].second, &probe));
-    strata::UnitShards shards(model, torch::kCPU, *comm, nullptr, options);
+    strata::UnitShards shards(model, torch::kCPU, *comm, *comm, nullptr, options);
     CHECK(shards.held_bytes().first == 4 * total);  // only the float32 masters between steps
     std::vector<std::int64_t> seen;
     probe = [&] { seen.push_back(shards.held_bytes().first - 4 * total); };
@@ -77,11 +78,11 @@ TEST_CASE("units are gathered one at a time and freed after forward and backward
       CHECK(seen[i] == expected);
     }
     CHECK(shards.held_bytes().first == 4 * total);  // reshard_after_forward
+    shards.begin_backward({0, 1});
     out.to(torch::kFloat32).sum().backward();
-    shards.finish_backward(/*last=*/true);
+    shards.end_backward({0, 1});
     CHECK(shards.held_bytes() == std::make_pair(4 * total, 4 * total));  // masters and gradient shards
-    double grads = shards.grad_square_norm();
-    CHECK(grads > 0);
+    CHECK(shards.grad_square_norm().item<double>() > 0);
     for (const auto& p : model->parameters()) CHECK_FALSE(p.grad().defined());  // handed to the shards
   }
 }
@@ -95,4 +96,34 @@ TEST_CASE("precision policy names") {
   policy.param = torch::kBFloat16;
   CHECK(policy.mixed());
   CHECK(policy.describe().find("parameters bfloat16") != std::string::npos);
+}
+
+TEST_CASE("zero3 and fsdp refuse parameters outside every unit and tied parameters, by name") {
+  auto comm = strata::make_local_comm();
+  std::function<void()> probe;
+  {
+    auto model = std::make_shared<strata::Model>();
+    model->add_unit("u0", std::make_shared<ProbeUnit>(4, 4, &probe));
+    model->register_parameter("temperature", torch::ones({1}));
+    try {
+      strata::UnitShards shards(model, torch::kCPU, *comm, *comm, nullptr, {});
+      FAIL("a parameter outside the units was accepted");
+    } catch (const strata::Error& e) {
+      CHECK(std::string(e.what()).find("temperature") != std::string::npos);
+    }
+  }
+  {
+    auto model = std::make_shared<strata::Model>();
+    auto a = std::make_shared<ProbeUnit>(4, 4, &probe);
+    auto b = std::make_shared<ProbeUnit>(4, 4, &probe);
+    b->register_parameter("shared", a->named_parameters()["linear.weight"]);
+    model->add_unit("u0", a);
+    model->add_unit("u1", b);
+    try {
+      strata::UnitShards shards(model, torch::kCPU, *comm, *comm, nullptr, {});
+      FAIL("a tied parameter was accepted");
+    } catch (const strata::Error& e) {
+      CHECK(std::string(e.what()).find("u1.shared = u0.linear.weight") != std::string::npos);
+    }
+  }
 }

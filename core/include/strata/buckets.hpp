@@ -1,7 +1,8 @@
 #pragma once
 /// \file buckets.hpp
-/// Gradient buckets and grad-ready hooks: the machinery of overlapping gradient communication
-/// with backward (Li et al., "PyTorch Distributed", VLDB 2020), shared by DDP and ZeRO-2.
+/// Bucket assignment, the launch schedule of bucket collectives and grad-ready hooks: the
+/// machinery of overlapping gradient communication with backward (Li et al., "PyTorch
+/// Distributed", VLDB 2020), used by strata::GradReducer for every strategy.
 
 #include <cstdint>
 #include <functional>
@@ -17,16 +18,6 @@ namespace strata {
 /// parameter larger than the cap gets a bucket of its own. Every bucket holds one dtype.
 std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<torch::Tensor>& params,
                                                      std::int64_t cap_bytes);
-
-/// A flat gradient buffer for a set of parameters, whose `.grad` become views into it, so that
-/// autograd accumulates straight into the buffer and one collective covers the whole bucket.
-struct GradBucket {
-  std::vector<std::size_t> params;  ///< indices into the strategy's parameter list
-  torch::Tensor flat;               ///< contiguous gradients of `params`, in order
-  /// Allocates `flat` (zeros, dtype/device of the first parameter) and points each parameter's
-  /// grad at its slice of it.
-  void bind(const std::vector<torch::Tensor>& all_params);
-};
 
 /// When to start each bucket's collective during backward. Collectives must be issued in the
 /// same order on every rank, so bucket b starts only once it and every bucket before it have all

@@ -5,6 +5,17 @@
 ///
 /// Bus bytes follow nccl-tests: for a tensor of S bytes on each of n ranks, all-reduce moves
 /// 2(n-1)/n*S, reduce-scatter and all-gather (n-1)/n*S (S = the full tensor), broadcast S.
+///
+/// Device invariant: a communicator works on one device, device(): CUDA for NCCL (and for Gloo
+/// when the job's tensors are on a GPU), the CPU for Gloo on the CPU. Every tensor handed to a
+/// call must live there; a tensor elsewhere is refused with a DistributedError naming the op, the
+/// tensor's device and the communicator's, before anything is sent (so ranks never desynchronize
+/// on a bad argument).
+///
+/// Ordering on CUDA: a call is issued on the communicator's own stream, after the work queued on
+/// the caller's current stream (its inputs are ready); CommWork::wait() makes the caller's current
+/// stream wait for the collective without blocking the host. Only CommWork::host_wait() blocks the
+/// host, for the few values needed there. On the CPU every wait blocks until the collective is done.
 
 #include <cstdint>
 #include <memory>
@@ -25,23 +36,34 @@ struct CommCounters {
   std::int64_t calls = 0;          ///< number of collective calls
   std::int64_t payload_bytes = 0;  ///< bytes of the tensors passed in (per rank)
   double bus_bytes = 0;            ///< nccl-tests bus bytes (per rank)
-  double time_s = 0;               ///< wall time spent in calls and waits, in seconds
+  double time_s = 0;               ///< host time spent issuing calls and in waits, in seconds
 };
 
-/// A pending asynchronous collective.
+/// A pending asynchronous collective. Both waits are idempotent; a failed collective (a lost peer,
+/// a Gloo timeout) throws DistributedError from the first wait, naming the rank and the op.
 class CommWork {
  public:
   virtual ~CommWork() = default;
-  /// Blocks until the collective has completed (its output tensor is ready to use).
+  /// Orders the caller's current stream after the collective: work queued on that stream after
+  /// this call sees the result. On CUDA this never blocks the host (collective timeouts are
+  /// enforced by the backend's watchdog, which ends the process naming the rank and the op); on
+  /// the CPU it blocks until the collective has completed, within the job's timeout.
   virtual void wait() = 0;
+  /// Blocks the host until the collective has completed and its result can be read there, within
+  /// the job's collective timeout (a timeout throws DistributedError). Also orders the current
+  /// stream as wait() does.
+  virtual void host_wait() = 0;
 };
 
-/// Collectives over the ranks of one job. Tensors are modified in place where noted.
+/// Collectives over the ranks of one job. Tensors are modified in place where noted; every tensor
+/// must be defined and live on device().
 class Comm {
  public:
   virtual ~Comm() = default;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
+  /// The device of every tensor handed to this communicator.
+  virtual torch::Device device() const = 0;
 
   /// In place: every rank ends with the reduction of all ranks' `tensor`.
   virtual std::shared_ptr<CommWork> all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum,
@@ -62,6 +84,12 @@ class Comm {
   /// it, and every rank creates its groups in the same order. Its calls are booked to this
   /// communicator's counters (with the group's own bus factors) and phase.
   virtual std::shared_ptr<Comm> subgroup(const std::vector<int>& ranks) = 0;
+  /// A communicator over the same ranks whose collectives run on a stream of their own, so that,
+  /// say, all-gathers do not queue behind reduce-scatters: on CUDA a second communicator (NCCL
+  /// runs each communicator's collectives on its own stream); on the CPU, where Gloo runs
+  /// collectives on its own threads anyway, this communicator itself. A collective call: every
+  /// member calls it, in the same order. Booked like this one; this one must outlive it.
+  virtual std::shared_ptr<Comm> separate_stream() = 0;
 
   /// Phase that subsequent calls are booked to.
   virtual void set_phase(CommPhase phase) = 0;
@@ -69,7 +97,7 @@ class Comm {
   virtual CommCounters counters(CommPhase phase) const = 0;
   /// Books one transfer that a strategy made itself rather than through a collective (dp's
   /// copies between the devices of one process) to the current phase, so that its traffic is
-  /// counted like any other. Since ABI 2.1.
+  /// counted like any other.
   virtual void book(std::int64_t payload_bytes, double bus_bytes, double seconds) = 0;
 };
 
@@ -77,8 +105,12 @@ class Comm {
 double all_reduce_bus_factor(int world_size);
 double gather_scatter_bus_factor(int world_size);
 
-/// The communicator of a one-process job: every collective is the identity on one rank (which is
-/// exactly its mathematical meaning) and moves zero bus bytes.
-std::unique_ptr<Comm> make_local_comm();
+/// Throws DistributedError (rank and op named) unless `tensor` is defined and lives on
+/// `comm.device()`. Every Comm implementation calls it for each tensor of each call.
+void check_comm_device(const Comm& comm, const char* op, const torch::Tensor& tensor);
+
+/// The communicator of a one-process job on `device`: every collective is the identity on one
+/// rank (which is exactly its mathematical meaning) and moves zero bus bytes.
+std::unique_ptr<Comm> make_local_comm(torch::Device device = torch::kCPU);
 
 }  // namespace strata

@@ -1,69 +1,107 @@
 #pragma once
 /// \file replica.hpp
-/// Base of strategies in which every rank holds the whole model (single, ddp): placement,
-/// forward/backward of a micro-batch, evaluation, parameter norm and memory accounting of a full
-/// replica. A derived strategy adds how gradients are synchronized and what it counts as its
-/// gradient memory.
+/// Base of strategies in which every rank holds the whole model (single, dp, ddp, zero1, zero2,
+/// the template's local_sgd): the parameters live in flat groups (flat_params.hpp) of about
+/// `bucket_cap_bytes`, in reverse parameter order (the order backward completes them), whose
+/// float32 masters the optimizer steps. A derived strategy chooses how the masters and gradients
+/// are sharded and how gradients are synchronized (a GradReducer), or does its own.
+///
+/// Invariant: after step(), every parameter equals its master (cast to the parameter dtype), on
+/// every rank.
 
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "strata/flat_params.hpp"
+#include "strata/grad_reducer.hpp"
 #include "strata/strategy.hpp"
 
 namespace strata {
 
-/// Overwrites every parameter and buffer of `model` with rank 0's (booked to the current phase,
+/// Overwrites every parameter and buffer of `module` with rank 0's (booked to the current phase,
 /// setup): the same starting point on every rank, whatever each rank's initialization did.
-void broadcast_model(Model& model, Comm& comm);
+void broadcast_module(torch::nn::Module& module, Comm& comm);
 
-/// `tensor` as a state-dict entry: a detached copy, float32 when floating point.
+/// `tensor` as a state-dict entry: a detached float32 (when floating point) copy on the CPU.
 torch::Tensor state_dict_copy(const torch::Tensor& tensor);
-/// Appends every buffer of `model` to `state` (as state_dict_copy).
-void append_buffers(StateDict& state, const Model& model);
+/// Appends every buffer and frozen parameter of `model` to `state` (as state_dict_copy).
+void append_frozen_state(StateDict& state, const Model& model);
 
-/// With a mixed precision policy the replica computes in the low dtype while float32 master
-/// copies of the parameters carry the optimizer: gradients are copied up to the masters before
-/// clipping, and the updated masters are copied down to the replica after the step.
-class ReplicaStrategy : public Strategy {
+/// CRC-32C of the bytes of `tensor` (copied to the CPU), extending `crc`: replica digests.
+std::uint32_t tensor_digest(const torch::Tensor& tensor, std::uint32_t crc = 0);
+
+/// Trainable parameters of `model` by name, each tensor once: a parameter registered under two
+/// names (tied weights) keeps the first; `aliases` receives (second name, first name) pairs.
+std::vector<std::pair<std::string, torch::Tensor>> unique_trainable_parameters(
+    const Model& model, std::vector<std::pair<std::string, std::string>>* aliases = nullptr);
+
+/// How a replica strategy lays out and shards its flat groups.
+struct ReplicaLayout {
+  /// Flat groups of about this many bytes (a larger parameter gets a group of its own).
+  std::int64_t bucket_cap_bytes = 25 * 1024 * 1024;
+  /// Masters (and, for kShard, gradients) sharded over this group (zero1, zero2); null: every rank
+  /// holds every master.
+  Comm* shard = nullptr;
+  GradHolding grads = GradHolding::kFull;
+};
+
+class ReplicaStrategy : public Strategy, public ReplicaDigest {
  public:
+  /// Forward and backward of the micro-batch (replica_forward_backward) inside the reducer's
+  /// round, when there is one.
+  torch::Tensor forward_backward(const Batch& batch, MicroStep micro) override;
+  /// Global norm of the masters' gradients (over the shard group when sharded), clipped.
+  torch::Tensor finish_gradients(double max_norm) override;
+  /// Optimizer step on the masters, copied into the parameters (all-gathered when sharded),
+  /// gradients zeroed in place.
+  void step(double lr) override;
   torch::Tensor evaluate(const torch::Tensor& inputs) override;
   const Model& model() const override { return *model_; }
-  /// L2 norm of the local replica (identical on every rank).
+  /// L2 norm of the masters (over the shard group when sharded).
   double parameter_norm() override;
-  /// Parameters (and masters), gradient_buffers() (and master gradients) and optimizer state,
-  /// from the tensors held.
+  /// Parameters and masters, gradient buffers and optimizer state, from the tensors held.
   ModelStateBytes memory() const override;
-  /// Rank 0's replica (its float32 masters under a mixed policy) and buffers.
+  /// The float32 masters (gathered to rank 0 when sharded), frozen parameters and buffers.
   StateDict full_state_dict() override;
+  std::vector<std::uint32_t> replica_digests() const override;
 
  protected:
   /// Moves the model to the device, makes every rank start from rank 0's values (setup traffic,
-  /// none on one rank), casts it to the policy's parameter dtype (keeping float32 masters),
-  /// collects the trainable parameters (and their names) and builds the optimizer over the
-  /// masters (or the parameters). Call first in setup().
-  void take_over(const StrategySetup& setup);
-  /// take_over() without the optimizer and the precision policy, for strategies that optimize
-  /// something else (shards) and handle the policy themselves.
-  void place(const StrategySetup& setup);
-  /// Forward, loss and backward of one micro-batch, the loss scaled by 1/micro.count.
+  /// none on one rank), casts buffers and frozen parameters by the precision policy, builds the
+  /// flat groups and the optimizer over their masters. Call first in setup().
+  void take_over(const StrategySetup& setup, ReplicaLayout layout = {});
+  /// Synchronizes gradients through a GradReducer over the groups (ddp, zero1/2); without one the
+  /// gradients stay local (single, dp, local_sgd), though still accumulated in float32.
+  void reduce_gradients(GradReducerOptions options);
+  /// Forward, loss and backward of one micro-batch, the loss scaled by 1/micro.count; returns the
+  /// micro-batch's mean loss, detached.
   torch::Tensor replica_forward_backward(const Batch& batch, MicroStep micro);
-  /// Once gradients are synchronized: copies them up to the masters (mixed policy), computes the
-  /// global norm, clips, and returns the norm before clipping.
-  double clip_replica_gradients(double max_norm);
-  /// Optimizer step at `lr`, masters copied down to the replica (mixed policy), gradients zeroed
-  /// in place (the buffers stay allocated, as every strategy's gradient memory is counted).
-  void replica_step(double lr);
-  /// The tensors holding gradients between steps (default: each parameter's grad).
-  virtual std::vector<torch::Tensor> gradient_buffers() const;
+  /// Writes every master into the parameters (all-gathering the owned chunks when sharded).
+  void masters_to_params();
+  /// Zeroes every gradient buffer.
+  void zero_grad();
+  /// The float32 gradient views of parameter i of params_ (kFull groups).
+  const torch::Tensor& grad_view(std::size_t i) const;
+  /// The masters, one per group (what the optimizer steps).
+  std::vector<torch::Tensor> masters() const;
 
   std::shared_ptr<Model> model_;
   torch::Device device_{torch::kCPU};
-  std::vector<torch::Tensor> params_;       ///< trainable parameters, in model order
-  std::vector<std::string> param_names_;    ///< their dotted names
-  std::vector<torch::Tensor> masters_;      ///< float32 masters of params_ (mixed policy only)
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  PrecisionPolicy precision_;
+  Comm* comm_ = nullptr;                   ///< the job's communicator
+  Precision precision_;
+  ReplicaLayout layout_;
+  std::vector<std::unique_ptr<FlatGroup>> groups_;  ///< in launch order (reverse parameter order)
+  std::vector<torch::Tensor> params_;      ///< trainable parameters (each once), in model order
+  std::vector<std::string> param_names_;   ///< their dotted names
+  std::vector<std::pair<std::string, std::string>> aliases_;  ///< tied names: (alias, parameter)
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<GradReducer> reducer_;
+  std::int64_t allgather_cap_bytes_ = 25 * 1024 * 1024;  ///< sharded masters: bytes per all-gather call
   int rank_ = 0;
+
+ private:
+  std::vector<std::pair<std::size_t, std::size_t>> locate_;  // params_[i] -> (group, index in group)
 };
 
 }  // namespace strata

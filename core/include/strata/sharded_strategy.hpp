@@ -13,24 +13,25 @@ namespace strata {
 class ShardedStrategy : public Strategy {
  public:
   torch::Tensor forward_backward(const Batch& batch, MicroStep micro) override;
-  double finish_gradients(double max_norm) override;
+  torch::Tensor finish_gradients(double max_norm) override;
   void step(double lr) override;
   torch::Tensor evaluate(const torch::Tensor& inputs) override;
   const Model& model() const override { return *model_; }
   double parameter_norm() override;
   /// Master and gradient shards, gathered buffers still allocated, and optimizer state.
   ModelStateBytes memory() const override;
+  /// Gathered a group at a time; rank 0 keeps CPU copies.
   StateDict full_state_dict() override;
 
  protected:
-  /// Places the model, broadcasts rank 0's values over the job (setup traffic), shards it over
-  /// `shard` (replicated over `replicate`, may be null) and builds the optimizer over this rank's
-  /// master shards. `options.precision` is taken from `setup`. Call from setup().
+  /// Shards the model unit by unit over `shard` (replicated over `replicate`, may be null), every
+  /// rank starting from rank 0's values (setup traffic over the job), and builds the optimizer over
+  /// this rank's master shards. `options.precision` is taken from `setup`. Call from setup().
   void take_over(const StrategySetup& setup, Comm& shard, Comm* replicate, UnitShardOptions options);
 
   std::shared_ptr<Model> model_;
   std::unique_ptr<UnitShards> shards_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<Optimizer> optimizer_;
   Comm* comm_ = nullptr;  ///< the job's communicator
 };
 

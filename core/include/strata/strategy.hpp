@@ -4,8 +4,13 @@
 /// who steps the optimizer. The trainer drives one optimizer step as
 ///
 ///   for each micro-batch m of M:  loss_m = forward_backward(batch_m, {m, M})
-///   norm = finish_gradients(clip)       // sync done, clipped; trainer stops if norm is not finite
+///   norm = finish_gradients(clip)       // sync done, clipped; a device scalar
 ///   step(lr)                            // optimizer step, gradients cleared
+///
+/// Device discipline (DESIGN §9): batches arrive on this rank's device (the trainer copies them
+/// there from pinned memory, ahead of use), and the loss and the norm stay on it: the trainer reads
+/// them on the host only at log steps, so a step queues its work on a GPU without waiting for it.
+/// A strategy must not read tensor values on the host inside these three calls.
 ///
 /// Invariant every strategy keeps: with the same seed, data order and global batch, its
 /// parameters after K steps equal those of `single` up to floating-point reduction order.
@@ -31,9 +36,11 @@ namespace strata {
 
 /// Everything a strategy receives when it takes the model over.
 struct StrategySetup {
-  std::shared_ptr<Model> model;   ///< built with the same seed on every rank, on the CPU
+  /// Built on the CPU with the same seed on every rank (a strategy still makes every rank start
+  /// from rank 0's values). The strategy moves it to `device`; sharded strategies a unit at a time.
+  std::shared_ptr<Model> model;
   OptimizerSpec optimizer;        ///< the strategy builds the optimizer over what it holds
-  Comm* comm = nullptr;           ///< collectives of this job (never null; world 1 for one process)
+  Comm* comm = nullptr;           ///< collectives of this job on `device` (never null; world 1 for one process)
   torch::Device device{torch::kCPU};  ///< this rank's device
   const Logger* log = nullptr;    ///< never null
   /// `[precision]`: the dtype of parameters in forward/backward and of gradients on the wire. A
@@ -72,20 +79,22 @@ class Strategy {
   /// Called once, before any other method.
   virtual void setup(const StrategySetup& setup) = 0;
 
-  /// Forward and backward of one micro-batch of this rank (inputs and targets on the CPU).
-  /// Gradients accumulate scaled by 1/micro.count, so after the last micro-batch they hold the
-  /// mean over the rank's share of the global batch. Returns the micro-batch's mean loss
-  /// (detached, unscaled).
+  /// Forward and backward of one micro-batch of this rank (inputs and targets on this rank's
+  /// device). Gradients accumulate scaled by 1/micro.count, so after the last micro-batch they
+  /// hold the mean over the rank's share of the global batch. Returns the micro-batch's mean loss
+  /// (a detached scalar on the device, unscaled).
   virtual torch::Tensor forward_backward(const Batch& batch, MicroStep micro) = 0;
 
   /// Completes gradient synchronization after the last micro-batch, clips the global gradient
-  /// norm to `max_norm` when `max_norm > 0`, and returns the global norm before clipping.
-  virtual double finish_gradients(double max_norm) = 0;
+  /// norm to `max_norm` when `max_norm > 0`, and returns the global norm before clipping: a
+  /// scalar on the device (the same on every rank), not read on the host.
+  virtual torch::Tensor finish_gradients(double max_norm) = 0;
 
   /// Optimizer step with learning rate `lr`; clears gradients afterwards.
   virtual void step(double lr) = 0;
 
-  /// Model output for `inputs` (CPU) in evaluation mode, without gradients, on this rank's device.
+  /// Model output (float32) for `inputs` (on this rank's device) in evaluation mode, without
+  /// gradients.
   virtual torch::Tensor evaluate(const torch::Tensor& inputs) = 0;
 
   /// The model's loss and metric (for evaluation of the outputs of evaluate()).
@@ -97,10 +106,22 @@ class Strategy {
   /// What this rank holds now (sampled between steps).
   virtual ModelStateBytes memory() const = 0;
 
-  /// The full (gathered) model state, on rank 0; other ranks return an empty dict. Collective:
-  /// every rank calls it. `[train] save_final` writes it in the form `[train] init_from` loads,
-  /// whatever strategy produced it.
+  /// The full (gathered) model state as CPU tensors on rank 0, gathered a group at a time so that
+  /// no rank holds more than one gathered unit on its device; other ranks return an empty dict.
+  /// Collective: every rank calls it. `[train] save_final` writes it in the form `[train]
+  /// init_from` loads, whatever strategy produced it.
   virtual StateDict full_state_dict() = 0;
+};
+
+/// Optional capability of a strategy whose ranks hold replicas of the model (or of some of it)
+/// that must stay identical: a digest of what this rank holds, which the trainer gathers from every
+/// rank into summary.json (`replica_digests`) and compares, so a replica that drifted is caught.
+class ReplicaDigest {
+ public:
+  virtual ~ReplicaDigest();
+  /// CRC-32C of the bytes of every replicated parameter and buffer, one per replica this rank
+  /// holds (dp: one per device), in a fixed order. Not collective.
+  virtual std::vector<std::uint32_t> replica_digests() const = 0;
 };
 
 /// Optional capability of a strategy that computes on several devices inside one rank (dp): the

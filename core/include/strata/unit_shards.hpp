@@ -3,26 +3,31 @@
 /// Per-unit flat sharding of parameters, gradients and optimizer state: the machinery of ZeRO-3
 /// (Rajbhandari et al. 2019) and FSDP (Zhao et al. 2023), shared by both.
 ///
-/// Each model unit's trainable parameters form one or more flat groups (FSDP's FlatParameter):
-/// concatenated, padded with zeros to a multiple of the shard group size N, cut into N equal
-/// chunks. Rank r of the shard group keeps chunk r as a float32 master shard (the optimizer's
-/// leaf) with a float32 gradient shard. The unit's parameters are views into a full flat buffer
-/// (in the policy's parameter dtype) whose *storage* is allocated only while the unit is gathered:
+/// Each model unit's trainable parameters form one or more flat groups (flat_params.hpp,
+/// Residency::kGathered, GradHolding::kShard): rank r of the shard group keeps chunk r as a float32
+/// master with a float32 gradient shard; the unit's parameters are views of a full flat buffer whose
+/// storage is allocated only while the unit is gathered:
 ///
 ///   forward of unit u:   all-gather u (prefetch u+1 ahead) -> run u -> free u (reshard_after_forward)
 ///   backward of unit u:  pre-hook on u's output gradient: all-gather u again (prefetch u-1)
-///                        grad-ready hooks: once all of u's gradients exist, reduce-scatter them
-///                        (averaged) into the gradient shard, drop them, free u
+///                        grad-ready hooks: once all of u's gradients exist, free u and reduce-scatter
+///                        them (strata::GradReducer, a bounded number in flight)
+///
+/// All-gathers run on a communicator of their own (Comm::separate_stream), so on a GPU a prefetch
+/// never queues behind a reduce-scatter; both are ordered after the compute stream by c10d's
+/// events and waited for by the compute stream (no host sync).
 ///
 /// Freeing keeps the tensors and only releases their storage (FSDP's "resize storage to 0"), so
 /// the tensors autograd saved in forward stay valid and see the data again after the re-gather.
-/// Peak memory then follows the largest gathered units, not the model.
+/// Peak memory then follows the largest gathered units, not the model. Setup also goes unit by
+/// unit: no rank ever holds more than one full unit on the device.
 ///
 /// With a replicate group (HYBRID_SHARD, NO_SHARD), the gradient shards are also averaged across
 /// it after the last micro-batch. With N = 1 and float32 parameters, the parameters are views of
 /// the master shard itself and nothing is gathered or freed (NO_SHARD).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -30,19 +35,13 @@
 
 #include <torch/types.h>
 
-#include "strata/buckets.hpp"
 #include "strata/comm.hpp"
+#include "strata/flat_params.hpp"
+#include "strata/grad_reducer.hpp"
 #include "strata/model.hpp"
 #include "strata/precision.hpp"
 
 namespace strata {
-
-/// Releases a tensor's storage in place (0 bytes) while the tensor and every view of it live on.
-void free_storage(const torch::Tensor& tensor);
-/// Gives a storage freed by free_storage() its size back: `bytes` (contents undefined).
-void reallocate_storage(const torch::Tensor& tensor, std::size_t bytes);
-/// Bytes of the distinct storages behind `tensors` (a freed storage counts 0, a shared one once).
-std::int64_t storage_bytes(const std::vector<torch::Tensor>& tensors);
 
 struct UnitShardOptions {
   /// A unit's parameters are cut into flat groups of about this many bytes (each gathered by one
@@ -57,69 +56,81 @@ struct UnitShardOptions {
   /// Units whose all-gather is issued ahead of use in forward, and in backward (0: none).
   int forward_prefetch = 1;
   int backward_prefetch = 1;
-  /// Launch gradient reduce-scatters asynchronously from the grad-ready hooks during backward;
-  /// false reduces after backward, synchronously.
+  /// Launch gradient reduce-scatters from the grad-ready hooks during backward; false reduces
+  /// after backward.
   bool overlap = true;
+  /// Reduce-scatters whose buffers may be alive at once (>= 1).
+  int reductions_in_flight = 2;
   PrecisionPolicy precision;
+  std::string owner = "sharded";  ///< strategy name for messages
 };
 
 /// The sharded state of a model and the hooks that gather, free and reduce it.
 class UnitShards {
  public:
-  /// Takes over `model` (already on `device`, identical on every rank of `shard`): builds the
-  /// groups, keeps this rank's master shards and frees everything else. `replicate` is null, or
-  /// the group across which shards are replicated. Both communicators must outlive this object.
-  UnitShards(std::shared_ptr<Model> model, torch::Device device, Comm& shard, Comm* replicate,
+  /// Takes over `model` (built on the CPU, identically on every rank) a unit at a time: moves the
+  /// unit to `device`, makes every rank start from rank 0's values (broadcast over `job`: setup
+  /// traffic), casts its buffers and frozen parameters by the policy, and shards its trainable
+  /// parameters over `shard` (replicated over `replicate`, may be null). Refuses, naming them,
+  /// trainable parameters registered outside any unit and parameters shared between units. The
+  /// communicators must outlive this object.
+  UnitShards(std::shared_ptr<Model> model, torch::Device device, Comm& job, Comm& shard, Comm* replicate,
              UnitShardOptions options);
   ~UnitShards();
   UnitShards(const UnitShards&) = delete;
   UnitShards& operator=(const UnitShards&) = delete;
 
-  /// Runs the model's units on `input` with gathering and freeing around each; with
-  /// `train` (and grad mode on) installs the backward hooks of this forward.
+  /// Runs the model's units on `input` (on the device) with gathering and freeing around each;
+  /// with `train` (and grad mode on) installs the backward hooks of this forward.
   torch::Tensor forward(const torch::Tensor& input, bool train);
-  /// After the backward of a micro-batch: completes its reductions into the gradient shards;
-  /// `last` (the last micro-batch) also averages them over the replicate group.
-  void finish_backward(bool last);
-  /// The optimizer's parameters: this rank's float32 master shards (their grads are the
-  /// gradient shards).
-  const std::vector<torch::Tensor>& masters() const noexcept { return masters_; }
+  /// Around the backward of a micro-batch: opens the reductions; then completes them into the
+  /// gradient shards (after the last micro-batch also averaged over the replicate group).
+  void begin_backward(MicroStep micro);
+  void end_backward(MicroStep micro);
+  /// The optimizer's parameters: this rank's float32 master shards, one per group.
+  std::vector<torch::Tensor> masters() const;
+  /// Their gradients (the gradient shards).
+  std::vector<torch::Tensor> master_grads() const;
   /// Zeroes the gradient shards.
   void zero_grad();
-  /// Sum of squares of all parameters of the model, as a float64 scalar (collective).
-  double square_norm();
-  /// Sum of squares of all gradients (shards summed over the shard group), float64 (collective).
-  double grad_square_norm();
-  /// Bytes this rank holds: params (master shards, and gathered buffers while allocated), grads.
+  /// Sum of squares of all parameters of the model, a float64 scalar on the device (collective).
+  torch::Tensor square_norm();
+  /// Sum of squares of all gradients, a float64 scalar on the device (collective).
+  torch::Tensor grad_square_norm();
+  /// Bytes this rank holds: params (master shards, and gathered buffers while allocated), grads
+  /// (gradient shards and reductions in flight).
   std::pair<std::int64_t, std::int64_t> held_bytes() const;
-  /// Every parameter in full, by dotted name in model order (collective over the shard group).
-  std::vector<std::pair<std::string, torch::Tensor>> full_parameters();
+  /// Calls `fn(name, value)` for every parameter in model order with its full float32 value on
+  /// the device, gathered one group at a time (a collective over the shard group; every rank
+  /// calls it, and `fn` runs on every rank).
+  void for_each_full_parameter(const std::function<void(const std::string&, const torch::Tensor&)>& fn);
   /// Groups, padding and policy in one line, for the log.
   std::string describe() const;
 
  private:
-  struct Group;
-  struct Unit;
-  struct Reduction;
+  struct Unit {
+    std::vector<std::size_t> groups;  // indices into groups_ (model order)
+    std::size_t complete = 0;         // groups whose gradients arrived in this backward
+  };
+  void take_over_unit(std::size_t u, Comm& job);
   void gather(std::size_t unit);
   void wait_gathered(std::size_t unit);
   void release(std::size_t unit);
   void pre_backward(std::size_t unit);
-  void grad_ready(std::size_t group);
-  void flush_reductions(bool all);
-  void complete(Reduction& r);
+  void group_complete(std::size_t launch_index);
 
   std::shared_ptr<Model> model_;
   torch::Device device_;
   Comm& shard_;
   Comm* replicate_;
+  std::shared_ptr<Comm> gather_lane_;  // all-gathers: shard_'s ranks on a stream of their own
   UnitShardOptions options_;
-  std::vector<std::unique_ptr<Group>> groups_;
+  Precision precision_;
+  std::vector<std::unique_ptr<FlatGroup>> groups_;  // model order
+  std::vector<std::shared_ptr<CommWork>> gathers_;  // per group, while its all-gather runs
+  std::vector<torch::Tensor> gather_inputs_;        // per group, alive until its all-gather is waited
   std::vector<Unit> units_;
-  std::vector<torch::Tensor> masters_;
-  std::vector<std::size_t> ready_;          // groups whose gradients are complete, not yet reduced
-  std::vector<std::unique_ptr<Reduction>> pending_;
-  std::vector<std::unique_ptr<GradReadyHook>> hooks_;
+  std::unique_ptr<GradReducer> reducer_;
 };
 
 }  // namespace strata

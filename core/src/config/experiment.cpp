@@ -42,7 +42,10 @@ const Schema<OptimizerSpec>& optimizer_schema() {
         .option("weight_decay", &OptimizerSpec::weight_decay, "weight decay (decoupled for adamw)", at_least(0))
         .option("momentum", &OptimizerSpec::momentum, "sgd momentum; 0 disables it", half_open(0, 1))
         .option("betas", &OptimizerSpec::betas, "adamw (beta1, beta2)", half_open(0, 1))
-        .option("eps", &OptimizerSpec::eps, "adamw epsilon", positive());
+        .option("eps", &OptimizerSpec::eps, "adamw epsilon", positive())
+        .option("fused", &OptimizerSpec::fused,
+                "adamw: one fused kernel per tensor (no temporaries; last-bit differences from the default "
+                "multi-tensor path, which follows LibTorch's torch::optim::AdamW exactly)");
     return s;
   }();
   return schema;
@@ -67,6 +70,9 @@ const Schema<TrainSection>& train_schema() {
         .option("device", &TrainSection::device, "auto, cpu, cuda or cuda:N")
         .option("threads", &TrainSection::threads, "intra-op CPU threads per rank; 0 = LibTorch default",
                 at_least(0))
+        .option("sync_timing", &TrainSection::sync_timing,
+                "CUDA: synchronize the device after every step and time steps on the host clock (false: CUDA "
+                "events, no host sync in the step)")
         .option("save_final", &TrainSection::save_final,
                 "write the final full model (any strategy) to <run>/final_model.pt")
         .option("init_from", &TrainSection::init_from,

@@ -12,10 +12,16 @@
 // The flat ("_base") forms take contiguous tensors; a non-contiguous argument is staged through a
 // contiguous copy that CommWork::wait() copies back.
 //
-// Timing: time_s counts the host time spent in the call and in wait(). wait() calls
-// c10d::Work::wait(timeout) with an explicit timeout, which for NCCL blocks the host until the
-// kernel has finished on the GPU (without a timeout it would only make the current stream wait),
-// so CUDA comm time is what the host observes, including compute queued before the collective.
+// Waiting (DESIGN §4): on CUDA with NCCL, CommWork::wait() calls c10d::Work::wait() without a
+// timeout, which only makes the caller's current stream wait for the collective's end event (no
+// host block); the NCCL watchdog enforces the collective timeout and takes the process down with
+// "[Rank r] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=.., OpType=..)". c10d
+// keeps the collective's tensors alive until that wait (its stash), so a caller may drop them as
+// soon as it has waited. host_wait() calls c10d::Work::wait(timeout), which for NCCL polls until
+// the GPU has finished (at most the timeout). Gloo (CPU tensors, or CUDA tensors staged through
+// pinned host memory) always blocks the host, within the timeout given with each op.
+//
+// Timing: time_s counts the host time spent in the calls and in the waits.
 
 #include "dist/process_group.hpp"
 
@@ -40,6 +46,7 @@
 #include <array>
 #include <functional>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -109,6 +116,7 @@ struct Accounting {
   mutable std::mutex mutex;
   CommPhase phase = CommPhase::kSetup;
   std::array<CommCounters, 3> counters{};
+  int groups_created = 0;  // communicators created after the first (part of their store prefix)
 
   void add_time(CommPhase p, double seconds) {
     std::lock_guard lock(mutex);
@@ -119,8 +127,10 @@ struct Accounting {
 /// What a collective needs after completion (copying a staged result back); may be empty.
 using Finish = std::function<void()>;
 
-/// A launched c10d collective. wait() blocks on it once, converts its error into strata::Error,
-/// runs the finish step and books the blocked time to the phase of the call.
+/// A launched c10d collective. wait() orders the caller's stream after it (NCCL) or blocks until
+/// it is done (Gloo); host_wait() always blocks. The first wait converts c10d's error into a
+/// DistributedError, runs the finish step (copying a staged result back) and books the blocked
+/// time to the phase of the call.
 class C10dWork final : public CommWork {
  public:
   struct Info {
@@ -130,22 +140,29 @@ class C10dWork final : public CommWork {
     std::string who;          ///< "rank r of n"
     int rank = 0;
     std::chrono::milliseconds timeout{};
+    bool stream_ordered = false;  ///< NCCL: wait() orders streams instead of blocking the host
   };
 
   C10dWork(std::shared_ptr<Accounting> accounting, Info info, c10::intrusive_ptr<c10d::Work> work, Finish finish)
       : accounting_(std::move(accounting)), info_(std::move(info)), work_(std::move(work)), finish_(std::move(finish)) {}
 
-  void wait() override {
+  void wait() override { complete(/*host=*/!info_.stream_ordered); }
+  void host_wait() override { complete(/*host=*/true); }
+
+ private:
+  void complete(bool host) {
     std::lock_guard lock(mutex_);
-    if (done_) return;
-    done_ = true;
+    if (host_done_ || (ordered_ && !host)) return;
     auto start = Clock::now();
     try {
-      work_->wait(info_.timeout);
-      if (finish_) finish_();
+      // kNoTimeout: NCCL only blocks the current stream; an explicit timeout blocks the host.
+      if (host) work_->wait(info_.timeout);
+      else work_->wait();
+      if (!ordered_ && finish_) finish_();
     } catch (...) {
       accounting_->add_time(info_.phase, seconds_since(start));
       work_.reset();
+      host_done_ = ordered_ = true;
       throw DistributedError(info_.rank, info_.op,
                              info_.who + ": " + info_.op + " of " + std::to_string(info_.bytes) + " bytes failed: " +
                       current_exception_message(),
@@ -153,13 +170,17 @@ class C10dWork final : public CommWork {
                   "first error of every rank (a lost peer shows there); the timeout is " +
                       std::to_string(info_.timeout.count()) + " ms");
     }
-    work_.reset();  // drop c10d's references to the tensors
+    ordered_ = true;
+    if (host) {
+      host_done_ = true;
+      work_.reset();  // drop c10d's references to the tensors
+    }
     accounting_->add_time(info_.phase, seconds_since(start));
   }
 
- private:
   std::mutex mutex_;
-  bool done_ = false;
+  bool ordered_ = false;    // the caller's stream is ordered after the collective (finish step done)
+  bool host_done_ = false;  // the host has seen it complete
   std::shared_ptr<Accounting> accounting_;
   Info info_;
   c10::intrusive_ptr<c10d::Work> work_;
@@ -183,12 +204,13 @@ class C10dComm final : public ProcessGroupComm {
  public:
   /// `pg_store` is the namespace subgroups rendezvous in; `who` names this rank in messages.
   C10dComm(ProcessGroupOptions options, c10::intrusive_ptr<c10d::Store> kv_store,
-           c10::intrusive_ptr<c10d::Store> pg_store, c10::intrusive_ptr<c10d::Backend> backend, int global_rank,
-           std::string who, std::shared_ptr<Accounting> accounting)
+           c10::intrusive_ptr<c10d::Store> pg_store, c10::intrusive_ptr<c10d::Backend> backend,
+           std::vector<int> members, int global_rank, std::string who, std::shared_ptr<Accounting> accounting)
       : options_(std::move(options)),
         kv_store_(std::move(kv_store)),
         pg_store_(std::move(pg_store)),
         backend_(std::move(backend)),
+        members_(std::move(members)),
         global_rank_(global_rank),
         who_(std::move(who)),
         accounting_(std::move(accounting)) {}
@@ -203,8 +225,10 @@ class C10dComm final : public ProcessGroupComm {
 
   int rank() const override { return options_.world.rank; }
   int world_size() const override { return options_.world.world_size; }
+  torch::Device device() const override { return options_.device; }
 
   std::shared_ptr<CommWork> all_reduce(torch::Tensor& tensor, ReduceOp op, bool async) override {
+    check_comm_device(*this, "all_reduce", tensor);
     Staged t(tensor);
     return launch("all_reduce", static_cast<std::int64_t>(tensor.nbytes()), all_reduce_bus_factor(world_size()),
                   async, [&] {
@@ -219,6 +243,8 @@ class C10dComm final : public ProcessGroupComm {
 
   std::shared_ptr<CommWork> reduce_scatter(torch::Tensor& output, const torch::Tensor& input, ReduceOp op,
                                            bool async) override {
+    check_comm_device(*this, "reduce_scatter", output);
+    check_comm_device(*this, "reduce_scatter", input);
     check_sizes("reduce_scatter", output, input, output.numel() * world_size() == input.numel(),
                 "output numel * world size == input numel");
     Staged out(output);
@@ -236,6 +262,8 @@ class C10dComm final : public ProcessGroupComm {
   }
 
   std::shared_ptr<CommWork> all_gather(torch::Tensor& output, const torch::Tensor& input, bool async) override {
+    check_comm_device(*this, "all_gather", output);
+    check_comm_device(*this, "all_gather", input);
     check_sizes("all_gather", output, input, output.numel() == input.numel() * world_size(),
                 "output numel == input numel * world size");
     Staged out(output);
@@ -252,6 +280,7 @@ class C10dComm final : public ProcessGroupComm {
   }
 
   std::shared_ptr<CommWork> broadcast(torch::Tensor& tensor, int root, bool async) override {
+    check_comm_device(*this, "broadcast", tensor);
     if (root < 0 || root >= world_size()) {
       throw Error(who_ + ": broadcast root " + std::to_string(root) + " is not a rank (0.." +
                   std::to_string(world_size() - 1) + ")");
@@ -274,6 +303,7 @@ class C10dComm final : public ProcessGroupComm {
   }
 
   std::shared_ptr<Comm> subgroup(const std::vector<int>& ranks) override;
+  std::shared_ptr<Comm> separate_stream() override;
 
   void set_phase(CommPhase phase) override {
     std::lock_guard lock(accounting_->mutex);
@@ -355,7 +385,7 @@ class C10dComm final : public ProcessGroupComm {
       c.payload_bytes += payload;
       c.bus_bytes += static_cast<double>(payload) * bus_factor;
     }
-    C10dWork::Info info{op, payload, phase, who_, global_rank_, options_.timeout};
+    C10dWork::Info info{op, payload, phase, who_, global_rank_, options_.timeout, options_.backend == "nccl"};
     c10::intrusive_ptr<c10d::Work> work;
     try {
       // c10d tags collectives with a per-group counter that is not thread-safe: launches from
@@ -385,11 +415,14 @@ class C10dComm final : public ProcessGroupComm {
   c10::intrusive_ptr<c10d::Store> kv_store_;
   c10::intrusive_ptr<c10d::Store> pg_store_;
   c10::intrusive_ptr<c10d::Backend> backend_;
+  std::vector<int> members_;  // job ranks of this communicator, ascending
   int global_rank_;
   std::string who_;
   std::shared_ptr<Accounting> accounting_;
   std::mutex launch_mutex_;
-  int subgroups_ = 0;  // groups created so far (part of their store prefix)
+
+  /// A new communicator over `ranks` (job ranks, validated by the caller).
+  std::shared_ptr<Comm> make_group(const std::vector<int>& ranks, const char* what);
 };
 
 c10::intrusive_ptr<c10d::Backend> make_gloo(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store);
@@ -397,20 +430,36 @@ c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const 
                                             torch::Device& device);
 
 std::shared_ptr<Comm> C10dComm::subgroup(const std::vector<int>& ranks) {
-  const auto me = std::find(ranks.begin(), ranks.end(), global_rank_);
-  bool ok = me != ranks.end() && std::is_sorted(ranks.begin(), ranks.end()) &&
-            std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end();
-  for (int r : ranks) ok = ok && r >= 0 && r < options_.world.world_size;
+  bool ok = std::find(ranks.begin(), ranks.end(), global_rank_) != ranks.end() &&
+            std::is_sorted(ranks.begin(), ranks.end()) && std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end();
+  for (int r : ranks) ok = ok && std::binary_search(members_.begin(), members_.end(), r);
   if (!ok) {
-    throw Error(who_ + ": subgroup ranks must be ascending, distinct job ranks that include this rank; got [" +
-                fmt::format("{}", fmt::join(ranks, ",")) + "]");
+    throw Error(fmt::format("{}: subgroup ranks must be ascending, distinct job ranks of this group [{}] that include "
+                            "this rank; got [{}]",
+                            who_, fmt::join(members_, ","), fmt::join(ranks, ",")));
   }
+  return make_group(ranks, "subgroup");
+}
+
+std::shared_ptr<Comm> C10dComm::separate_stream() {
+  if (!options_.device.is_cuda()) return std::shared_ptr<Comm>(std::shared_ptr<Comm>{}, this);
+  return make_group(members_, "stream");
+}
+
+std::shared_ptr<Comm> C10dComm::make_group(const std::vector<int>& ranks, const char* what) {
   ProcessGroupOptions o = options_;
-  o.world.rank = static_cast<int>(me - ranks.begin());
+  o.world.rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), global_rank_) - ranks.begin());
   o.world.world_size = static_cast<int>(ranks.size());
   const std::string members = fmt::format("{}", fmt::join(ranks, ","));
-  auto store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("sub{}/{}", subgroups_++, members), pg_store_);
-  const std::string who = fmt::format("{} (group [{}])", who_, members);
+  int index = 0;
+  {
+    // Every rank creates its communicators in the same order, so the count names the same group
+    // on every member (the member list tells apart groups created at the same position).
+    std::lock_guard lock(accounting_->mutex);
+    index = accounting_->groups_created++;
+  }
+  auto store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("{}{}/{}", what, index, members), pg_store_);
+  const std::string who = fmt::format("{} ({} [{}])", who_, what, members);
   c10::intrusive_ptr<c10d::Backend> backend;
   try {
     backend = o.backend == "nccl" ? make_nccl(o, store, o.device) : make_gloo(o, store);
@@ -418,10 +467,10 @@ std::shared_ptr<Comm> C10dComm::subgroup(const std::vector<int>& ranks) {
     throw;
   } catch (...) {
     throw DistributedError(global_rank_, "rendezvous",
-                           who + ": could not create the " + o.backend + " subgroup: " + current_exception_message(),
+                           who + ": could not create the " + o.backend + " " + what + ": " + current_exception_message(),
                            "every member of a group must create it, in the same order on every rank");
   }
-  return std::make_shared<C10dComm>(o, kv_store_, pg_store_, backend, global_rank_, who, accounting_);
+  return std::make_shared<C10dComm>(o, kv_store_, pg_store_, backend, ranks, global_rank_, who, accounting_);
 }
 
 bool is_loopback(const std::string& host) {
@@ -541,8 +590,10 @@ std::unique_ptr<ProcessGroupComm> make_process_group_comm(const ProcessGroupOpti
     }
   }
 
-  auto comm = std::make_unique<C10dComm>(o, kv_store, pg_store, backend, o.world.rank, rank_name(o.world),
-                                         std::make_shared<Accounting>());
+  std::vector<int> members(static_cast<std::size_t>(o.world.world_size));
+  std::iota(members.begin(), members.end(), 0);
+  auto comm = std::make_unique<C10dComm>(o, kv_store, pg_store, backend, std::move(members), o.world.rank,
+                                         rank_name(o.world), std::make_shared<Accounting>());
   try {
     comm->connect_barrier();
   } catch (...) {

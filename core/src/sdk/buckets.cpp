@@ -25,19 +25,6 @@ std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<torch::Te
   return buckets;
 }
 
-void GradBucket::bind(const std::vector<torch::Tensor>& all_params) {
-  std::int64_t total = 0;
-  for (auto i : params) total += all_params[i].numel();
-  const auto& first = all_params[params.front()];
-  flat = torch::zeros({total}, first.options().requires_grad(false));
-  std::int64_t offset = 0;
-  for (auto i : params) {
-    auto p = all_params[i];
-    p.mutable_grad() = flat.narrow(0, offset, p.numel()).view_as(p);
-    offset += p.numel();
-  }
-}
-
 BucketSchedule::BucketSchedule(const std::vector<std::vector<std::size_t>>& buckets, std::size_t param_count,
                                std::function<void(std::size_t)> launch)
     : bucket_of_(param_count), pending_(buckets.size()), ready_(param_count, false), launch_(std::move(launch)) {

@@ -30,3 +30,25 @@ std::string PrecisionPolicy::describe() const {
 }
 
 }  // namespace strata
+
+namespace strata {
+
+void Precision::cast_frozen_state(torch::nn::Module& module) const {
+  if (!mixed()) return;
+  torch::NoGradGuard no_grad;
+  for (auto& buffer : module.buffers())
+    if (buffer.is_floating_point() && buffer.scalar_type() != param_dtype()) buffer.set_data(buffer.to(param_dtype()));
+  for (auto& p : module.parameters())
+    if (!p.requires_grad() && p.is_floating_point() && p.scalar_type() != param_dtype())
+      p.set_data(p.to(param_dtype()));
+}
+
+torch::Tensor Precision::compute(const torch::Tensor& x) const {
+  return x.is_floating_point() && x.scalar_type() != param_dtype() ? x.to(param_dtype()) : x;
+}
+
+torch::Tensor Precision::wire(const torch::Tensor& grads) const {
+  return grads.scalar_type() == reduce_dtype() ? grads : grads.to(reduce_dtype());
+}
+
+}  // namespace strata

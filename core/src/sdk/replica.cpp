@@ -2,137 +2,244 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <torch/utils.h>
 
 #include "strata/errors.hpp"
+#include "tensorboard/crc32c.hpp"
 
 namespace strata {
 
 MultiDevice::~MultiDevice() = default;
+ReplicaDigest::~ReplicaDigest() = default;
 
-void broadcast_model(Model& model, Comm& comm) {
+void broadcast_module(torch::nn::Module& module, Comm& comm) {
   if (comm.world_size() == 1) return;
   // In-place writes into leaf parameters must not be recorded by autograd.
   torch::NoGradGuard no_grad;
-  for (auto& t : model.parameters()) comm.broadcast(t, 0);
-  for (auto& t : model.buffers()) comm.broadcast(t, 0);
+  for (auto& t : module.parameters()) comm.broadcast(t, 0);
+  for (auto& t : module.buffers()) comm.broadcast(t, 0);
 }
 
 torch::Tensor state_dict_copy(const torch::Tensor& tensor) {
-  return tensor.is_floating_point() ? tensor.detach().to(torch::kFloat32, false, /*copy=*/true)
-                                    : tensor.detach().clone();
+  auto cpu = tensor.detach().to(torch::kCPU);
+  if (cpu.is_floating_point()) cpu = cpu.to(torch::kFloat32);
+  return cpu.is_same(tensor) || cpu.data_ptr() == tensor.data_ptr() ? cpu.clone() : cpu;
 }
 
-void append_buffers(StateDict& state, const Model& model) {
+void append_frozen_state(StateDict& state, const Model& model) {
+  for (const auto& p : model.named_parameters())
+    if (!p.value().requires_grad()) state.emplace_back(p.key(), state_dict_copy(p.value()));
   for (const auto& b : model.named_buffers()) state.emplace_back(b.key(), state_dict_copy(b.value()));
 }
 
-void ReplicaStrategy::place(const StrategySetup& s) {
-  model_ = s.model;
-  device_ = s.device;
-  rank_ = s.comm->rank();
-  model_->to(device_);
-  broadcast_model(*model_, *s.comm);
-  for (const auto& p : model_->named_parameters())
-    if (p.value().requires_grad()) {
-      params_.push_back(p.value());
-      param_names_.push_back(p.key());
-    }
+std::uint32_t tensor_digest(const torch::Tensor& tensor, std::uint32_t crc) {
+  const auto cpu = tensor.detach().to(torch::kCPU).contiguous();
+  return tb::crc32c(cpu.data_ptr(), cpu.nbytes(), crc);
 }
 
-void ReplicaStrategy::take_over(const StrategySetup& s) {
-  place(s);
-  precision_ = s.precision;
-  if (precision_.mixed()) {
-    torch::NoGradGuard no_grad;
-    for (const auto& p : params_) {
-      auto master = p.detach().to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);
-      master.set_requires_grad(true);
-      master.mutable_grad() = torch::zeros_like(master);
-      masters_.push_back(master);
+std::vector<std::pair<std::string, torch::Tensor>> unique_trainable_parameters(
+    const Model& model, std::vector<std::pair<std::string, std::string>>* aliases) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  std::unordered_map<const void*, std::string> seen;
+  for (const auto& p : model.named_parameters()) {
+    if (!p.value().requires_grad()) continue;
+    const void* impl = p.value().unsafeGetTensorImpl();
+    if (auto it = seen.find(impl); it != seen.end()) {
+      if (aliases) aliases->emplace_back(p.key(), it->second);
+      continue;
     }
-    model_->to(precision_.param);
+    seen.emplace(impl, p.key());
+    out.emplace_back(p.key(), p.value());
   }
-  optimizer_ = make_optimizer(precision_.mixed() ? masters_ : params_, s.optimizer);
+  return out;
+}
+
+void ReplicaStrategy::take_over(const StrategySetup& s, ReplicaLayout layout) {
+  model_ = s.model;
+  device_ = s.device;
+  comm_ = s.comm;
+  rank_ = comm_->rank();
+  precision_ = Precision(s.precision);
+  layout_ = layout;
+  model_->to(device_);
+  broadcast_module(*model_, *comm_);
+  precision_.cast_frozen_state(*model_);
+  for (auto& [name, p] : unique_trainable_parameters(*model_, &aliases_)) {
+    params_.push_back(p);
+    param_names_.push_back(name);
+  }
+  const int n = layout_.shard != nullptr ? layout_.shard->world_size() : 1;
+  const int r = layout_.shard != nullptr ? layout_.shard->rank() : 0;
+  locate_.resize(params_.size());
+  for (const auto& bucket : assign_buckets(params_, layout_.bucket_cap_bytes)) {
+    std::vector<torch::Tensor> params;
+    std::vector<std::string> names;
+    for (auto i : bucket) {
+      locate_[i] = {groups_.size(), params.size()};
+      params.push_back(params_[i]);
+      names.push_back(param_names_[i]);
+    }
+    groups_.push_back(std::make_unique<FlatGroup>(std::move(params), std::move(names),
+                                                  FlatGroupOptions{r, n, Residency::kPersistent, layout_.grads,
+                                                                   precision_}));
+  }
+  optimizer_ = make_optimizer(masters(), s.optimizer);
+  reduce_gradients({});  // no collectives: float32 accumulation only
+}
+
+void ReplicaStrategy::reduce_gradients(GradReducerOptions options) {
+  reducer_.reset();  // its hooks go first
+  options.shard = layout_.shard;
+  std::vector<FlatGroup*> groups;
+  for (auto& g : groups_) groups.push_back(g.get());
+  reducer_ = std::make_unique<GradReducer>(std::move(groups), precision_, std::move(options));
 }
 
 torch::Tensor ReplicaStrategy::replica_forward_backward(const Batch& batch, MicroStep micro) {
   model_->train();
-  auto inputs = batch.inputs.to(device_);
-  if (precision_.mixed() && inputs.is_floating_point()) inputs = inputs.to(precision_.param);
-  auto output = model_->forward(inputs).to(torch::kFloat32);
-  auto loss = model_->loss(output, batch.targets.to(device_));
+  auto output = Precision::output(model_->forward(precision_.compute(batch.inputs)));
+  auto loss = model_->loss(output, batch.targets);
+  reducer_->begin_backward(micro);
   (loss / micro.count).backward();
+  reducer_->end_backward(micro);
   return loss.detach();
 }
 
-double ReplicaStrategy::clip_replica_gradients(double max_norm) {
-  if (precision_.mixed()) {
-    torch::NoGradGuard no_grad;
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      const auto& g = params_[i].grad();
-      if (g.defined()) masters_[i].mutable_grad().copy_(g);
-    }
-  }
-  const auto& optimized = precision_.mixed() ? masters_ : params_;
-  const double norm = std::sqrt(grad_square_sum(optimized).item<double>());
-  clip_gradients(optimized, norm, max_norm);
+torch::Tensor ReplicaStrategy::forward_backward(const Batch& batch, MicroStep micro) {
+  return replica_forward_backward(batch, micro);
+}
+
+std::vector<torch::Tensor> ReplicaStrategy::masters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& g : groups_) out.push_back(g->master());
+  return out;
+}
+
+torch::Tensor ReplicaStrategy::finish_gradients(double max_norm) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& g : groups_) grads.push_back(g->master().grad());
+  auto norm = (layout_.shard != nullptr ? global_square_sum(grads, *layout_.shard) : square_sum(grads, device_)).sqrt();
+  clip_gradients(grads, norm, max_norm);
   return norm;
 }
 
-void ReplicaStrategy::replica_step(double lr) {
-  set_learning_rate(*optimizer_, lr);
-  optimizer_->step();
+void ReplicaStrategy::step(double lr) {
+  optimizer_->step(lr);
+  masters_to_params();
+  zero_grad();
+}
+
+void ReplicaStrategy::zero_grad() {
+  for (auto& g : groups_) g->zero_grad();
+}
+
+const torch::Tensor& ReplicaStrategy::grad_view(std::size_t i) const {
+  const auto [g, k] = locate_.at(i);
+  return groups_[g]->grad_view(k);
+}
+
+void ReplicaStrategy::masters_to_params() {
   torch::NoGradGuard no_grad;
-  if (precision_.mixed())
-    for (std::size_t i = 0; i < params_.size(); ++i) params_[i].copy_(masters_[i]);
-  // Zeroed in place (not optimizer zero_grad, which detaches: gradients may be bucket views).
-  for (const auto* list : {&params_, &masters_})
-    for (const auto& t : *list)
-      if (t.grad().defined()) t.grad().zero_();
+  for (auto& g : groups_) g->master_to_full();
+  if (layout_.shard == nullptr || layout_.shard->world_size() == 1) return;
+  // All-gather the owned chunks, consecutive groups together up to allgather_cap_bytes_ per call
+  // (a call of several groups is rank-major: [rank][group chunks]).
+  const int world = layout_.shard->world_size();
+  struct Call {
+    std::vector<std::size_t> groups;
+    torch::Tensor input, output;
+    std::shared_ptr<CommWork> work;
+  };
+  std::vector<Call> calls;
+  std::int64_t filled = 0;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const auto bytes = static_cast<std::int64_t>(groups_[g]->full().nbytes());
+    if (calls.empty() || filled + bytes > allgather_cap_bytes_) {
+      calls.emplace_back();
+      filled = 0;
+    }
+    calls.back().groups.push_back(g);
+    filled += bytes;
+  }
+  for (auto& c : calls) {
+    if (c.groups.size() == 1) {
+      auto& g = *groups_[c.groups.front()];
+      c.input = g.gather_input();  // the output overlaps the owned chunk
+      c.output = g.full();
+    } else {
+      std::vector<torch::Tensor> chunks;
+      for (auto i : c.groups) chunks.push_back(groups_[i]->chunk_of(groups_[i]->full(), groups_[i]->shard_rank()));
+      c.input = torch::cat(chunks);
+      c.output = torch::empty({c.input.numel() * world}, c.input.options());
+    }
+    c.work = layout_.shard->all_gather(c.output, c.input, /*async=*/true);
+  }
+  for (auto& c : calls) {
+    c.work->wait();
+    if (c.groups.size() == 1) continue;
+    auto rows = c.output.view({world, c.input.numel()});
+    std::int64_t offset = 0;
+    for (auto i : c.groups) {
+      auto& g = *groups_[i];
+      g.full().view({world, g.chunk()}).copy_(rows.narrow(1, offset, g.chunk()));
+      offset += g.chunk();
+    }
+  }
 }
 
 torch::Tensor ReplicaStrategy::evaluate(const torch::Tensor& inputs) {
   model_->eval();
   torch::NoGradGuard no_grad;
-  auto x = inputs.to(device_);
-  if (precision_.mixed() && x.is_floating_point()) x = x.to(precision_.param);
-  return model_->forward(x).to(torch::kFloat32);
+  return Precision::output(model_->forward(precision_.compute(inputs)));
 }
 
 double ReplicaStrategy::parameter_norm() {
-  return std::sqrt(square_sum(precision_.mixed() ? masters_ : params_).item<double>());
-}
-
-std::vector<torch::Tensor> ReplicaStrategy::gradient_buffers() const {
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : params_) grads.push_back(p.grad());
-  return grads;
+  const auto m = masters();
+  const auto sum = layout_.shard != nullptr ? global_square_sum(m, *layout_.shard, SumPrecision::kExact)
+                                            : square_sum(m, device_, SumPrecision::kExact);
+  return std::sqrt(sum.item<double>());
 }
 
 ModelStateBytes ReplicaStrategy::memory() const {
-  auto grads = gradient_buffers();
-  for (const auto& m : masters_) grads.push_back(m.grad());
-  return {tensor_bytes(params_) + tensor_bytes(masters_), tensor_bytes(grads),
-          optimizer_ ? optimizer_state_bytes(*optimizer_) : 0};
+  std::vector<torch::Tensor> params, grads;
+  for (const auto& g : groups_) {
+    for (auto& t : g->param_tensors()) params.push_back(t);
+    for (auto& t : g->grad_tensors()) grads.push_back(t);
+  }
+  return {storage_bytes(params), storage_bytes(grads), optimizer_ ? optimizer_->state_bytes() : 0};
 }
 
 StateDict ReplicaStrategy::full_state_dict() {
-  StateDict state;
-  if (rank_ != 0) return state;
   torch::NoGradGuard no_grad;
-  for (const auto& p : model_->named_parameters()) {
-    torch::Tensor value = p.value();
-    if (precision_.mixed()) {
-      auto it = std::find(param_names_.begin(), param_names_.end(), p.key());
-      if (it != param_names_.end()) value = masters_[static_cast<std::size_t>(it - param_names_.begin())];
+  std::map<std::string, torch::Tensor> values;  // rank 0: every trainable parameter, float32 on the CPU
+  for (const auto& g : groups_) {
+    torch::Tensor full = g->master();
+    if (g->shard_size() > 1) {
+      full = torch::empty({g->padded()}, g->master().options().requires_grad(false));
+      layout_.shard->all_gather(full, g->master().detach());
     }
-    state.emplace_back(p.key(), state_dict_copy(value));
+    if (rank_ != 0) continue;
+    const auto views = g->views(full.detach());
+    for (std::size_t k = 0; k < g->size(); ++k) values[g->name(k)] = state_dict_copy(views[k]);
   }
-  append_buffers(state, *model_);
+  if (rank_ != 0) return {};
+  for (const auto& [alias, name] : aliases_) values[alias] = values.at(name);
+  StateDict state;
+  for (const auto& p : model_->named_parameters())
+    if (p.value().requires_grad()) state.emplace_back(p.key(), values.at(p.key()));
+  append_frozen_state(state, *model_);
   return state;
+}
+
+std::vector<std::uint32_t> ReplicaStrategy::replica_digests() const {
+  std::uint32_t crc = 0;
+  for (const auto& g : groups_) crc = tensor_digest(g->full(), crc);
+  for (const auto& b : model_->buffers()) crc = tensor_digest(b, crc);
+  return {crc};
 }
 
 }  // namespace strata

@@ -1,6 +1,7 @@
 #include "strata/sharded_strategy.hpp"
 
 #include <cmath>
+#include <map>
 
 #include <torch/utils.h>
 
@@ -11,51 +12,56 @@ namespace strata {
 void ShardedStrategy::take_over(const StrategySetup& s, Comm& shard, Comm* replicate, UnitShardOptions options) {
   model_ = s.model;
   comm_ = s.comm;
-  model_->to(s.device);
-  broadcast_model(*model_, *comm_);
   options.precision = s.precision;
-  shards_ = std::make_unique<UnitShards>(model_, s.device, shard, replicate, options);
+  shards_ = std::make_unique<UnitShards>(model_, s.device, *comm_, shard, replicate, std::move(options));
   optimizer_ = make_optimizer(shards_->masters(), s.optimizer);
 }
 
 torch::Tensor ShardedStrategy::forward_backward(const Batch& batch, MicroStep micro) {
   model_->train();
   auto output = shards_->forward(batch.inputs, /*train=*/true);
-  auto loss = model_->loss(output.to(torch::kFloat32), batch.targets.to(output.device()));
+  auto loss = model_->loss(Precision::output(output), batch.targets);
+  shards_->begin_backward(micro);
   (loss / micro.count).backward();
-  shards_->finish_backward(micro.last());
+  shards_->end_backward(micro);
   return loss.detach();
 }
 
-double ShardedStrategy::finish_gradients(double max_norm) {
-  const double norm = std::sqrt(shards_->grad_square_norm());
-  clip_gradients(shards_->masters(), norm, max_norm);
+torch::Tensor ShardedStrategy::finish_gradients(double max_norm) {
+  auto norm = shards_->grad_square_norm().sqrt();
+  clip_gradients(shards_->master_grads(), norm, max_norm);
   return norm;
 }
 
 void ShardedStrategy::step(double lr) {
-  set_learning_rate(*optimizer_, lr);
-  optimizer_->step();
+  optimizer_->step(lr);
   shards_->zero_grad();
 }
 
 torch::Tensor ShardedStrategy::evaluate(const torch::Tensor& inputs) {
   model_->eval();
   torch::NoGradGuard no_grad;
-  return shards_->forward(inputs, /*train=*/false).to(torch::kFloat32);
+  return Precision::output(shards_->forward(inputs, /*train=*/false));
 }
 
-double ShardedStrategy::parameter_norm() { return std::sqrt(shards_->square_norm()); }
+double ShardedStrategy::parameter_norm() { return std::sqrt(shards_->square_norm().item<double>()); }
 
 ModelStateBytes ShardedStrategy::memory() const {
   const auto [params, grads] = shards_->held_bytes();
-  return {params, grads, optimizer_ ? optimizer_state_bytes(*optimizer_) : 0};
+  return {params, grads, optimizer_ ? optimizer_->state_bytes() : 0};
 }
 
 StateDict ShardedStrategy::full_state_dict() {
-  auto state = shards_->full_parameters();
-  if (comm_->rank() != 0) return {};
-  append_buffers(state, *model_);
+  std::map<std::string, torch::Tensor> values;
+  const bool keep = comm_->rank() == 0;
+  shards_->for_each_full_parameter([&](const std::string& name, const torch::Tensor& value) {
+    if (keep) values[name] = state_dict_copy(value);
+  });
+  if (!keep) return {};
+  StateDict state;
+  for (const auto& p : model_->named_parameters())
+    if (p.value().requires_grad()) state.emplace_back(p.key(), values.at(p.key()));
+  append_frozen_state(state, *model_);
   return state;
 }
 

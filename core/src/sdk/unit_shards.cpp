@@ -1,152 +1,132 @@
 #include "strata/unit_shards.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
-#include <c10/core/StorageImpl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/utils.h>
 
 #include "strata/errors.hpp"
 #include "strata/optim.hpp"
+#include "strata/replica.hpp"
 
 namespace strata {
 
-void free_storage(const torch::Tensor& tensor) {
-  auto* storage = tensor.storage().unsafeGetStorageImpl();
-  if (storage->nbytes() == 0) return;
-  storage->set_data_ptr_noswap(storage->allocator()->allocate(0));
-  storage->set_nbytes(0);
-}
+namespace {
 
-void reallocate_storage(const torch::Tensor& tensor, std::size_t bytes) {
-  auto* storage = tensor.storage().unsafeGetStorageImpl();
-  if (storage->nbytes() == bytes) return;
-  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
-  storage->set_nbytes(bytes);
-}
-
-std::int64_t storage_bytes(const std::vector<torch::Tensor>& tensors) {
-  std::unordered_set<const void*> seen;
-  std::int64_t total = 0;
-  for (const auto& t : tensors) {
-    if (!t.defined()) continue;
-    const auto* storage = t.storage().unsafeGetStorageImpl();
-    if (seen.insert(storage).second) total += static_cast<std::int64_t>(storage->nbytes());
+/// Trainable parameters outside every unit, and parameters that two names share: sharding by unit
+/// cannot place either, so setup refuses them by name.
+void check_shardable(const Model& model, const std::string& owner) {
+  std::unordered_set<const void*> in_units;
+  for (const auto& unit : model.units())
+    for (const auto& p : unit->parameters()) in_units.insert(p.unsafeGetTensorImpl());
+  std::vector<std::string> outside, tied;
+  std::unordered_map<const void*, std::string> first;
+  for (const auto& p : model.named_parameters()) {
+    if (!p.value().requires_grad()) continue;
+    const void* impl = p.value().unsafeGetTensorImpl();
+    if (!in_units.count(impl)) outside.push_back(p.key());
+    if (auto [it, fresh] = first.emplace(impl, p.key()); !fresh) tied.push_back(fmt::format("{} = {}", p.key(), it->second));
   }
-  return total;
+  if (!outside.empty())
+    throw Error(fmt::format("{}: trainable parameter(s) registered on the model outside every unit: {}.", owner,
+                            fmt::join(outside, ", ")),
+                "zero3 and fsdp shard the model unit by unit; register these parameters inside a unit (or freeze "
+                "them), or use a replica strategy (ddp, zero1, zero2)");
+  if (!tied.empty())
+    throw Error(fmt::format("{}: parameters shared under two names (tied weights): {}.", owner, fmt::join(tied, ", ")),
+                "zero3 and fsdp shard each unit's parameters on their own and cannot shard one tensor for two "
+                "units; untie them, or use a replica strategy (ddp, zero1, zero2), which hold a tied parameter once");
 }
 
-/// One flat parameter group of a unit.
-struct UnitShards::Group {
-  enum class State { kFreed, kGathering, kGathered };
-  std::size_t unit = 0;
-  std::vector<torch::Tensor> params;  // the model's leaves, views into `full`
-  std::vector<std::string> names;
-  std::vector<std::int64_t> offsets;
-  std::int64_t numel = 0;
-  std::int64_t padded = 0;  // numel rounded up to a multiple of the shard group size
-  std::int64_t chunk = 0;   // padded / N
-  torch::Tensor full;       // [padded] in the parameter dtype; storage allocated only while gathered
-  bool alias = false;       // full is the master shard itself (N = 1, float32): never gathered or freed
-  State state = State::kFreed;
-  std::shared_ptr<CommWork> gather_work;
-  torch::Tensor gather_source;  // the master shard in the parameter dtype, while a gather runs
-  torch::Tensor grad_shard;     // [chunk] float32, accumulated over micro-batches
-  torch::Tensor staged;         // [padded] gradients in the reduce dtype, waiting to be reduced
-  std::size_t grads_seen = 0;   // parameters whose gradient arrived in this backward
-  bool reduced = false;         // gradients handed to a reduction in this backward
+}  // namespace
 
-  std::size_t full_bytes() const { return static_cast<std::size_t>(padded) * full.element_size(); }
-};
-
-struct UnitShards::Unit {
-  std::vector<std::size_t> groups;
-  std::size_t staged = 0;  // groups whose gradients are staged in this backward
-};
-
-/// One reduce-scatter over consecutive groups: input rank-major [N, sum of chunks].
-struct UnitShards::Reduction {
-  std::vector<std::size_t> groups;
-  torch::Tensor input;
-  torch::Tensor output;  // [sum of chunks]
-  std::shared_ptr<CommWork> work;
-};
-
-UnitShards::UnitShards(std::shared_ptr<Model> model, torch::Device device, Comm& shard, Comm* replicate,
+UnitShards::UnitShards(std::shared_ptr<Model> model, torch::Device device, Comm& job, Comm& shard, Comm* replicate,
                        UnitShardOptions options)
-    : model_(std::move(model)), device_(device), shard_(shard), replicate_(replicate), options_(options) {
-  torch::NoGradGuard no_grad;
-  const int n = shard_.world_size();
-  const int rank = shard_.rank();
-  const auto master_options = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
-  const auto& units = model_->units();
-  units_.resize(units.size());
-  for (std::size_t u = 0; u < units.size(); ++u) {
-    std::vector<std::pair<std::string, torch::Tensor>> params;
-    for (const auto& p : units[u]->named_parameters())
-      if (p.value().requires_grad()) params.emplace_back(model_->unit_names()[u] + "." + p.key(), p.value());
-    // Cut the unit into groups of about group_cap_bytes (one group when the cap is 0).
-    std::int64_t filled = 0;
-    for (auto& [name, p] : params) {
-      if (p.scalar_type() != torch::kFloat32)
-        throw Error(fmt::format("parameter {} is {}; sharded strategies take float32 models (set [precision] "
-                                "param_dtype for low-precision compute)",
-                                name, c10::toString(p.scalar_type())));
-      const auto bytes = static_cast<std::int64_t>(p.nbytes());
-      if (units_[u].groups.empty() ||
-          (options_.group_cap_bytes > 0 && filled > 0 && filled + bytes > options_.group_cap_bytes)) {
-        units_[u].groups.push_back(groups_.size());
-        groups_.push_back(std::make_unique<Group>());
-        groups_.back()->unit = u;
-        filled = 0;
-      }
-      auto& g = *groups_.back();
-      g.params.push_back(p);
-      g.names.push_back(name);
-      g.offsets.push_back(g.numel);
-      g.numel += p.numel();
-      filled += bytes;
+    : model_(std::move(model)),
+      device_(device),
+      shard_(shard),
+      replicate_(replicate),
+      options_(std::move(options)),
+      precision_(options_.precision) {
+  check_shardable(*model_, options_.owner);
+  gather_lane_ = shard_.separate_stream();
+  units_.resize(model_->units().size());
+  for (std::size_t u = 0; u < units_.size(); ++u) take_over_unit(u, job);
+  // What the model holds outside its units (buffers, frozen parameters): placed like a unit's.
+  {
+    std::unordered_set<const void*> in_units;
+    for (const auto& unit : model_->units()) {
+      for (const auto& p : unit->parameters()) in_units.insert(p.unsafeGetTensorImpl());
+      for (const auto& b : unit->buffers()) in_units.insert(b.unsafeGetTensorImpl());
+    }
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> rest = model_->parameters();
+    for (const auto& b : model_->buffers()) rest.push_back(b);
+    for (auto& t : rest) {
+      if (in_units.count(t.unsafeGetTensorImpl())) continue;
+      t.set_data(t.to(device_));
+      if (job.world_size() > 1) job.broadcast(t, 0);
+      if (precision_.mixed() && t.is_floating_point()) t.set_data(t.to(precision_.param_dtype()));
     }
   }
-  for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
-    auto& g = *groups_[gi];
-    g.padded = (g.numel + n - 1) / n * n;
-    g.chunk = g.padded / n;
-    auto flat = torch::zeros({g.padded}, master_options);
-    for (std::size_t k = 0; k < g.params.size(); ++k)
-      flat.narrow(0, g.offsets[k], g.params[k].numel()).copy_(g.params[k].detach().reshape({-1}));
-    auto master = flat.narrow(0, rank * g.chunk, g.chunk).clone();
-    g.alias = n == 1 && !options_.precision.mixed();
-    g.full = g.alias ? master : flat.to(options_.precision.param);
-    for (std::size_t k = 0; k < g.params.size(); ++k) {
-      auto p = g.params[k];
-      p.set_data(g.full.narrow(0, g.offsets[k], p.numel()).view(p.sizes()));
-    }
-    g.state = Group::State::kGathered;
-    if (!g.alias) {
-      free_storage(g.full);
-      g.state = Group::State::kFreed;
-    }
-    master.set_requires_grad(true);
-    g.grad_shard = torch::zeros({g.chunk}, master_options);
-    master.mutable_grad() = g.grad_shard;
-    masters_.push_back(master);
-    for (const auto& p : g.params) hooks_.push_back(add_grad_ready_hook(p, [this, gi] { grad_ready(gi); }));
+  gathers_.resize(groups_.size());
+  gather_inputs_.resize(groups_.size());
+  // Reductions in launch order: backward completes the last unit first.
+  std::vector<FlatGroup*> launch;
+  for (std::size_t g = groups_.size(); g-- > 0;) launch.push_back(groups_[g].get());
+  GradReducerOptions r;
+  r.shard = shard_.world_size() > 1 ? &shard_ : nullptr;
+  r.replicate = replicate_;
+  r.overlap = options_.overlap;
+  r.coalesce_bytes = options_.reduce_cap_bytes;
+  r.max_in_flight = options_.reductions_in_flight;
+  r.owner = options_.owner;
+  r.missing_fix = "sharded strategies reduce each unit's gradients once all of them exist; every trainable "
+                  "parameter must take part in every forward";
+  r.on_group_complete = [this](std::size_t i) { group_complete(i); };
+  reducer_ = std::make_unique<GradReducer>(std::move(launch), precision_, std::move(r));
+}
+
+void UnitShards::take_over_unit(std::size_t u, Comm& job) {
+  auto& unit = *model_->units()[u];
+  unit.to(device_);
+  broadcast_module(unit, job);
+  precision_.cast_frozen_state(unit);
+  std::vector<torch::Tensor> params;
+  std::vector<std::string> names;
+  std::int64_t filled = 0;
+  auto close_group = [&] {
+    if (params.empty()) return;
+    units_[u].groups.push_back(groups_.size());
+    groups_.push_back(std::make_unique<FlatGroup>(
+        std::move(params), std::move(names),
+        FlatGroupOptions{shard_.rank(), shard_.world_size(), Residency::kGathered, GradHolding::kShard, precision_}));
+    params.clear();
+    names.clear();
+    filled = 0;
+  };
+  // Cut the unit into groups of about group_cap_bytes (one group when the cap is 0). The
+  // FlatGroup takes the parameters over: their storage on the device is freed as each is built.
+  for (const auto& p : unit.named_parameters()) {
+    if (!p.value().requires_grad()) continue;
+    const auto bytes = static_cast<std::int64_t>(p.value().nbytes());
+    if (options_.group_cap_bytes > 0 && filled > 0 && filled + bytes > options_.group_cap_bytes) close_group();
+    params.push_back(p.value());
+    names.push_back(model_->unit_names()[u] + "." + p.key());
+    filled += bytes;
   }
+  close_group();
 }
 
 UnitShards::~UnitShards() {
-  // Pending collectives hold tensors of this object: complete them (errors were reported before).
-  for (auto& r : pending_)
+  reducer_.reset();
+  // Pending all-gathers write into buffers of this object: complete them (errors were reported before).
+  for (auto& w : gathers_)
     try {
-      if (r->work) r->work->wait();
-    } catch (...) {
-    }
-  for (auto& g : groups_)
-    try {
-      if (g->gather_work) g->gather_work->wait();
+      if (w) w->wait();
     } catch (...) {
     }
 }
@@ -155,45 +135,35 @@ void UnitShards::gather(std::size_t unit) {
   torch::NoGradGuard no_grad;
   for (auto gi : units_[unit].groups) {
     auto& g = *groups_[gi];
-    if (g.state != Group::State::kFreed) continue;
-    reallocate_storage(g.full, g.full_bytes());
-    auto source = masters_[gi].detach().to(options_.precision.param);
+    if (g.materialized() || gathers_[gi]) continue;
+    g.allocate_full();
     if (shard_.world_size() == 1) {
-      g.full.copy_(source);
-      g.state = Group::State::kGathered;
+      g.full().copy_(g.master());
       continue;
     }
-    g.gather_source = source;
-    g.gather_work = shard_.all_gather(g.full, g.gather_source, /*async=*/true);
-    g.state = Group::State::kGathering;
+    gather_inputs_[gi] = g.gather_input();
+    auto full = g.full();
+    gathers_[gi] = gather_lane_->all_gather(full, gather_inputs_[gi], /*async=*/true);
   }
 }
 
 void UnitShards::wait_gathered(std::size_t unit) {
   for (auto gi : units_[unit].groups) {
-    auto& g = *groups_[gi];
-    if (g.state != Group::State::kGathering) continue;
-    g.gather_work->wait();
-    g.gather_work.reset();
-    g.gather_source = torch::Tensor();
-    g.state = Group::State::kGathered;
+    if (!gathers_[gi]) continue;
+    gathers_[gi]->wait();  // the compute stream waits; the host does not
+    gathers_[gi].reset();
+    gather_inputs_[gi] = torch::Tensor();
   }
 }
 
 void UnitShards::release(std::size_t unit) {
   wait_gathered(unit);
-  for (auto gi : units_[unit].groups) {
-    auto& g = *groups_[gi];
-    if (g.alias) continue;
-    free_storage(g.full);
-    g.state = Group::State::kFreed;
-  }
+  for (auto gi : units_[unit].groups) groups_[gi]->release_full();
 }
 
 torch::Tensor UnitShards::forward(const torch::Tensor& input, bool train) {
   const auto& units = model_->units();
-  auto x = input.to(device_);
-  if (x.is_floating_point()) x = x.to(options_.precision.param);
+  auto x = precision_.compute(input);
   const bool backward = train && torch::GradMode::is_enabled();
   for (std::size_t u = 0; u < units.size(); ++u) {
     if (units_[u].groups.empty()) {
@@ -202,8 +172,8 @@ torch::Tensor UnitShards::forward(const torch::Tensor& input, bool train) {
     }
     gather(u);
     // Prefetch: the next units' all-gathers run while this unit computes.
-    for (std::size_t k = u + 1, issued = 0; k < units.size() && issued < static_cast<std::size_t>(options_.forward_prefetch);
-         ++k)
+    for (std::size_t k = u + 1, issued = 0;
+         k < units.size() && issued < static_cast<std::size_t>(options_.forward_prefetch); ++k)
       if (!units_[k].groups.empty()) {
         gather(k);
         ++issued;
@@ -226,150 +196,73 @@ void UnitShards::pre_backward(std::size_t unit) {
   wait_gathered(unit);
 }
 
-void UnitShards::grad_ready(std::size_t gi) {
-  auto& g = *groups_[gi];
-  if (++g.grads_seen < g.params.size()) return;
-  torch::NoGradGuard no_grad;
-  // Stage the gradients in the reduce dtype, zero-padded, and drop autograd's copies.
-  g.staged = torch::zeros({g.padded}, torch::TensorOptions().dtype(options_.precision.reduce).device(device_));
-  for (std::size_t k = 0; k < g.params.size(); ++k) {
-    auto& p = g.params[k];
-    g.staged.narrow(0, g.offsets[k], p.numel()).copy_(p.grad().reshape({-1}));
-    p.mutable_grad() = torch::Tensor();
-  }
-  g.grads_seen = 0;
-  g.reduced = true;
-  ready_.push_back(gi);
-  auto& unit = units_[g.unit];
-  if (++unit.staged == unit.groups.size()) {
-    unit.staged = 0;
-    release(g.unit);  // every gradient of the unit exists: its backward is over
-  }
-  if (options_.overlap) flush_reductions(false);
-}
-
-void UnitShards::flush_reductions(bool all) {
-  while (!ready_.empty()) {
-    // Take ready groups in order up to the reduce cap (at least one).
-    std::size_t take = 0;
-    std::int64_t bytes = 0;
-    while (take < ready_.size()) {
-      const auto& g = *groups_[ready_[take]];
-      const auto b = static_cast<std::int64_t>(g.staged.nbytes());
-      if (take > 0 && bytes + b > options_.reduce_cap_bytes) break;
-      bytes += b;
-      ++take;
-    }
-    if (take == ready_.size() && !all && bytes < options_.reduce_cap_bytes) return;  // bucket not full yet
-    auto r = std::make_unique<Reduction>();
-    r->groups.assign(ready_.begin(), ready_.begin() + static_cast<std::ptrdiff_t>(take));
-    ready_.erase(ready_.begin(), ready_.begin() + static_cast<std::ptrdiff_t>(take));
-    const int n = shard_.world_size();
-    std::vector<torch::Tensor> columns;
-    std::int64_t width = 0;
-    for (auto gi : r->groups) {
-      auto& g = *groups_[gi];
-      columns.push_back(g.staged.view({n, g.chunk}));
-      width += g.chunk;
-    }
-    r->input = columns.size() == 1 ? columns.front().reshape({-1}) : torch::cat(columns, 1).reshape({-1});
-    for (auto gi : r->groups) groups_[gi]->staged = torch::Tensor();
-    if (n == 1) {
-      r->output = r->input;
-    } else {
-      r->output = torch::empty({width}, r->input.options());
-      r->work = shard_.reduce_scatter(r->output, r->input, ReduceOp::kAvg, /*async=*/options_.overlap);
-    }
-    pending_.push_back(std::move(r));
+void UnitShards::group_complete(std::size_t launch_index) {
+  const std::size_t g = groups_.size() - 1 - launch_index;
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    auto& unit = units_[u];
+    if (std::find(unit.groups.begin(), unit.groups.end(), g) == unit.groups.end()) continue;
+    if (++unit.complete == unit.groups.size()) release(u);  // every gradient of the unit exists
+    return;
   }
 }
 
-void UnitShards::complete(Reduction& r) {
-  if (r.work) r.work->wait();
-  torch::NoGradGuard no_grad;
-  std::int64_t offset = 0;
-  for (auto gi : r.groups) {
-    auto& g = *groups_[gi];
-    g.grad_shard.add_(r.output.narrow(0, offset, g.chunk));
-    offset += g.chunk;
-  }
+void UnitShards::begin_backward(MicroStep micro) {
+  for (auto& u : units_) u.complete = 0;
+  reducer_->begin_backward(micro);
 }
 
-void UnitShards::finish_backward(bool last) {
-  // A group whose gradients were not all produced was never staged: name what is missing.
-  std::vector<std::string> missing;
-  for (auto& g : groups_) {
-    if (g->reduced) continue;
-    for (std::size_t k = 0; k < g->params.size(); ++k) {
-      if (!g->params[k].grad().defined()) missing.push_back(g->names[k]);
-      g->params[k].mutable_grad() = torch::Tensor();
-    }
-  }
-  flush_reductions(true);
-  for (auto& r : pending_) complete(*r);
-  pending_.clear();
-  for (auto& g : groups_) {
-    g->reduced = false;
-    g->grads_seen = 0;
-  }
-  for (auto& u : units_) u.staged = 0;
-  if (!missing.empty()) {
+void UnitShards::end_backward(MicroStep micro) {
+  try {
+    reducer_->end_backward(micro);
+  } catch (...) {
     for (std::size_t u = 0; u < units_.size(); ++u) release(u);
-    throw Error(fmt::format("{} parameter(s) received no gradient in this backward: {}", missing.size(),
-                            fmt::join(missing, ", ")),
-                "sharded strategies reduce each unit's gradients once all of them exist; every trainable "
-                "parameter must take part in every forward");
+    throw;
   }
-  if (last && replicate_ != nullptr && replicate_->world_size() > 1) {
-    torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> wire;
-    std::vector<std::shared_ptr<CommWork>> works;
-    for (auto& g : groups_) {
-      wire.push_back(g->grad_shard.to(options_.precision.reduce));
-      works.push_back(replicate_->all_reduce(wire.back(), ReduceOp::kAvg, /*async=*/true));
-    }
-    for (std::size_t i = 0; i < groups_.size(); ++i) {
-      works[i]->wait();
-      if (!wire[i].is_same(groups_[i]->grad_shard)) groups_[i]->grad_shard.copy_(wire[i]);
-    }
-  }
+  // A unit whose backward did not run (its output did not need a gradient) is still gathered.
+  for (std::size_t u = 0; u < units_.size(); ++u) release(u);
+}
+
+std::vector<torch::Tensor> UnitShards::masters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& g : groups_) out.push_back(g->master());
+  return out;
+}
+
+std::vector<torch::Tensor> UnitShards::master_grads() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& g : groups_) out.push_back(g->master().grad());
+  return out;
 }
 
 void UnitShards::zero_grad() {
-  for (auto& g : groups_) g->grad_shard.zero_();
+  for (auto& g : groups_) g->zero_grad();
 }
 
-double UnitShards::square_norm() { return global_square_sum(masters_, shard_); }
+torch::Tensor UnitShards::square_norm() { return global_square_sum(masters(), shard_, SumPrecision::kExact); }
 
-double UnitShards::grad_square_norm() {
-  std::vector<torch::Tensor> grads;
-  for (auto& g : groups_) grads.push_back(g->grad_shard);
-  return global_square_sum(grads, shard_);
-}
+torch::Tensor UnitShards::grad_square_norm() { return global_square_sum(master_grads(), shard_); }
 
 std::pair<std::int64_t, std::int64_t> UnitShards::held_bytes() const {
-  std::vector<torch::Tensor> params = masters_;
+  std::vector<torch::Tensor> params = gather_inputs_;
   std::vector<torch::Tensor> grads;
   for (const auto& g : groups_) {
-    params.push_back(g->full);
-    params.push_back(g->gather_source);
-    grads.push_back(g->grad_shard);
-    grads.push_back(g->staged);
+    for (auto& t : g->param_tensors()) params.push_back(t);
+    for (auto& t : g->grad_tensors()) grads.push_back(t);
   }
-  return {storage_bytes(params), storage_bytes(grads)};
+  return {storage_bytes(params), storage_bytes(grads) + reducer_->in_flight_bytes()};
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> UnitShards::full_parameters() {
+void UnitShards::for_each_full_parameter(const std::function<void(const std::string&, const torch::Tensor&)>& fn) {
   torch::NoGradGuard no_grad;
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
-    auto& g = *groups_[gi];
-    auto full = torch::empty({g.padded}, masters_[gi].options().requires_grad(false));
-    shard_.all_gather(full, masters_[gi].detach());
-    for (std::size_t k = 0; k < g.params.size(); ++k)
-      out.emplace_back(g.names[k], full.narrow(0, g.offsets[k], g.params[k].numel()).view(g.params[k].sizes()).clone());
-  }
-  return out;
+  for (const auto& g : groups_) {
+    torch::Tensor full = g->master().detach();
+    if (g->shard_size() > 1) {
+      full = torch::empty({g->padded()}, full.options());
+      shard_.all_gather(full, g->master().detach());
+    }
+    const auto views = g->views(full);
+    for (std::size_t k = 0; k < g->size(); ++k) fn(g->name(k), views[k]);
+  }  // each gathered group is released before the next one
 }
 
 std::string UnitShards::describe() const {
@@ -378,12 +271,14 @@ std::string UnitShards::describe() const {
   std::size_t sharded_units = 0;
   for (const auto& u : units_) sharded_units += u.groups.empty() ? 0 : 1;
   for (const auto& g : groups_) {
-    padding += g->padded - g->numel;
-    largest = std::max<std::int64_t>(largest, static_cast<std::int64_t>(g->full_bytes()));
+    padding += g->padded() - g->numel();
+    largest = std::max<std::int64_t>(largest, g->padded() * static_cast<std::int64_t>(c10::elementSize(
+                                                                 precision_.param_dtype())));
   }
   std::string text = fmt::format("{} flat groups over {} units (largest gathered {} bytes, {} padding elements), "
-                                 "shard group of {}",
-                                 groups_.size(), sharded_units, largest, padding, shard_.world_size());
+                                 "shard group of {}, {} reductions in flight",
+                                 groups_.size(), sharded_units, largest, padding, shard_.world_size(),
+                                 options_.reductions_in_flight);
   if (replicate_ != nullptr) text += fmt::format(" replicated {}x", replicate_->world_size());
   return text;
 }

@@ -13,7 +13,7 @@ void reset_peak_memory(const c10::Device& device) {
 std::int64_t peak_memory_bytes(const c10::Device& device) {
   if (device.is_cuda()) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    return stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+    return stats.reserved_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -21,7 +21,7 @@ std::int64_t peak_memory_bytes(const c10::Device& device) {
 }
 
 std::string peak_memory_source(const c10::Device& device) {
-  return device.is_cuda() ? "cuda_allocator" : "process_max_rss";
+  return device.is_cuda() ? "cuda_reserved" : "process_max_rss";
 }
 
 }  // namespace strata

@@ -9,16 +9,18 @@
 #include <optional>
 
 #include <fmt/format.h>
-#include <torch/cuda.h>
 
 #include "data/sampler.hpp"
 #include "io/run_dir.hpp"
 #include "strata/errors.hpp"
 #include "tensorboard/event_writer.hpp"
+#include "train/batches.hpp"
 #include "train/checkpoint.hpp"
 #include "train/device_memory.hpp"
 #include "train/median.hpp"
 #include "train/schedule.hpp"
+#include "train/step_stats.hpp"
+#include "train/tensor_memory.hpp"
 
 namespace strata {
 
@@ -89,12 +91,13 @@ class Loop {
  private:
   void setup();
   void train_step(std::int64_t step);
+  void read_steps(double lr);
   EvalResult evaluate();
-  void log_scalars(std::int64_t step, double loss, double lr, double grad_norm, double step_time);
+  void log_scalars(const StepStats::Row& row, double lr);
   Json summary(const std::string& status, const std::string& error) const;
   void write_summary(const Json& summary) const;
-  void sync_device() const;
   void measure_memory();
+  void check_replicas(Json& summary);
   void save_final_model(Json& summary);
 
   // Inputs.
@@ -104,41 +107,74 @@ class Loop {
 
   // Per-run machinery.
   std::optional<BatchSampler> sampler_;
+  std::optional<BatchLoader> batches_;
+  std::optional<StepStats> stats_;  // loss, norm and time of the steps since the last log step
   LrSchedule schedule_;
   std::unique_ptr<tb::EventWriter> events_;  // rank 0 only
   Progress progress_;
 
-  // Measurements.
+  // Measurements (host values, read at log steps).
   std::vector<double> step_times_;
   std::vector<std::pair<std::int64_t, double>> loss_curve_;  // (step, loss) at log steps
   double train_time_s_ = 0;
+  Clock::time_point started_{};  // first step, for the progress line
   double last_loss_ = NAN;
-  std::int64_t steps_done_ = 0;
+  std::int64_t steps_done_ = 0;  // steps whose figures were read and found finite
   std::optional<EvalResult> last_eval_;
-  ModelStateBytes model_state_{};  // maximum over ranks once the run ends
-  std::int64_t peak_bytes_ = 0;     // likewise
+  ModelStateBytes model_state_{};        // maximum over ranks once the run ends
+  std::int64_t peak_bytes_ = 0;          // likewise: RSS on the CPU, reserved bytes on CUDA
+  std::int64_t peak_tensor_bytes_ = 0;   // likewise: live tensor bytes during training steps
+  std::int64_t peak_setup_bytes_ = 0;    // likewise: live tensor bytes during setup
   std::int64_t model_params_ = 0;
   int devices_ = 1;  // devices the run computes on (ranks x devices per rank)
 };
 
-void Loop::sync_device() const {
-  if (p_.device.is_cuda()) torch::cuda::synchronize(p_.device.index());
-}
-
-/// Samples this rank's model state and peak memory; summary.json reports the maximum over ranks.
+/// Samples this rank's model state and peak memory; summary.json reports the maximum over ranks
+/// (one all-reduce on the job's device).
 void Loop::measure_memory() {
   model_state_ = p_.strategy->memory();
   peak_bytes_ = peak_memory_bytes(p_.device);
+  peak_tensor_bytes_ = tensor_memory::peak_bytes(p_.device);
   if (p_.comm->world_size() == 1) return;
-  auto values = torch::tensor({static_cast<double>(model_state_.params), static_cast<double>(model_state_.grads),
-                               static_cast<double>(model_state_.optimizer), static_cast<double>(peak_bytes_)},
-                              torch::kFloat64);
+  std::vector<double> mine{static_cast<double>(model_state_.params), static_cast<double>(model_state_.grads),
+                           static_cast<double>(model_state_.optimizer), static_cast<double>(peak_bytes_),
+                           static_cast<double>(peak_tensor_bytes_), static_cast<double>(peak_setup_bytes_)};
+  auto values = torch::tensor(mine, torch::kFloat64).to(p_.comm->device());
   p_.comm->set_phase(CommPhase::kEval);
   p_.comm->all_reduce(values, ReduceOp::kMax);
   p_.comm->set_phase(CommPhase::kTrain);
-  model_state_ = {static_cast<std::int64_t>(values[0].item<double>()), static_cast<std::int64_t>(values[1].item<double>()),
-                  static_cast<std::int64_t>(values[2].item<double>())};
-  peak_bytes_ = static_cast<std::int64_t>(values[3].item<double>());
+  values = values.to(torch::kCPU);
+  const auto at = [&](int i) { return static_cast<std::int64_t>(values[i].item<double>()); };
+  model_state_ = {at(0), at(1), at(2)};
+  peak_bytes_ = at(3);
+  peak_tensor_bytes_ = at(4);
+  peak_setup_bytes_ = at(5);
+}
+
+/// Gathers every rank's replica digests (ReplicaDigest strategies) into the summary and warns
+/// when two replicas differ: they must stay identical bit for bit.
+void Loop::check_replicas(Json& summary) {
+  const auto* replicated = dynamic_cast<const ReplicaDigest*>(p_.strategy.get());
+  if (replicated == nullptr) return;
+  const auto mine = replicated->replica_digests();
+  std::vector<std::int64_t> values(mine.begin(), mine.end());
+  auto local = torch::tensor(values, torch::kInt64).to(p_.comm->device());
+  auto all = torch::empty({local.numel() * p_.comm->world_size()}, local.options());
+  p_.comm->set_phase(CommPhase::kEval);
+  p_.comm->all_gather(all, local);
+  p_.comm->set_phase(CommPhase::kTrain);
+  all = all.to(torch::kCPU);
+  Json digests = Json::array();
+  bool equal = true;
+  for (std::int64_t i = 0; i < all.numel(); ++i) {
+    const auto d = all[i].item<std::int64_t>();
+    digests.push_back(Json(d));
+    equal = equal && d == all[0].item<std::int64_t>();
+  }
+  summary["replica_digests"] = digests;
+  summary["replicas_equal"] = equal;
+  if (!equal) p_.log->warn("the replicas of the model differ between ranks or devices at the end of training "
+                           "(replica_digests in summary.json); the strategy let them drift apart");
 }
 
 /// Gathers the full model on rank 0 (a collective of every rank) and writes it for init_from.
@@ -157,6 +193,8 @@ void Loop::setup() {
   const auto& t = e_.train;
   sampler_.emplace(SamplerOptions{p_.dataset->size(Split::kTrain), t.global_batch_size, t.micro_batches,
                                   p_.comm->world_size(), p_.comm->rank(), static_cast<std::uint64_t>(t.seed)});
+  batches_.emplace(*p_.dataset, *sampler_, p_.device, t.steps, t.micro_batches);
+  stats_.emplace(p_.device, *p_.comm, t.sync_timing);
   schedule_ = {e_.optimizer.lr, t.steps, t.warmup_steps, t.lr_schedule == "cosine", t.min_lr_ratio};
   model_params_ = p_.model->parameter_count();
 
@@ -215,61 +253,66 @@ void Loop::setup() {
 
 void Loop::train_step(std::int64_t step) {
   const auto& t = e_.train;
-  const auto t0 = Clock::now();
   const double lr = schedule_.at(step);
-  double loss_sum = 0;
+  stats_->begin_step();
+  // The step's loss is the mean over the global batch: micro-batches here, ranks when it is read.
+  // It stays on the device, like the gradient norm: nothing in the step waits for the device.
+  torch::Tensor loss;
   for (std::int64_t m = 0; m < t.micro_batches; ++m) {
-    Batch batch = p_.dataset->get(Split::kTrain, sampler_->indices(step, m));
-    torch::Tensor loss = p_.strategy->forward_backward(batch, {static_cast<int>(m), static_cast<int>(t.micro_batches)});
-    loss_sum += loss.item<double>();
+    Batch batch = batches_->next(step, m);
+    torch::Tensor l = p_.strategy->forward_backward(batch, {static_cast<int>(m), static_cast<int>(t.micro_batches)});
+    loss = loss.defined() ? loss + l : l;
   }
-  // The step's loss is the mean over the global batch: micro-batches here, ranks by all-reduce.
-  auto loss_tensor = torch::tensor({loss_sum / static_cast<double>(t.micro_batches)}, torch::kFloat64);
-  if (p_.comm->world_size() > 1) {
-    p_.comm->set_phase(CommPhase::kEval);  // bookkeeping traffic is not the strategy's
-    p_.comm->all_reduce(loss_tensor, ReduceOp::kAvg);
-    p_.comm->set_phase(CommPhase::kTrain);
-  }
-  const double loss = loss_tensor.item<double>();
-  const std::int64_t step1 = step + 1;
-  if (!std::isfinite(loss))
-    throw TrainingError(step1, fmt::format("the training loss is {} at step {}.", loss, step1),
-                        "Lower optimizer.lr, add warmup (train.warmup_steps) or gradient clipping "
-                        "(train.clip_grad_norm).");
-  const double grad_norm = p_.strategy->finish_gradients(t.clip_grad_norm);
-  if (!std::isfinite(grad_norm))
-    throw TrainingError(step1, fmt::format("the gradient norm is {} at step {}.", grad_norm, step1),
-                        "Lower optimizer.lr or set train.clip_grad_norm.");
+  const torch::Tensor grad_norm = p_.strategy->finish_gradients(t.clip_grad_norm);
   p_.strategy->step(lr);
-  sync_device();
-  const double step_time = seconds_since(t0);
-  step_times_.push_back(step_time);
-  train_time_s_ += step_time;
-  last_loss_ = loss;
-  steps_done_ = step1;
+  const std::int64_t step1 = step + 1;
+  stats_->end_step(step1, loss / static_cast<double>(t.micro_batches), grad_norm);
 
   const bool log_step = step1 % e_.log.every == 0 || step1 == t.steps || step1 == 1;
-  if (log_step) {
-    loss_curve_.emplace_back(step1, loss);
-    log_scalars(step1, loss, lr, grad_norm, step_time);
-  }
-  const double samples_per_s = static_cast<double>(step1 * t.global_batch_size) / train_time_s_;
-  const double eta = train_time_s_ / static_cast<double>(step1) * static_cast<double>(t.steps - step1);
-  progress_.update(step1, loss, lr, samples_per_s, eta, log_step);
+  if (log_step) read_steps(lr);
+  const double elapsed = seconds_since(started_);
+  const double samples_per_s = static_cast<double>(step1 * t.global_batch_size) / std::max(1e-9, elapsed);
+  const double eta = elapsed / static_cast<double>(step1) * static_cast<double>(t.steps - step1);
+  progress_.update(step1, last_loss_, lr, samples_per_s, eta, log_step);
 }
 
-void Loop::log_scalars(std::int64_t step, double loss, double lr, double grad_norm, double step_time) {
+/// Reads the figures of the steps since the last log step (the one host sync of a log interval)
+/// and stops the run at the first non-finite loss or gradient norm, naming its step.
+void Loop::read_steps(double lr) {
+  const auto rows = stats_->read();
+  for (const auto& row : rows) {
+    if (!std::isfinite(row.loss))
+      throw TrainingError(row.step, fmt::format("the training loss is {} at step {}.", row.loss, row.step),
+                          "Lower optimizer.lr, add warmup (train.warmup_steps) or gradient clipping "
+                          "(train.clip_grad_norm).");
+    if (!std::isfinite(row.grad_norm))
+      throw TrainingError(row.step, fmt::format("the gradient norm is {} at step {}.", row.grad_norm, row.step),
+                          "Lower optimizer.lr or set train.clip_grad_norm.");
+    step_times_.push_back(row.time_s);
+    train_time_s_ += row.time_s;
+    last_loss_ = row.loss;
+    steps_done_ = row.step;
+  }
+  if (rows.empty()) return;
+  loss_curve_.emplace_back(rows.back().step, rows.back().loss);
+  log_scalars(rows.back(), lr);
+}
+
+void Loop::log_scalars(const StepStats::Row& row, double lr) {
+  const std::int64_t step = row.step;
+  const double step_time = row.time_s;
   model_state_ = p_.strategy->memory();
   if (!events_) return;
-  events_->add_scalar("train/loss", loss, step);
+  events_->add_scalar("train/loss", row.loss, step);
   events_->add_scalar("train/lr", lr, step);
-  events_->add_scalar("train/grad_norm", grad_norm, step);
+  events_->add_scalar("train/grad_norm", row.grad_norm, step);
   events_->add_scalar("perf/step_time_s", step_time, step);
   events_->add_scalar("perf/samples_per_s", static_cast<double>(e_.train.global_batch_size) / step_time, step);
   events_->add_scalar("memory/params_bytes", static_cast<double>(model_state_.params), step);
   events_->add_scalar("memory/grads_bytes", static_cast<double>(model_state_.grads), step);
   events_->add_scalar("memory/optimizer_bytes", static_cast<double>(model_state_.optimizer), step);
   events_->add_scalar("memory/peak_bytes", static_cast<double>(peak_memory_bytes(p_.device)), step);
+  events_->add_scalar("memory/peak_tensor_bytes", static_cast<double>(tensor_memory::peak_bytes(p_.device)), step);
   const auto c = p_.comm->counters(CommPhase::kTrain);
   events_->add_scalar("comm/payload_bytes_per_step", static_cast<double>(c.payload_bytes) / static_cast<double>(step), step);
   events_->add_scalar("comm/bus_bytes_per_step", c.bus_bytes / static_cast<double>(step), step);
@@ -283,28 +326,33 @@ EvalResult Loop::evaluate() {
   const std::int64_t batch = e_.eval.batch_size > 0 ? e_.eval.batch_size : e_.train.global_batch_size;
   const std::int64_t batches = e_.eval.batches > 0 ? std::min(e_.eval.batches, (n + batch - 1) / batch)
                                                    : (n + batch - 1) / batch;
-  // Sums of loss * examples, correct and examples; each rank takes its slice of every batch.
-  auto totals = torch::zeros({3}, torch::kFloat64);
-  double loss_sum = 0, correct = 0, examples = 0;
+  // Sums of loss * examples (on the device), correct and examples; each rank takes its slice of
+  // every batch.
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(p_.comm->device());
+  torch::Tensor loss_sum = torch::zeros({}, f64);
+  double correct = 0, examples = 0;
   const Model& model = p_.strategy->model();
   for (std::int64_t b = 0; b < batches; ++b) {
     const std::int64_t start = b * batch, count = std::min(batch, n - start);
     auto [lo, hi] = rank_slice(count, p_.comm->world_size(), p_.comm->rank());
     if (hi <= lo) continue;
-    Batch data = p_.dataset->get(Split::kEval, torch::arange(start + lo, start + hi, torch::kInt64));
+    Batch data;
+    {
+      tensor_memory::Untracked host_data;
+      data = p_.dataset->get(Split::kEval, torch::arange(start + lo, start + hi, torch::kInt64));
+    }
     torch::NoGradGuard no_grad;
-    torch::Tensor output = p_.strategy->evaluate(data.inputs);
-    torch::Tensor target = data.targets.to(output.device());
-    loss_sum += model.loss(output, target).item<double>() * static_cast<double>(hi - lo);
+    torch::Tensor output = p_.strategy->evaluate(data.inputs.to(p_.device, /*non_blocking=*/true));
+    torch::Tensor target = data.targets.to(output.device(), /*non_blocking=*/true);
+    loss_sum += model.loss(output, target).detach().to(torch::kFloat64) * static_cast<double>(hi - lo);
     const auto counts = model.metric(output, target);
     correct += counts.correct;
     examples += counts.total;
   }
-  totals[0] = loss_sum;
-  totals[1] = correct;
-  totals[2] = examples;
+  auto totals = torch::stack({loss_sum, torch::tensor(correct, f64), torch::tensor(examples, f64)});
   if (p_.comm->world_size() > 1) p_.comm->all_reduce(totals, ReduceOp::kSum);
   p_.comm->set_phase(CommPhase::kTrain);
+  totals = totals.to(torch::kCPU);
   const auto total_examples = totals[2].item<double>();
   EvalResult r;
   r.examples = static_cast<std::int64_t>(total_examples);
@@ -341,6 +389,7 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   s["train_time_s"] = train_time_s_;
   s["step_time_s"] = step_times_.empty() ? 0.0 : median(step_times_);
   s["samples_per_s"] = train_time_s_ > 0 ? static_cast<double>(steps_done_ * t.global_batch_size) / train_time_s_ : 0.0;
+  s["step_timing"] = !p_.device.is_cuda() ? "host clock" : (t.sync_timing ? "synchronized host clock" : "cuda events");
   s["final_loss"] = last_loss_;
   Json& ev = s["eval"];
   ev = Json::object();
@@ -354,6 +403,9 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   mem["model_state_bytes"]["optimizer"] = model_state_.optimizer;
   mem["peak_bytes"] = peak_bytes_;
   mem["peak_source"] = peak_memory_source(p_.device);
+  mem["peak_tensor_bytes"] = peak_tensor_bytes_;
+  mem["peak_setup_bytes"] = peak_setup_bytes_;
+  mem["tensor_source"] = tensor_memory::source(p_.device);
   Json& comm = s["comm"];
   comm["payload_bytes_per_step"] = static_cast<double>(train.payload_bytes) / steps;
   comm["bus_bytes_per_step"] = train.bus_bytes / steps;
@@ -373,9 +425,12 @@ void Loop::write_summary(const Json& summary) const {
 
 Json Loop::run() {
   setup();
+  peak_setup_bytes_ = tensor_memory::peak_bytes(p_.device);
   reset_peak_memory(p_.device);
+  tensor_memory::reset_peak(p_.device);
   const auto& t = e_.train;
   try {
+    started_ = Clock::now();
     for (std::int64_t step = 0; step < t.steps; ++step) {
       train_step(step);
       const std::int64_t step1 = step + 1;
@@ -393,16 +448,18 @@ Json Loop::run() {
   } catch (const TrainingError& err) {
     progress_.finish();
     peak_bytes_ = peak_memory_bytes(p_.device);
+    peak_tensor_bytes_ = tensor_memory::peak_bytes(p_.device);
     Json s = summary("failed", err.what());
     write_summary(s);
     if (events_) events_->end_hparams_session(false);
     throw;
   }
   progress_.finish();
+  measure_memory();  // before evaluation: the training peak, not evaluation's
   last_eval_ = evaluate();
-  measure_memory();
   Json s = summary("ok", "");
   s["param_norm"] = p_.strategy->parameter_norm();
+  check_replicas(s);
   if (t.save_final) save_final_model(s);
   if (events_) {
     events_->add_scalar("eval/loss", last_eval_->loss, t.steps);

@@ -1,0 +1,104 @@
+#pragma once
+/// \file grad_reducer.hpp
+/// Gradient synchronization over flat groups, shared by ddp, zero1-3 and fsdp (and the gradient
+/// accumulation of every replica strategy): grad-ready hooks on every parameter, collectives
+/// launched in one fixed group order as soon as a group's gradients are complete (overlapping the
+/// rest of backward; Li et al. 2020), a bounded number of reductions in flight, each input
+/// released as soon as its reduction is complete.
+///
+/// What is reduced, by the groups' GradHolding:
+///   kFull   after the last micro-batch: all-reduce of the [padded] buffer over `replicate` (ddp),
+///           or reduce-scatter over `shard` into this rank's chunk of it (zero1)
+///   kShard  after every micro-batch: autograd's gradients staged into one [padded] tensor and
+///           reduce-scattered over `shard` (a plain copy when N = 1) into the float32 shard; after
+///           the last one the shards are averaged over `replicate` (HYBRID_SHARD, NO_SHARD)
+/// Every collective averages (ReduceOp::kAvg) and carries the policy's reduce dtype; the result is
+/// accumulated in float32.
+///
+/// On CUDA the collectives run on the communicators' own streams, ordered after the compute
+/// stream by c10d's events; completing a reduction makes the compute stream wait for it (no host
+/// sync). Collectives are issued in the same order on every rank: group g only after every group
+/// before it in launch order.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/buckets.hpp"
+#include "strata/comm.hpp"
+#include "strata/flat_params.hpp"
+#include "strata/strategy.hpp"
+
+namespace strata {
+
+struct GradReducerOptions {
+  /// The group the flat groups are sharded over (their shard_size must be its world size); null
+  /// when they are not sharded (N = 1).
+  Comm* shard = nullptr;
+  /// Ranks that hold the same shards: gradients are averaged over them (ddp: the job; HYBRID_SHARD:
+  /// across shard groups); null or one rank: none.
+  Comm* replicate = nullptr;
+  /// Launch from the grad-ready hooks during backward; false: all after backward.
+  bool overlap = true;
+  /// kShard: consecutive ready groups are reduced in one call up to this many bytes; 0: one each.
+  std::int64_t coalesce_bytes = 0;
+  /// Reductions whose buffers may be alive at once (>= 1); launching one more first completes the
+  /// oldest.
+  int max_in_flight = 2;
+  /// A parameter without a gradient counts as zero (ddp's find_unused_parameters); false: an error
+  /// naming it.
+  bool allow_missing = false;
+  /// Name of the strategy, for messages ("ddp", "zero2", ...).
+  std::string owner = "strategy";
+  /// What to tell the user when gradients are missing and allow_missing is false.
+  std::string missing_fix = "every trainable parameter must take part in every forward";
+  /// Called (on the autograd thread) when every gradient of a group (by index in launch order) for
+  /// this micro-batch has arrived: zero3 and fsdp free the unit's gathered parameters there.
+  std::function<void(std::size_t)> on_group_complete;
+};
+
+/// Owns the grad-ready hooks of the groups' parameters and their reductions. The groups (in launch
+/// order: the order backward completes them) must outlive it.
+class GradReducer {
+ public:
+  GradReducer(std::vector<FlatGroup*> groups, const Precision& precision, GradReducerOptions options);
+  ~GradReducer();
+  GradReducer(const GradReducer&) = delete;
+  GradReducer& operator=(const GradReducer&) = delete;
+
+  /// Before the backward of micro-batch `micro`: opens a round of collectives when it communicates.
+  void begin_backward(MicroStep micro);
+  /// After that backward: launches what the hooks did not (missing gradients: zeros, or an error
+  /// naming them after every launched collective has completed), completes every reduction and,
+  /// after the last micro-batch, averages the shards over the replicate group.
+  void end_backward(MicroStep micro);
+  /// Bytes of reduction buffers alive now (inputs and outputs in flight).
+  std::int64_t in_flight_bytes() const;
+
+ private:
+  struct Reduction;
+  void grad_ready(std::size_t group, std::size_t k, std::size_t param);
+  void launch(std::size_t group);
+  void flush(bool all);
+  void complete_oldest();
+  void complete_all();
+  void average_shards();
+  bool communicates(MicroStep micro) const;
+
+  std::vector<FlatGroup*> groups_;
+  Precision precision_;
+  GradReducerOptions options_;
+  GradHolding holding_ = GradHolding::kFull;
+  std::vector<std::string> param_names_;     // every parameter, in schedule numbering
+  std::vector<std::size_t> arrived_;         // per group: gradients arrived in this micro-batch
+  std::vector<bool> param_arrived_;          // per parameter, in this micro-batch
+  BucketSchedule schedule_;
+  bool round_open_ = false;
+  std::vector<std::size_t> ready_;           // kShard: launched groups waiting to be coalesced
+  std::vector<std::unique_ptr<Reduction>> pending_;
+  std::vector<std::unique_ptr<GradReadyHook>> hooks_;
+};
+
+}  // namespace strata

@@ -1,0 +1,222 @@
+#include "strata/grad_reducer.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/utils.h>
+
+#include "strata/errors.hpp"
+
+namespace strata {
+
+/// One collective over one or more consecutive groups.
+struct GradReducer::Reduction {
+  std::vector<std::size_t> groups;
+  torch::Tensor input;   // what travels (the kFull buffer itself when no cast is needed)
+  torch::Tensor output;  // where the result lands (may be input)
+  std::shared_ptr<CommWork> work;
+};
+
+namespace {
+int size_of(const Comm* comm) { return comm == nullptr ? 1 : comm->world_size(); }
+}  // namespace
+
+GradReducer::GradReducer(std::vector<FlatGroup*> groups, const Precision& precision, GradReducerOptions options)
+    : groups_(std::move(groups)), precision_(precision), options_(std::move(options)) {
+  if (groups_.empty()) return;
+  holding_ = groups_.front()->options().grads;
+  const int n = size_of(options_.shard);
+  for (const auto* g : groups_)
+    if (g->options().grads != holding_ || g->shard_size() != n)
+      throw Error(fmt::format("{}: gradient reducer over groups of mixed kinds (shard size {} against the shard "
+                              "group's {})",
+                              options_.owner, g->shard_size(), n));
+  if (holding_ == GradHolding::kFull && n > 1 && size_of(options_.replicate) > 1)
+    throw Error(options_.owner + ": full gradient buffers are reduced over one group (shard or replicate), not both");
+  if (options_.max_in_flight < 1) options_.max_in_flight = 1;
+
+  std::vector<std::vector<std::size_t>> buckets;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    buckets.emplace_back();
+    for (std::size_t k = 0; k < groups_[g]->size(); ++k) {
+      const std::size_t i = param_names_.size();
+      buckets.back().push_back(i);
+      param_names_.push_back(groups_[g]->name(k));
+      hooks_.push_back(add_grad_ready_hook(groups_[g]->param(k), [this, g, k, i] { grad_ready(g, k, i); }));
+    }
+  }
+  schedule_ = BucketSchedule(buckets, param_names_.size(), [this](std::size_t g) { launch(g); });
+  arrived_.assign(groups_.size(), 0);
+  param_arrived_.assign(param_names_.size(), false);
+}
+
+GradReducer::~GradReducer() {
+  hooks_.clear();  // no hook may fire into a half-destroyed reducer
+  // Pending collectives hold buffers of this object: complete them (errors were reported before).
+  for (auto& r : pending_)
+    try {
+      if (r->work) r->work->wait();
+    } catch (...) {
+    }
+}
+
+bool GradReducer::communicates(MicroStep micro) const {
+  if (holding_ == GradHolding::kShard) return true;
+  // A synchronizing strategy checks its rounds (missing gradients) at every world size, one included.
+  return micro.last() && (options_.shard != nullptr || options_.replicate != nullptr);
+}
+
+void GradReducer::begin_backward(MicroStep micro) {
+  std::fill(arrived_.begin(), arrived_.end(), 0);
+  std::fill(param_arrived_.begin(), param_arrived_.end(), false);
+  round_open_ = communicates(micro) && options_.overlap;
+  if (round_open_) schedule_.start_round();
+}
+
+void GradReducer::grad_ready(std::size_t g, std::size_t k, std::size_t i) {
+  groups_[g]->accumulate(k);
+  if (param_arrived_[i]) return;
+  param_arrived_[i] = true;
+  if (++arrived_[g] == groups_[g]->size() && options_.on_group_complete) options_.on_group_complete(g);
+  if (round_open_) schedule_.mark_ready(i);
+}
+
+void GradReducer::launch(std::size_t g) {
+  if (holding_ == GradHolding::kShard) {
+    ready_.push_back(g);
+    flush(false);
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  auto& group = *groups_[g];
+  auto r = std::make_unique<Reduction>();
+  r->groups = {g};
+  r->input = precision_.wire(group.full_grad());
+  if (options_.shard != nullptr) {
+    r->output = torch::empty({group.chunk()}, r->input.options());
+    r->work = options_.shard->reduce_scatter(r->output, r->input, ReduceOp::kAvg, /*async=*/true);
+  } else {
+    r->output = r->input;
+    r->work = options_.replicate->all_reduce(r->output, ReduceOp::kAvg, /*async=*/true);
+  }
+  while (static_cast<int>(pending_.size()) >= options_.max_in_flight) complete_oldest();
+  pending_.push_back(std::move(r));
+}
+
+void GradReducer::flush(bool all) {
+  const int n = size_of(options_.shard);
+  const auto wire = precision_.reduce_dtype();
+  const auto element = static_cast<std::int64_t>(c10::elementSize(wire));
+  while (!ready_.empty()) {
+    // Consecutive ready groups up to the coalescing cap (at least one).
+    std::size_t take = 0;
+    std::int64_t bytes = 0;
+    while (take < ready_.size()) {
+      const auto b = groups_[ready_[take]]->padded() * element;
+      if (take > 0 && bytes + b > options_.coalesce_bytes) break;
+      bytes += b;
+      ++take;
+    }
+    if (!all && take == ready_.size() && bytes < options_.coalesce_bytes) return;  // wait for more
+    torch::NoGradGuard no_grad;
+    auto r = std::make_unique<Reduction>();
+    r->groups.assign(ready_.begin(), ready_.begin() + static_cast<std::ptrdiff_t>(take));
+    ready_.erase(ready_.begin(), ready_.begin() + static_cast<std::ptrdiff_t>(take));
+    std::vector<torch::Tensor> columns;  // rank-major: [N, chunk] per group, side by side
+    std::int64_t width = 0;
+    for (auto g : r->groups) {
+      columns.push_back(groups_[g]->take_grads(wire).view({n, groups_[g]->chunk()}));
+      width += groups_[g]->chunk();
+    }
+    r->input = columns.size() == 1 ? columns.front().reshape({-1}) : torch::cat(columns, 1).reshape({-1});
+    columns.clear();
+    if (n > 1) {
+      r->output = torch::empty({width}, r->input.options());
+      r->work = options_.shard->reduce_scatter(r->output, r->input, ReduceOp::kAvg, /*async=*/true);
+    } else {
+      r->output = r->input;
+    }
+    while (static_cast<int>(pending_.size()) >= options_.max_in_flight) complete_oldest();
+    pending_.push_back(std::move(r));
+  }
+}
+
+void GradReducer::complete_oldest() {
+  auto r = std::move(pending_.front());
+  pending_.erase(pending_.begin());
+  if (r->work) r->work->wait();
+  torch::NoGradGuard no_grad;
+  if (holding_ == GradHolding::kShard) {
+    std::int64_t offset = 0;
+    for (auto g : r->groups) {
+      auto& group = *groups_[g];
+      group.master().grad().add_(r->output.narrow(0, offset, group.chunk()));
+      offset += group.chunk();
+    }
+    return;
+  }
+  auto& group = *groups_[r->groups.front()];
+  if (options_.shard != nullptr)
+    group.chunk_of(group.full_grad(), group.shard_rank()).copy_(r->output);
+  else if (!r->output.is_same(group.full_grad()))
+    group.full_grad().copy_(r->output);
+}  // the buffers of `r` are released here
+
+void GradReducer::complete_all() {
+  while (!pending_.empty()) complete_oldest();
+}
+
+void GradReducer::end_backward(MicroStep micro) {
+  if (!communicates(micro)) return;
+  if (!options_.overlap) {
+    schedule_.start_round();
+    round_open_ = true;
+    for (std::size_t i = 0; i < param_arrived_.size(); ++i)
+      if (param_arrived_[i]) schedule_.mark_ready(i);
+  }
+  if (!schedule_.all_launched()) {
+    if (!options_.allow_missing) {
+      std::vector<std::string> missing;
+      for (auto i : schedule_.missing()) missing.push_back(param_names_[i]);
+      complete_all();  // collectives already launched must complete on every rank before failing
+      schedule_.end_round();
+      round_open_ = false;
+      ready_.clear();
+      for (auto* g : groups_)
+        for (std::size_t k = 0; k < g->size(); ++k) g->param(k).mutable_grad() = torch::Tensor();
+      throw Error(fmt::format("{}: {} parameter(s) received no gradient in this step: {}.", options_.owner,
+                              missing.size(), fmt::join(missing, ", ")),
+                  options_.missing_fix);
+    }
+    schedule_.launch_rest();  // the missing gradients count as zeros
+  }
+  flush(/*all=*/true);
+  complete_all();
+  schedule_.end_round();
+  round_open_ = false;
+  if (micro.last() && holding_ == GradHolding::kShard && size_of(options_.replicate) > 1) average_shards();
+}
+
+void GradReducer::average_shards() {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> wire;
+  std::vector<std::shared_ptr<CommWork>> works;
+  for (auto* g : groups_) {
+    wire.push_back(precision_.wire(g->master().grad()));
+    works.push_back(options_.replicate->all_reduce(wire.back(), ReduceOp::kAvg, /*async=*/true));
+  }
+  for (std::size_t i = 0; i < groups_.size(); ++i) {
+    works[i]->wait();
+    if (!wire[i].is_same(groups_[i]->master().grad())) groups_[i]->master().grad().copy_(wire[i]);
+  }
+}
+
+std::int64_t GradReducer::in_flight_bytes() const {
+  std::vector<torch::Tensor> buffers;
+  for (const auto& r : pending_) {
+    buffers.push_back(r->input);
+    buffers.push_back(r->output);
+  }
+  return storage_bytes(buffers);
+}
+
+}  // namespace strata
