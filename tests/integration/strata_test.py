@@ -369,6 +369,42 @@ def require_fashion_mnist():
     return path
 
 
+def load_model(run_dir):
+    """final_model.pt of a run (save_final), read by PyTorch: {name: float64 tensor}. Skip without torch."""
+    try:
+        import torch
+    except ImportError:
+        raise Skip("torch is not installed in %s (it reads saved models)" % sys.executable)
+    path = os.path.join(run_dir, "final_model.pt")
+    check(os.path.isfile(path), "%s does not exist (run with train.save_final=true)" % path)
+    return {k: v.double() for k, v in torch.load(path, weights_only=False).items()}
+
+
+def model_difference(reference, candidate):
+    """The largest, over tensors, of max|a - b| / max|a| between two runs' saved models; the worst
+    tensor's name. Different names or shapes fail."""
+    a, b = load_model(reference), load_model(candidate)
+    check(sorted(a) == sorted(b), "the saved models hold different tensors: %s against %s" % (sorted(a), sorted(b)))
+    worst, where = 0.0, None
+    for name in a:
+        check(a[name].shape == b[name].shape, "%s: shape %s against %s" % (name, tuple(a[name].shape),
+                                                                        tuple(b[name].shape)))
+        scale = float(a[name].abs().max()) or 1e-30
+        diff = float((a[name] - b[name]).abs().max()) / scale
+        if diff >= worst:
+            worst, where = diff, name
+    return worst, where
+
+
+def expect_models_equal(reference, candidate, what, rel=1e-5):
+    """Every tensor of candidate's final model within `rel` (relative to the tensor's largest
+    magnitude) of reference's."""
+    diff, name = model_difference(reference, candidate)
+    check(diff <= rel, "%s: final model differs from the reference by %.3g (relative) in %s; allowed %g"
+          % (what, diff, name, rel))
+    return diff
+
+
 # ---- processes of multi-rank jobs ---------------------------------------------------------------
 
 def set_args(*items):

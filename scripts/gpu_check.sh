@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# One-command GPU check: on a machine with an NVIDIA GPU and PyTorch 2.11 in python3 but no package
+# registry, builds Strata against that PyTorch, runs the unit tests and the `gpu` tests, then prints
+# the table of scripts/gpu_table.py: every strategy on one GPU over NCCL against `single` (step time,
+# caching-allocator peaks, final model compared tensor by tensor), and two ranks sharing the GPU over
+# Gloo. Without a GPU it says so and exits 0. `scripts/gpu_check.sh --help` lists its variables.
+set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+Usage: scripts/gpu_check.sh [--help]
+
+Builds into STRATA_GPU_BUILD_DIR, runs `ctest -L unit` and `ctest -L gpu`, then the strategy table.
+Dependencies (Boost, TOML++, fmt, doctest, Gloo headers) come from the Debian packages staged in
+.device/debs (unpacked into STRATA_GPU_DEPS), or from the system when none are staged.
+
+Environment variables:
+  STRATA_GPU_PYTHON     interpreter with torch 2.11 (default: python3)
+  STRATA_GPU_BUILD_DIR  build directory (default: build-gpu)
+  STRATA_GPU_DEPS       prefix the staged .deb files are unpacked into (default: .device/deps)
+  STRATA_GPU_STEPS      training steps per run of the table (default: 200)
+  STRATA_JOBS           parallel build jobs (default: nproc)
+USAGE
+}
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+  "") ;;
+  *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+say() { printf 'gpu_check: %s\n' "$*"; }
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  say "no NVIDIA GPU on this machine (nvidia-smi -L finds none): nothing to check here."
+  exit 0
+fi
+PY="${STRATA_GPU_PYTHON:-python3}"
+if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  say "a GPU is present but $PY's torch cannot use it (torch.cuda.is_available() is false)."
+  exit 1
+fi
+BUILD="$(realpath -ms -- "${STRATA_GPU_BUILD_DIR:-build-gpu}")"
+DEPS="$(realpath -ms -- "${STRATA_GPU_DEPS:-.device/deps}")"
+JOBS="${STRATA_JOBS:-$(nproc)}"
+nvidia-smi -L
+
+# Dependencies: the staged Debian packages (../shared/device/README.md), unpacked once.
+PREFIX="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+if compgen -G ".device/debs/*.deb" >/dev/null; then
+  if [[ ! -f "$DEPS/.unpacked" ]]; then
+    mkdir -p "$DEPS"
+    for f in .device/debs/*.deb; do dpkg -x "$f" "$DEPS"; done
+    touch "$DEPS/.unpacked"
+  fi
+  PREFIX="$PREFIX;$DEPS/usr;$DEPS/usr/lib/x86_64-linux-gnu/cmake"
+  if [[ -d "$DEPS/usr/share/datasets/fashion-mnist" && -z "${STRATA_FASHION_MNIST_DIR:-}" ]]; then
+    export STRATA_FASHION_MNIST_DIR="$DEPS/usr/share/datasets/fashion-mnist"
+  fi
+fi
+
+say "building into $BUILD"
+GEN=()
+command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
+cmake -S . -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DSTRATA_PYTHON="$(command -v "$PY")" \
+  -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+cmake --build "$BUILD" -j "$JOBS"
+
+status=0
+say "unit tests"
+ctest --test-dir "$BUILD" -L unit -j "$JOBS" --output-on-failure || status=1
+say "gpu tests"
+ctest --test-dir "$BUILD" -L gpu --output-on-failure -V | grep -E "^[0-9]+: (MESSAGE|.*returned after|skipped)|Test +#|tests passed" || true
+ctest --test-dir "$BUILD" -L gpu --output-on-failure >/dev/null || status=1
+say "strategies on this GPU"
+"$PY" scripts/gpu_table.py --strata "$BUILD/bin/strata" --out "$BUILD/gpu-check" \
+  --steps "${STRATA_GPU_STEPS:-200}" || status=1
+if ((status == 0)); then say "all checks passed"; else say "some checks FAILED (see above)"; fi
+exit "$status"

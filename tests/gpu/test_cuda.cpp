@@ -1,0 +1,166 @@
+// On a GPU (label `gpu`): the Comm contract on CUDA (device check, stream-ordered waits, blocking
+// host waits over NCCL), a training step of every strategy queued without a host sync, and the
+// caching allocator's figures behind peak_tensor_bytes. Without a CUDA device every case says so
+// and exits 77 (CTest: skipped).
+#include "test_support.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include <ATen/cuda/Sleep.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/cuda.h>
+
+#include "dist/process_group.hpp"
+#include "plugin_loader.hpp"
+#include "strata/errors.hpp"
+#include "strata/logger.hpp"
+#include "strata/model.hpp"
+#include "strata/registry.hpp"
+#include "strata/strategy.hpp"
+#include "train/tensor_memory.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Exits 77 (skipped) with the reason when this machine has no CUDA device.
+void require_gpu() {
+  if (torch::cuda::is_available()) return;
+  std::printf("skipped: no CUDA device is visible to LibTorch (torch::cuda::is_available() is false)\n");
+  std::fflush(stdout);
+  std::_Exit(77);
+}
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+/// A one-rank NCCL process group on cuda:0.
+std::unique_ptr<strata::ProcessGroupComm> nccl_of_one() {
+  strata::ProcessGroupOptions o;
+  o.world.master_port = free_port();
+  o.world.launcher = "strata";
+  o.backend = "nccl";
+  o.device = torch::Device("cuda:0");
+  o.timeout = std::chrono::seconds(60);
+  return strata::make_process_group_comm(o);
+}
+
+c10::Stream current_stream() {
+  const torch::Device cuda("cuda:0");
+  return c10::impl::VirtualGuardImpl(cuda.type()).getStream(cuda);
+}
+
+/// Queues about `seconds` of GPU time (a spin kernel) on the current stream.
+void busy_gpu(double seconds) {
+  // Calibrate once: the spin kernel's cycles per second on this GPU.
+  static const double cycles_per_s = [] {
+    const std::int64_t cycles = 100'000'000;
+    at::cuda::sleep(cycles);
+    torch::cuda::synchronize();
+    const auto t0 = Clock::now();
+    at::cuda::sleep(cycles);
+    torch::cuda::synchronize();
+    return static_cast<double>(cycles) / seconds_since(t0);
+  }();
+  at::cuda::sleep(static_cast<std::int64_t>(seconds * cycles_per_s));
+}
+
+}  // namespace
+
+TEST_CASE("NCCL collectives refuse CPU tensors; wait() orders the stream, host_wait() blocks the host") {
+  require_gpu();
+  auto comm = nccl_of_one();
+  CHECK(comm->device().is_cuda());
+  auto cpu = torch::ones({4});
+  CHECK_THROWS_AS(comm->all_reduce(cpu, strata::ReduceOp::kSum), strata::DistributedError);
+
+  auto t = torch::ones({1 << 20}, torch::Device("cuda:0"));
+  busy_gpu(0.5);  // the collective is queued behind half a second of GPU work
+  auto t0 = Clock::now();
+  auto work = comm->all_reduce(t, strata::ReduceOp::kSum, /*async=*/true);
+  work->wait();  // orders the current stream only
+  const double ordered_s = seconds_since(t0);
+  CHECK_FALSE(current_stream().query());  // the GPU is still busy: the host did not wait for it
+  t0 = Clock::now();
+  work->host_wait();
+  const double blocked_s = seconds_since(t0);
+  MESSAGE("wait() returned after " << ordered_s << " s, host_wait() blocked " << blocked_s << " s");
+  CHECK(ordered_s < 0.2);
+  CHECK(blocked_s > 0.2);
+  CHECK(t.sum().item<double>() == static_cast<double>(1 << 20));
+}
+
+TEST_CASE("a training step of every strategy is queued without waiting for the GPU") {
+  require_gpu();
+  strata::Registry registry;
+  strata::PluginLoader loader(registry);
+  loader.load_directory(STRATA_PLUGIN_BUILD_DIR);
+  auto comm = nccl_of_one();
+  const torch::Device cuda("cuda:0");
+  strata::Logger log;
+  for (const char* name : {"single", "ddp", "zero1", "zero2", "zero3", "fsdp"}) {
+    CAPTURE(name);
+    torch::manual_seed(0);
+    auto model_options = registry.at(strata::PluginKind::kModel, "mlp").schema.defaults();
+    model_options.set("hidden", std::vector<std::int64_t>{1024, 1024});
+    auto model = registry.create_model("mlp", model_options, strata::ModelContext{{256}, 10});
+    auto strategy =
+        registry.create_strategy(name, registry.at(strata::PluginKind::kStrategy, name).schema.defaults());
+    strata::StrategySetup setup;
+    setup.model = model;
+    setup.comm = comm.get();
+    setup.device = cuda;
+    setup.log = &log;
+    strategy->setup(setup);
+    strata::Batch batch{torch::randn({64, 256}, cuda), torch::randint(10, {64}, torch::TensorOptions(torch::kLong).device(cuda))};
+    auto step = [&] {
+      auto loss = strategy->forward_backward(batch, {0, 1});
+      auto norm = strategy->finish_gradients(1.0);
+      strategy->step(1e-3);
+      return std::make_pair(loss, norm);
+    };
+    step();  // warm-up: allocations and the optimizer's lazily created state
+    torch::cuda::synchronize();
+    busy_gpu(0.5);
+    const auto t0 = Clock::now();
+    auto [loss, norm] = step();
+    const double host_s = seconds_since(t0);
+    CHECK_FALSE(current_stream().query());  // still behind the spin kernel: nothing waited for it
+    MESSAGE(name << ": the step returned after " << host_s << " s of host time");
+    CHECK(host_s < 0.25);
+    CHECK(std::isfinite(loss.item<double>()));
+    CHECK(std::isfinite(norm.item<double>()));
+  }
+}
+
+TEST_CASE("peak tensor bytes on CUDA are the caching allocator's allocated bytes") {
+  require_gpu();
+  const torch::Device cuda("cuda:0");
+  CHECK(strata::tensor_memory::source(cuda) == "cuda_allocated");
+  strata::tensor_memory::reset_peak(cuda);
+  const auto base = strata::tensor_memory::live_bytes(cuda);
+  {
+    auto a = torch::empty({64 << 20}, torch::TensorOptions(torch::kFloat32).device(cuda));  // 256 MiB
+    CHECK(strata::tensor_memory::live_bytes(cuda) >= base + (256 << 20));
+  }
+  CHECK(strata::tensor_memory::peak_bytes(cuda) >= base + (256 << 20));
+  CHECK(strata::tensor_memory::live_bytes(cuda) == base);
+}
