@@ -3,6 +3,7 @@
 #include <iostream>
 #include <thread>
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
@@ -192,6 +193,9 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   tensor_memory::install();  // before the model exists: every tensor of training is counted
   auto p = prepare(std::move(experiment), world);
   const auto& e = p->experiment;
+  // This rank's GPU is the current device for the whole run: raw allocations and streams that
+  // take the current device (Gloo on CUDA tensors sets none itself) land on it.
+  if (p->device.is_cuda()) c10::impl::getDeviceGuardImpl(p->device.type())->setDevice(p->device);
   std::unique_ptr<Comm> comm;
   fs::path run_dir;
   std::string backend = "none";

@@ -51,7 +51,8 @@ void register_ddp(strata::Registry& registry) {
       .option("find_unused_parameters", &DdpOptions::find_unused_parameters,
               "allow parameters without a gradient in a step (they count as zero)");
   registry.add_strategy("ddp", "distributed data parallel: replicas, bucketed all-reduce overlapped with backward",
-                        schema, [](const DdpOptions& o) { return std::make_shared<DdpStrategy>(o); });
+                        schema, [](const DdpOptions& o) { return std::make_shared<DdpStrategy>(o); },
+                        strata::Footprint{strata::Footprint::Memory{}, strata::Footprint::Traffic{2, 0}});
 }
 
 }  // namespace

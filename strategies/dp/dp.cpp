@@ -232,7 +232,9 @@ void register_dp(strata::Registry& registry) {
       .option("devices", &DpOptions::devices, "explicit devices, e.g. [\"cuda:0\", \"cuda:1\"]; replaces replicas (left at 2 or equal to their number)");
   registry.add_strategy("dp", "one process, replicas on several devices; gradients reduced to device 0",
                         std::move(schema), [](const DpOptions& o) { return std::make_shared<DpStrategy>(o); },
-                        strata::Placement::devices_in_process("replicas"));
+                        // Device 0 holds single's state; its traffic is copies, not DESIGN §8 collectives.
+                        {strata::Placement::devices_in_process("replicas"), {},
+                         strata::Footprint{strata::Footprint::Memory{}, std::nullopt}});
 }
 
 }  // namespace

@@ -95,7 +95,9 @@ void register_fsdp(strata::Registry& registry) {
               strata::at_least(1));
   registry.add_strategy("fsdp", "FSDP: per-unit flat parameters sharded (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
                                 "HYBRID_SHARD)",
-                        schema, [](const FsdpOptions& o) { return std::make_shared<FsdpStrategy>(o); });
+                        schema, [](const FsdpOptions& o) { return std::make_shared<FsdpStrategy>(o); },
+                        // FULL_SHARD, the default: everything sharded, two gathers and a reduce-scatter per micro-batch.
+                        strata::Footprint{strata::Footprint::Memory{true, true, true}, strata::Footprint::Traffic{0, 3}});
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ void register_single(strata::Registry& registry) {
   registry.add_strategy("single", "one process, one device: the baseline (no communication)",
                         strata::Schema<SingleOptions>{},
                         [](const SingleOptions&) { return std::make_shared<SingleStrategy>(); },
-                        strata::Placement::one_device());
+                        {strata::Placement::one_device(), {}, strata::Footprint{strata::Footprint::Memory{}, strata::Footprint::Traffic{}}});
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 // zero1 and zero2: every rank holds the full parameters, in flat groups (strata::FlatGroup,
 // reverse parameter order, about `reduce_bucket_mb` each, padded to a multiple of the world size);
 // rank r owns chunk r of every group: its float32 master and that master's optimizer state. At
-// the step the owned chunks are updated and the parameters all-gathered, consecutive groups
-// together up to `allgather_bucket_mb` per call.
+// the step the owned chunks are updated and the parameters all-gathered: each group in place by
+// default, or consecutive groups together up to `allgather_bucket_mb` per call.
 //   zero1: gradients accumulate over the micro-batches in a persistent full float32 buffer per
 //          group; after the last micro-batch, each group's buffer is reduce-scattered (average)
 //          from the grad hooks as soon as it is complete (`overlap`; otherwise after backward),
@@ -34,12 +34,21 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
+/// zero1 and zero2.
 struct ZeroOptions {
-  double reduce_bucket_mb = 25.0;      ///< gradient reduce-scatter bucket, in MiB
-  double allgather_bucket_mb = 25.0;   ///< parameter all-gather size per call, in MiB
-  bool overlap = true;                 ///< reduce-scatter from autograd hooks during backward
-  std::int64_t reductions_in_flight = 2;  ///< zero2, zero3: reduce-scatters whose buffers are alive at once
-  std::int64_t prefetch = 1;           ///< zero3: units gathered ahead of use
+  double reduce_bucket_mb = 25.0;         ///< flat group (gradient reduce-scatter bucket) size, in MiB
+  double allgather_bucket_mb = 0.0;       ///< groups all-gathered together per call, in MiB; 0: each in place
+  bool overlap = true;                    ///< reduce-scatter from autograd hooks during backward
+  std::int64_t reductions_in_flight = 2;  ///< zero2: reduce-scatters whose buffers are alive at once
+};
+
+/// zero3: the groups are cut from units, so both bucket sizes mean something else.
+struct Zero3Options {
+  double allgather_bucket_mb = 25.0;      ///< a unit larger than this is gathered in several groups, in MiB
+  double reduce_bucket_mb = 1.0;          ///< ready groups reduce-scattered together up to this many MiB
+  bool overlap = true;                    ///< reduce-scatter from autograd hooks during backward
+  std::int64_t reductions_in_flight = 2;  ///< reduce-scatters whose buffers are alive at once
+  std::int64_t prefetch = 1;              ///< units gathered ahead of use
 };
 
 class ZeroStrategy final : public strata::ReplicaStrategy {
@@ -77,7 +86,7 @@ class ZeroStrategy final : public strata::ReplicaStrategy {
 
 class Zero3Strategy final : public strata::ShardedStrategy {
  public:
-  explicit Zero3Strategy(ZeroOptions options) : options_(options) {}
+  explicit Zero3Strategy(Zero3Options options) : options_(options) {}
 
   void setup(const strata::StrategySetup& s) override {
     strata::UnitShardOptions o;
@@ -94,31 +103,47 @@ class Zero3Strategy final : public strata::ShardedStrategy {
   }
 
  private:
-  ZeroOptions options_;
+  Zero3Options options_;
 };
 
 void register_zero(strata::Registry& registry) {
-  strata::Schema<ZeroOptions> schema;
-  schema.option("reduce_bucket_mb", &ZeroOptions::reduce_bucket_mb, "gradient reduce-scatter bucket size in MiB",
-                strata::positive())
+  strata::Schema<ZeroOptions> schema1;
+  schema1
+      .option("reduce_bucket_mb", &ZeroOptions::reduce_bucket_mb,
+              "flat group size in MiB: each group's gradients are reduce-scattered in one call", strata::positive())
       .option("allgather_bucket_mb", &ZeroOptions::allgather_bucket_mb,
-              "parameter all-gather size per call in MiB (zero3: a larger unit is gathered in several groups)",
-              strata::positive())
+              "after the step, consecutive groups all-gathered in one call of up to this many MiB through a "
+              "staging buffer of that size; 0: each group in place, in a call of its own",
+              strata::at_least(0))
       .option("overlap", &ZeroOptions::overlap,
               "reduce-scatter gradients from autograd hooks during backward (false: after backward)");
-  strata::Schema<ZeroOptions> schema1 = schema;
-  schema.option("reductions_in_flight", &ZeroOptions::reductions_in_flight,
-                "gradient reduce-scatters whose buffers may be alive at once (bounds gradient memory in backward)",
-                strata::at_least(1));
-  strata::Schema<ZeroOptions> schema3 = schema;
-  schema3.option("prefetch", &ZeroOptions::prefetch, "units whose all-gather is issued ahead of use (0: none)",
-                 strata::at_least(0));
+  strata::Schema<ZeroOptions> schema2 = schema1;
+  schema2.option("reductions_in_flight", &ZeroOptions::reductions_in_flight,
+                 "gradient reduce-scatters whose buffers may be alive at once (bounds gradient memory in backward)",
+                 strata::at_least(1));
+  strata::Schema<Zero3Options> schema3;
+  schema3
+      .option("allgather_bucket_mb", &Zero3Options::allgather_bucket_mb,
+              "a unit larger than this many MiB is gathered in several flat groups", strata::positive())
+      .option("reduce_bucket_mb", &Zero3Options::reduce_bucket_mb,
+              "ready groups reduce-scattered together up to this many MiB (0: each alone)", strata::at_least(0))
+      .option("overlap", &Zero3Options::overlap,
+              "reduce-scatter gradients from autograd hooks during backward (false: after backward)")
+      .option("reductions_in_flight", &Zero3Options::reductions_in_flight,
+              "gradient reduce-scatters whose buffers may be alive at once (bounds gradient memory in backward)",
+              strata::at_least(1))
+      .option("prefetch", &Zero3Options::prefetch, "units whose all-gather is issued ahead of use (0: none)",
+              strata::at_least(0));
   registry.add_strategy("zero1", "ZeRO-1: optimizer state sharded, bucketed reduce-scatter + all-gather", schema1,
-                        [](const ZeroOptions& o) { return std::make_shared<ZeroStrategy>(o, 1); });
-  registry.add_strategy("zero2", "ZeRO-2: optimizer state and gradients sharded", schema,
-                        [](const ZeroOptions& o) { return std::make_shared<ZeroStrategy>(o, 2); });
+                        [](const ZeroOptions& o) { return std::make_shared<ZeroStrategy>(o, 1); },
+                        strata::Footprint{strata::Footprint::Memory{false, false, true}, strata::Footprint::Traffic{2, 0}});
+  registry.add_strategy("zero2", "ZeRO-2: optimizer state and gradients sharded", schema2,
+                        [](const ZeroOptions& o) { return std::make_shared<ZeroStrategy>(o, 2); },
+                        // A reduce-scatter per micro-batch, one all-gather per step.
+                        strata::Footprint{strata::Footprint::Memory{false, true, true}, strata::Footprint::Traffic{1, 1}});
   registry.add_strategy("zero3", "ZeRO-3: parameters, gradients and optimizer state sharded, gathered per unit",
-                        schema3, [](const ZeroOptions& o) { return std::make_shared<Zero3Strategy>(o); });
+                        schema3, [](const Zero3Options& o) { return std::make_shared<Zero3Strategy>(o); },
+                        strata::Footprint{strata::Footprint::Memory{true, true, true}, strata::Footprint::Traffic{0, 3}});
 }
 
 }  // namespace

@@ -42,7 +42,8 @@ struct GradReducerOptions {
   Comm* replicate = nullptr;
   /// Launch from the grad-ready hooks during backward; false: all after backward.
   bool overlap = true;
-  /// kShard: consecutive ready groups are reduced in one call up to this many bytes; 0: one each.
+  /// kShard: consecutive ready groups are reduced in one call up to this many bytes (a ready group
+  /// waits, staged, for the next while they fit); 0: one call each.
   std::int64_t coalesce_bytes = 0;
   /// Reductions whose buffers may be alive at once (>= 1); launching one more first completes the
   /// oldest.
@@ -74,7 +75,7 @@ class GradReducer {
   /// naming them after every launched collective has completed), completes every reduction and,
   /// after the last micro-batch, averages the shards over the replicate group.
   void end_backward(MicroStep micro);
-  /// Bytes of reduction buffers alive now (inputs and outputs in flight).
+  /// Bytes of reduction buffers alive now (staged gradients, inputs and outputs in flight).
   std::int64_t in_flight_bytes() const;
 
  private:
@@ -97,6 +98,7 @@ class GradReducer {
   BucketSchedule schedule_;
   bool round_open_ = false;
   std::vector<std::size_t> ready_;           // kShard: launched groups waiting to be coalesced
+  std::vector<torch::Tensor> staged_;        // kShard, per group: its staged gradients until reduced
   std::vector<std::unique_ptr<Reduction>> pending_;
   std::vector<std::unique_ptr<GradReadyHook>> hooks_;
 };

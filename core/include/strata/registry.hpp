@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -59,13 +60,37 @@ struct Equivalence {
   }
 };
 
+/// What a strategy holds and moves by DESIGN §5 and §8, declared like its Equivalence, so that
+/// `strata check` can hold the measured figures to the formula (an undeclared part is checked for
+/// consistency only). With Psi parameters, N ranks and M micro-batches per step:
+struct Footprint {
+  /// Model state per rank: parameters 4 Psi, gradients 4 Psi, optimizer state (AdamW 8 Psi,
+  /// SGD with momentum 4 Psi), each divided by N where sharded.
+  struct Memory {
+    bool params = false;
+    bool grads = false;
+    bool optimizer = false;
+  };
+  /// Bus bytes per optimizer step, in units of (N-1)/N x 4 Psi: per_step + per_micro_batch x M
+  /// (ddp, zero1: 2 + 0; zero2: 1 + 1; zero3, fsdp FULL_SHARD: 0 + 3).
+  struct Traffic {
+    double per_step = 0;
+    double per_micro_batch = 0;
+  };
+  std::optional<Memory> memory;
+  std::optional<Traffic> traffic;
+};
+
 /// What the host needs to know about a strategy besides its options.
 struct StrategyTraits {
   StrategyTraits() = default;
-  StrategyTraits(Placement p, Equivalence e = {}) : placement(std::move(p)), equivalence(std::move(e)) {}  // NOLINT
+  StrategyTraits(Placement p, Equivalence e = {}, Footprint f = {})  // NOLINT
+      : placement(std::move(p)), equivalence(std::move(e)), footprint(std::move(f)) {}
   StrategyTraits(Equivalence e) : equivalence(std::move(e)) {}  // NOLINT
+  StrategyTraits(Footprint f) : footprint(std::move(f)) {}      // NOLINT
   Placement placement;
   Equivalence equivalence;
+  Footprint footprint;
 };
 
 /// One registered name.
@@ -115,8 +140,7 @@ class Registry {
   void add(PluginKind kind, std::string name, std::string description, OptionsSchema schema,
            std::variant<StrategyFactory, ModelFactory, DatasetFactory> factory);
 
-  /// Sets the traits of strategy `name` (added before); checks them against its schema. Since
-  /// SDK ABI 2.1 (plugins built before it get the defaults).
+  /// Sets the traits of strategy `name` (added before); checks them against its schema.
   void set_traits(const std::string& name, StrategyTraits traits);
   /// The entry of `name`, or nullptr.
   const RegistryEntry* find(PluginKind kind, const std::string& name) const;

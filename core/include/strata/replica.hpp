@@ -97,7 +97,9 @@ class ReplicaStrategy : public Strategy, public ReplicaDigest {
   std::vector<std::pair<std::string, std::string>> aliases_;  ///< tied names: (alias, parameter)
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradReducer> reducer_;
-  std::int64_t allgather_cap_bytes_ = 25 * 1024 * 1024;  ///< sharded masters: bytes per all-gather call
+  /// Sharded masters: consecutive groups all-gathered in one call up to this many bytes (a staging
+  /// buffer of that size); 0: each group in place, in a call of its own.
+  std::int64_t allgather_cap_bytes_ = 0;
   int rank_ = 0;
 
  private:

@@ -209,7 +209,7 @@ class Comparison {
     std::string out = "strategy,world_size";
     for (const auto& k : extra) out += "," + csv_field(k);
     out += ",repeat,status,train_time_s,step_time_s,samples_per_s,speedup,efficiency,model_state_bytes,peak_bytes,"
-           "bus_bytes_per_step,final_loss,eval_accuracy,devices,params_bytes,grads_bytes,optimizer_bytes,"
+           "peak_tensor_bytes,bus_bytes_per_step,final_loss,eval_accuracy,devices,params_bytes,grads_bytes,optimizer_bytes,"
            "payload_bytes_per_step,calls_per_step,comm_time_s,eval_loss,param_norm,run_dir,error\n";
     for (const auto& r : rows_) {
       out += csv_field(r.run->strategy) + "," + std::to_string(r.run->world_size);
@@ -218,7 +218,7 @@ class Comparison {
       for (const char* path : {"train_time_s", "step_time_s", "samples_per_s"}) out += "," + csv_number(r.number(path));
       out += "," + csv_number(r.speedup.value_or(NAN)) + "," + csv_number(r.efficiency.value_or(NAN));
       out += "," + csv_number(r.model_state_bytes());
-      for (const char* path : {"memory.peak_bytes", "comm.bus_bytes_per_step", "final_loss", "eval.accuracy", "devices",
+      for (const char* path : {"memory.peak_bytes", "memory.peak_tensor_bytes", "comm.bus_bytes_per_step", "final_loss", "eval.accuracy", "devices",
                                "memory.model_state_bytes.params", "memory.model_state_bytes.grads",
                                "memory.model_state_bytes.optimizer", "comm.payload_bytes_per_step", "comm.calls_per_step",
                                "comm.time_s", "eval.loss", "param_norm"})
@@ -259,6 +259,7 @@ class Comparison {
       o["efficiency"] = json_number(r.efficiency.value_or(NAN));
       o["model_state_bytes"] = json_number(r.model_state_bytes());
       o["peak_bytes"] = json_number(r.number("memory.peak_bytes"));
+      o["peak_tensor_bytes"] = json_number(r.number("memory.peak_tensor_bytes"));
       o["bus_bytes_per_step"] = json_number(r.number("comm.bus_bytes_per_step"));
       o["final_loss"] = json_number(r.number("final_loss"));
       o["eval_accuracy"] = json_number(r.number("eval.accuracy"));
@@ -341,6 +342,7 @@ std::string Comparison::markdown() const {
                         {"eff.", [](const Row& r) { return r.efficiency.value_or(NAN); }, percent_text}});
   out += table("Memory and communication per rank",
                {{"state", [](const Row& r) { return r.model_state_bytes(); }, bytes_text},
+                {"tensor peak", [](const Row& r) { return r.number("memory.peak_tensor_bytes"); }, bytes_text},
                 {"peak", [](const Row& r) { return r.number("memory.peak_bytes"); }, bytes_text},
                 {"bus/step", [](const Row& r) { return r.number("comm.bus_bytes_per_step"); }, bytes_text}});
   out += table("Result", {{"loss", [](const Row& r) { return r.number("final_loss"); },

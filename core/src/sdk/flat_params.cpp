@@ -2,6 +2,7 @@
 
 #include <unordered_set>
 
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
 #include <fmt/format.h>
 #include <torch/utils.h>
@@ -20,6 +21,7 @@ void free_storage(const torch::Tensor& tensor) {
 void reallocate_storage(const torch::Tensor& tensor, std::size_t bytes) {
   auto* storage = tensor.storage().unsafeGetStorageImpl();
   if (storage->nbytes() == bytes) return;
+  const c10::OptionalDeviceGuard on_its_device(tensor.device());  // a raw allocation takes the current device
   storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
   storage->set_nbytes(bytes);
 }

@@ -46,6 +46,7 @@ GradReducer::GradReducer(std::vector<FlatGroup*> groups, const Precision& precis
   }
   schedule_ = BucketSchedule(buckets, param_names_.size(), [this](std::size_t g) { launch(g); });
   arrived_.assign(groups_.size(), 0);
+  staged_.resize(groups_.size());
   param_arrived_.assign(param_names_.size(), false);
 }
 
@@ -82,6 +83,9 @@ void GradReducer::grad_ready(std::size_t g, std::size_t k, std::size_t i) {
 
 void GradReducer::launch(std::size_t g) {
   if (holding_ == GradHolding::kShard) {
+    // Staged now, so that autograd's gradients go at once, whether or not the group waits for
+    // others to be reduced with.
+    staged_[g] = groups_[g]->take_grads(precision_.reduce_dtype());
     ready_.push_back(g);
     flush(false);
     return;
@@ -104,14 +108,12 @@ void GradReducer::launch(std::size_t g) {
 
 void GradReducer::flush(bool all) {
   const int n = size_of(options_.shard);
-  const auto wire = precision_.reduce_dtype();
-  const auto element = static_cast<std::int64_t>(c10::elementSize(wire));
   while (!ready_.empty()) {
     // Consecutive ready groups up to the coalescing cap (at least one).
     std::size_t take = 0;
     std::int64_t bytes = 0;
     while (take < ready_.size()) {
-      const auto b = groups_[ready_[take]]->padded() * element;
+      const auto b = static_cast<std::int64_t>(staged_[ready_[take]].nbytes());
       if (take > 0 && bytes + b > options_.coalesce_bytes) break;
       bytes += b;
       ++take;
@@ -124,7 +126,8 @@ void GradReducer::flush(bool all) {
     std::vector<torch::Tensor> columns;  // rank-major: [N, chunk] per group, side by side
     std::int64_t width = 0;
     for (auto g : r->groups) {
-      columns.push_back(groups_[g]->take_grads(wire).view({n, groups_[g]->chunk()}));
+      columns.push_back(staged_[g].view({n, groups_[g]->chunk()}));
+      staged_[g] = torch::Tensor();
       width += groups_[g]->chunk();
     }
     r->input = columns.size() == 1 ? columns.front().reshape({-1}) : torch::cat(columns, 1).reshape({-1});
@@ -181,6 +184,7 @@ void GradReducer::end_backward(MicroStep micro) {
       schedule_.end_round();
       round_open_ = false;
       ready_.clear();
+      for (auto& t : staged_) t = torch::Tensor();
       for (auto* g : groups_)
         for (std::size_t k = 0; k < g->size(); ++k) g->param(k).mutable_grad() = torch::Tensor();
       throw Error(fmt::format("{}: {} parameter(s) received no gradient in this step: {}.", options_.owner,
@@ -211,7 +215,7 @@ void GradReducer::average_shards() {
 }
 
 std::int64_t GradReducer::in_flight_bytes() const {
-  std::vector<torch::Tensor> buffers;
+  std::vector<torch::Tensor> buffers = staged_;
   for (const auto& r : pending_) {
     buffers.push_back(r->input);
     buffers.push_back(r->output);

@@ -146,8 +146,9 @@ void ReplicaStrategy::masters_to_params() {
   torch::NoGradGuard no_grad;
   for (auto& g : groups_) g->master_to_full();
   if (layout_.shard == nullptr || layout_.shard->world_size() == 1) return;
-  // All-gather the owned chunks, consecutive groups together up to allgather_cap_bytes_ per call
-  // (a call of several groups is rank-major: [rank][group chunks]).
+  // All-gather the owned chunks: each group in place, in a call of its own (allgather_cap_bytes_
+  // 0), or consecutive groups together up to allgather_cap_bytes_ per call through one rank-major
+  // staging buffer ([rank][group chunks]) of that size.
   const int world = layout_.shard->world_size();
   struct Call {
     std::vector<std::size_t> groups;
@@ -158,7 +159,7 @@ void ReplicaStrategy::masters_to_params() {
   std::int64_t filled = 0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     const auto bytes = static_cast<std::int64_t>(groups_[g]->full().nbytes());
-    if (calls.empty() || filled + bytes > allgather_cap_bytes_) {
+    if (calls.empty() || allgather_cap_bytes_ == 0 || filled + bytes > allgather_cap_bytes_) {
       calls.emplace_back();
       filled = 0;
     }

@@ -1,5 +1,9 @@
 #include "train/checkpoint.hpp"
 
+#include <algorithm>
+
+#include "train/model_diff.hpp"
+
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -22,10 +26,10 @@ void save_state_dict(const StateDict& state, const std::filesystem::path& file) 
   if (!out) throw Error(fmt::format("could not write the model to {}", file.string()), "check free disk space");
 }
 
-void load_state_dict(Model& model, const std::filesystem::path& file) {
-  const std::string where = "train.init_from: " + file.string();
-  const std::string fix = "Use a final_model.pt saved (save_final = true) from a run with the same [model] section.";
+std::map<std::string, torch::Tensor> read_state_dict(const std::filesystem::path& file, const std::string& where,
+                                                     const std::string& fix) {
   std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(where + " cannot be opened.", fix);
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   c10::IValue value;
   try {
@@ -40,6 +44,13 @@ void load_state_dict(Model& model, const std::filesystem::path& file) {
       throw Error(where + " holds an entry that is not a named tensor.", fix);
     saved.emplace(entry.key().toStringRef(), entry.value().toTensor());
   }
+  return saved;
+}
+
+void load_state_dict(Model& model, const std::filesystem::path& file) {
+  const std::string where = "train.init_from: " + file.string();
+  const std::string fix = "Use a final_model.pt saved (save_final = true) from a run with the same [model] section.";
+  const auto saved = read_state_dict(file, where, fix);
   std::vector<std::pair<std::string, at::Tensor>> targets;
   for (const auto& p : model.named_parameters()) targets.emplace_back(p.key(), p.value());
   for (const auto& b : model.named_buffers()) targets.emplace_back(b.key(), b.value());
@@ -69,6 +80,43 @@ void load_state_dict(Model& model, const std::filesystem::path& file) {
   }
   torch::NoGradGuard no_grad;
   for (auto& [name, tensor] : targets) tensor.copy_(saved.at(name));
+}
+
+}  // namespace strata
+
+namespace strata {
+
+ModelDifference compare_saved_models(const std::filesystem::path& reference, const std::filesystem::path& candidate) {
+  ModelDifference d;
+  std::map<std::string, torch::Tensor> a, b;
+  try {
+    a = read_state_dict(reference, reference.string(), "");
+    b = read_state_dict(candidate, candidate.string(), "");
+  } catch (const Error& e) {
+    d.problem = e.what();
+    return d;
+  }
+  for (const auto& [name, ta] : a) {
+    auto it = b.find(name);
+    if (it == b.end()) {
+      d.problem = fmt::format("{} has no tensor {}", candidate.filename().string(), name);
+      return d;
+    }
+    if (it->second.sizes() != ta.sizes()) {
+      d.problem = fmt::format("{}: shape {} against {}", name, fmt::join(it->second.sizes(), "x"),
+                              fmt::join(ta.sizes(), "x"));
+      return d;
+    }
+    const auto x = ta.to(torch::kFloat64), y = it->second.to(torch::kFloat64);
+    const double scale = std::max(x.abs().max().item<double>(), 1e-30);
+    const double rel = (x - y).abs().max().item<double>() / scale;
+    if (!(rel <= d.max_rel)) {  // NaN counts as the worst
+      d.max_rel = rel;
+      d.tensor = name;
+    }
+  }
+  if (a.size() != b.size()) d.problem = fmt::format("{} holds {} tensors, the reference {}", candidate.filename().string(), b.size(), a.size());
+  return d;
 }
 
 }  // namespace strata

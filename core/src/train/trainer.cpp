@@ -119,6 +119,7 @@ class Loop {
   double train_time_s_ = 0;
   Clock::time_point started_{};  // first step, for the progress line
   double last_loss_ = NAN;
+  double last_grad_norm_ = NAN;
   std::int64_t steps_done_ = 0;  // steps whose figures were read and found finite
   std::optional<EvalResult> last_eval_;
   ModelStateBytes model_state_{};        // maximum over ranks once the run ends
@@ -126,6 +127,7 @@ class Loop {
   std::int64_t peak_tensor_bytes_ = 0;   // likewise: live tensor bytes during training steps
   std::int64_t peak_setup_bytes_ = 0;    // likewise: live tensor bytes during setup
   std::int64_t model_params_ = 0;
+  std::int64_t model_tensors_ = 0;
   int devices_ = 1;  // devices the run computes on (ranks x devices per rank)
 };
 
@@ -197,6 +199,7 @@ void Loop::setup() {
   stats_.emplace(p_.device, *p_.comm, t.sync_timing);
   schedule_ = {e_.optimizer.lr, t.steps, t.warmup_steps, t.lr_schedule == "cosine", t.min_lr_ratio};
   model_params_ = p_.model->parameter_count();
+  model_tensors_ = static_cast<std::int64_t>(p_.model->parameters().size());
 
   if (!t.init_from.empty()) {
     load_state_dict(*p_.model, t.init_from);
@@ -291,6 +294,7 @@ void Loop::read_steps(double lr) {
     step_times_.push_back(row.time_s);
     train_time_s_ += row.time_s;
     last_loss_ = row.loss;
+    last_grad_norm_ = row.grad_norm;
     steps_done_ = row.step;
   }
   if (rows.empty()) return;
@@ -385,12 +389,14 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   s["micro_batches"] = t.micro_batches;
   s["seed"] = t.seed;
   s["parameters"] = model_params_;
+  s["parameter_tensors"] = model_tensors_;
   s["flops_per_sample"] = p_.model->flops_per_sample();
   s["train_time_s"] = train_time_s_;
   s["step_time_s"] = step_times_.empty() ? 0.0 : median(step_times_);
   s["samples_per_s"] = train_time_s_ > 0 ? static_cast<double>(steps_done_ * t.global_batch_size) / train_time_s_ : 0.0;
   s["step_timing"] = !p_.device.is_cuda() ? "host clock" : (t.sync_timing ? "synchronized host clock" : "cuda events");
   s["final_loss"] = last_loss_;
+  s["final_grad_norm"] = last_grad_norm_;  // global, before clipping, of the last step
   Json& ev = s["eval"];
   ev = Json::object();
   ev["loss"] = last_eval_ ? Json(last_eval_->loss) : Json();
