@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""`strata check NAME`: every built-in strategy passes the conformance suite, a strategy with a
-planted bug (gradients summed over ranks instead of averaged) fails it, and bad command lines are
-refused with exit 2.
+"""`strata check NAME`: every built-in strategy passes the conformance suite, two strategies with
+planted bugs fail it (gradients summed over ranks instead of averaged; two shard chunks swapped in
+the saved model, which only a tensor-by-tensor comparison sees), and bad command lines are refused
+with exit 2.
 
     STRATA_BIN=build/bin/strata STRATA_FIXTURE_PLUGIN_DIR=build/tests/fixtures/plugins \\
       python3 tests/integration/test_check.py
@@ -73,13 +74,13 @@ def every_builtin_strategy_passes():
 
 
 def constrained_options_are_probed():
-    """Each bound and choice list of the schema is tried with a value it rejects (zero3: bucket
-    sizes > 0, prefetch >= 0; fsdp: a sharding strategy not in its list), and --out keeps the
+    """Each bound and choice list of the schema is tried with a value it rejects (zero3: reduce
+    bucket >= 0, all-gather bucket > 0, prefetch >= 0; fsdp: a sharding strategy not in its list), and --out keeps the
     experiments, the runs and the table."""
     out = os.path.join(st.temp_dir("out"), "zero3")
     result, _ = check("zero3", "--world-sizes", "1", "--out", out)
     rows = [r[:3] for r in table_rows(result)]
-    for row in (("bad option strategy.reduce_bucket_mb=0.0", "-", "PASS"),
+    for row in (("bad option strategy.reduce_bucket_mb=-1.0", "-", "PASS"),
                 ("bad option strategy.allgather_bucket_mb=0.0", "-", "PASS"),
                 ("bad option strategy.prefetch=-1", "-", "PASS")):
         st.check(row in rows, "zero3: no row %r" % (row,), result)
@@ -99,20 +100,40 @@ def constrained_options_are_probed():
 
 def planted_bug_fails():
     """fixture_sum_grads all-reduces gradients with a sum: exact at world size 1, wrong at 2. AdamW
-    is blind to the gradient scale; the SGD workloads catch it."""
+    is nearly blind to the gradient scale (only epsilon sees it); the SGD workloads catch it."""
     env = {"STRATA_PLUGIN_PATH": st.fixture_plugin_dir("planted_bug")}
     result, tmp = check("fixture_sum_grads", "--world-sizes", "1,2", env=env, expect=1)
     rows = table_rows(result)
-    failed = [r for r in rows if r[2] == "FAIL"]
-    st.check({(r[0], r[1]) for r in failed} == {("equivalence cnn/sgd", "2"),
-                                                 ("equivalence mlp/sgd, 2 micro-batches", "2")},
-             "expected exactly the SGD equivalence rows at world 2 to fail, got %s" % failed, result)
-    st.check(all("declared exact up to reduction order" in r[3] and "param_norm rel" in r[3] for r in failed),
-             "the failed rows do not say what was expected", result)
-    st.expect_stdout(result, "strata check fixture_sum_grads: %d passed, 2 failed" % (len(rows) - 2))
+    failed = {(r[0], r[1]) for r in rows if r[2] == "FAIL"}
+    sgd = {("equivalence cnn/sgd", "2"), ("equivalence mlp/sgd, 2 micro-batches", "2")}
+    st.check(sgd <= failed <= sgd | {("equivalence mlp/adamw", "2")},
+             "expected the SGD equivalence rows at world 2 (and at most AdamW's) to fail, got %s" % failed, result)
+    st.check(all("declared exact up to reduction order" in r[3] and "final model rel" in r[3]
+                 for r in rows if r[2] == "FAIL"), "the failed rows do not say what was expected", result)
+    st.expect_stdout(result, "strata check fixture_sum_grads: %d passed, %d failed" % (len(rows) - len(failed),
+                                                                                        len(failed)))
     kept = re.search(r"^outputs: (\S+)", result.stdout, re.M)
     st.check(kept is not None and kept.group(1).startswith(tmp) and os.path.isdir(kept.group(1)),
              "a failed check keeps its directory under TMPDIR and prints it", result)
+
+
+def swapped_chunks_fail_only_the_tensor_comparison():
+    """fixture_swapped_chunks trains exactly like zero1 but saves a model with two shard chunks
+    swapped: loss, parameter norm, memory, traffic and a reload by single all pass; the
+    tensor-by-tensor comparison with single's model fails at world 2, and only there."""
+    env = {"STRATA_PLUGIN_PATH": st.fixture_plugin_dir("swapped_chunks")}
+    result, _ = check("fixture_swapped_chunks", "--world-sizes", "1,2", env=env, expect=1)
+    rows = table_rows(result)
+    failed = {(r[0], r[1]) for r in rows if r[2] == "FAIL"}
+    expected = {("equivalence mlp/adamw", "2"), ("equivalence cnn/sgd", "2"),
+                ("equivalence mlp/sgd, 2 micro-batches", "2")}
+    st.check(failed == expected, "expected exactly the equivalence rows at world 2 to fail, got %s" % failed, result)
+    for r in rows:
+        if r[2] == "FAIL":
+            st.check("final_loss abs" in r[3] and "<= 1e-04" in r[3], "%s: the loss should agree: %s" % (r[0], r[3]),
+                     result)
+    st.check(("state-dict round trip", "2", "PASS") in [r[:3] for r in rows],
+             "the reload by single (a norm) should not see the swap", result)
 
 
 def bad_command_lines():
@@ -128,4 +149,5 @@ def bad_command_lines():
 
 
 if __name__ == "__main__":
-    st.main([bad_command_lines, planted_bug_fails, constrained_options_are_probed, every_builtin_strategy_passes])
+    st.main([bad_command_lines, planted_bug_fails, swapped_chunks_fail_only_the_tensor_comparison,
+             constrained_options_are_probed, every_builtin_strategy_passes])

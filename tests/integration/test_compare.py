@@ -14,7 +14,7 @@ import strata_test as st
 
 # DESIGN §7: the columns every results.csv has.
 RESULT_COLUMNS = ["strategy", "world_size", "status", "train_time_s", "step_time_s", "samples_per_s", "speedup",
-                  "efficiency", "model_state_bytes", "peak_bytes", "bus_bytes_per_step", "final_loss",
+                  "efficiency", "model_state_bytes", "peak_bytes", "peak_tensor_bytes", "bus_bytes_per_step", "final_loss",
                   "eval_accuracy"]
 
 
@@ -78,7 +78,8 @@ def small_sweep_end_to_end():
         st.expect_close(speedup, float(reference["train_time_s"]) / float(r["train_time_s"]), what + " speedup",
                         rel=1e-9)
         st.expect_close(efficiency, speedup / int(r["world_size"]), what + " efficiency", rel=1e-9)
-        st.check(float(r["model_state_bytes"]) > 0 and float(r["peak_bytes"]) > 0, what + ": memory missing", result)
+        st.check(float(r["model_state_bytes"]) > 0 and float(r["peak_bytes"]) > 0 and float(r["peak_tensor_bytes"]) > 0,
+                 what + ": memory missing", result)
         st.check((float(r["bus_bytes_per_step"]) > 0) == (r["world_size"] == "2"), what + ": bus bytes "
                  + r["bus_bytes_per_step"], result)
         run_dir = os.path.join(out, r["run_dir"])

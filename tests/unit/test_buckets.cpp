@@ -3,17 +3,7 @@
 
 #include "strata/buckets.hpp"
 
-namespace {
-std::vector<torch::Tensor> make_params(std::initializer_list<std::int64_t> sizes) {
-  std::vector<torch::Tensor> params;
-  float start = 1.0f;
-  for (auto n : sizes) {
-    params.push_back(torch::arange(start, start + static_cast<float>(n)).requires_grad_());
-    start += static_cast<float>(n);
-  }
-  return params;
-}
-}  // namespace
+using strata::test::make_params;
 
 TEST_CASE("buckets follow reverse parameter order and respect the cap") {
   auto params = make_params({5, 3, 7, 2});  // 20, 12, 28, 8 bytes

@@ -9,15 +9,7 @@
 
 namespace {
 
-std::vector<torch::Tensor> make_params(std::initializer_list<std::int64_t> sizes) {
-  std::vector<torch::Tensor> params;
-  float start = 1.0f;
-  for (auto n : sizes) {
-    params.push_back(torch::arange(start, start + static_cast<float>(n)).requires_grad_());
-    start += static_cast<float>(n);
-  }
-  return params;
-}
+using strata::test::make_params;
 
 strata::FlatGroupOptions options(int rank, int n, strata::Residency residency, strata::GradHolding grads,
                                  torch::ScalarType param = torch::kFloat32) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
 namespace strata::test {
@@ -40,5 +41,16 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+/// Leaf tensors that require grad, of the given sizes, holding 1, 2, 3, ... in order.
+inline std::vector<torch::Tensor> make_params(std::initializer_list<std::int64_t> sizes) {
+  std::vector<torch::Tensor> params;
+  float start = 1.0f;
+  for (auto n : sizes) {
+    params.push_back(torch::arange(start, start + static_cast<float>(n)).requires_grad_());
+    start += static_cast<float>(n);
+  }
+  return params;
+}
 
 }  // namespace strata::test
