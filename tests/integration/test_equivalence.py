@@ -99,9 +99,11 @@ def sgd_mlp_synthetic():
 
 def adamw_cnn_clipped():
     """AdamW on the CNN with the gradient norm clipped (to 1: below the norms of every step here),
-    world 3, two micro-batches. local_sgd is AdamW-approximate by design and sits this one out."""
+    world 3, two micro-batches; and on the MLP at world 2. local_sgd is AdamW-approximate by design
+    and sits these out."""
     strategies = [s for s in STRATEGIES if s[0] != "local_sgd"]
     matrix("adamw_cnn_clip", CNN_SETS + ["train.clip_grad_norm=1.0"], (3,), (2,), strategies)
+    matrix("adamw_mlp", [], (2,), (1,), strategies)
 
 
 def fashion_mnist_mlp_and_cnn():
