@@ -65,7 +65,7 @@ class DpStrategy final : public strata::ReplicaStrategy, public strata::MultiDev
                           "Run dp with nproc = 1 and set strategy.replicas to the number of devices.");
     if (!s.make_model)
       throw strata::Error("dp needs StrategySetup::make_model to build its replicas; this host gives none.",
-                          "Use a host built with SDK ABI 2.1 or newer.");
+                          "Run dp under the strata CLI, which provides it.");
     devices_ = resolve_devices(s.device);
     strata::StrategySetup primary = s;
     primary.device = devices_.front();

@@ -48,7 +48,7 @@ struct StrategySetup {
   PrecisionPolicy precision;
   int local_world_size = 1;  ///< ranks of this job on this host (e.g. a node-local shard group)
   /// Builds another instance of the model (same architecture, on the CPU; its values are to be
-  /// overwritten), for strategies that hold several replicas in one process (dp). Since ABI 2.1.
+  /// overwritten), for strategies that hold several replicas in one process (dp).
   std::function<std::shared_ptr<Model>()> make_model;
 };
 

@@ -130,6 +130,7 @@ class UnitShards {
   std::vector<std::shared_ptr<CommWork>> gathers_;  // per group, while its all-gather runs
   std::vector<torch::Tensor> gather_inputs_;        // per group, alive until its all-gather is waited
   std::vector<Unit> units_;
+  std::vector<std::size_t> unit_of_;                // per group: its unit
   std::unique_ptr<GradReducer> reducer_;
 };
 

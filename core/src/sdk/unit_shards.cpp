@@ -74,6 +74,9 @@ UnitShards::UnitShards(std::shared_ptr<Model> model, torch::Device device, Comm&
   }
   gathers_.resize(groups_.size());
   gather_inputs_.resize(groups_.size());
+  unit_of_.resize(groups_.size());
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    for (auto g : units_[u].groups) unit_of_[g] = u;
   // Reductions in launch order: backward completes the last unit first.
   std::vector<FlatGroup*> launch;
   for (std::size_t g = groups_.size(); g-- > 0;) launch.push_back(groups_[g].get());
@@ -197,13 +200,8 @@ void UnitShards::pre_backward(std::size_t unit) {
 }
 
 void UnitShards::group_complete(std::size_t launch_index) {
-  const std::size_t g = groups_.size() - 1 - launch_index;
-  for (std::size_t u = 0; u < units_.size(); ++u) {
-    auto& unit = units_[u];
-    if (std::find(unit.groups.begin(), unit.groups.end(), g) == unit.groups.end()) continue;
-    if (++unit.complete == unit.groups.size()) release(u);  // every gradient of the unit exists
-    return;
-  }
+  const std::size_t u = unit_of_[groups_.size() - 1 - launch_index];
+  if (++units_[u].complete == units_[u].groups.size()) release(u);  // every gradient of the unit exists
 }
 
 void UnitShards::begin_backward(MicroStep micro) {
