@@ -21,11 +21,14 @@
 /// a zero gradient, as FSDP's and ZeRO's flat buffers do (the optimizer updates every element).
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/types.h>
 
+#include "strata/comm.hpp"
 #include "strata/precision.hpp"
 
 namespace strata {
@@ -141,5 +144,16 @@ class FlatGroup {
   torch::Tensor full_grad_;
   std::vector<torch::Tensor> grad_views_;
 };
+
+/// The groups a strategy holds, in its own order.
+using FlatGroups = std::vector<std::unique_ptr<FlatGroup>>;
+/// The master of every group (what the optimizer steps), and their gradients.
+std::vector<torch::Tensor> group_masters(const FlatGroups& groups);
+std::vector<torch::Tensor> group_master_grads(const FlatGroups& groups);
+/// Bytes of parameter storage and of gradient storage the groups hold (each storage once).
+std::pair<std::int64_t, std::int64_t> group_bytes(const FlatGroups& groups);
+/// The group's float32 master in full ([padded], on its device): all-gathered over `shard` when
+/// the group is sharded (a collective of the shard group), the master itself when it is not.
+torch::Tensor full_master(const FlatGroup& group, Comm* shard);
 
 }  // namespace strata

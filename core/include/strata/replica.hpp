@@ -28,6 +28,14 @@ torch::Tensor state_dict_copy(const torch::Tensor& tensor);
 /// Appends every buffer and frozen parameter of `model` to `state` (as state_dict_copy).
 void append_frozen_state(StateDict& state, const Model& model);
 
+/// The model's full state on the CPU, for Strategy::full_state_dict(): every trainable parameter
+/// from its group's float32 master (gathered over `shard` a group at a time, so no rank holds more
+/// than one gathered group; a collective of the shard group), `aliases` (tied names: alias,
+/// parameter) filled from the parameter they share, then frozen parameters and buffers. Ranks other
+/// than the one that `keeps` it get an empty dict.
+StateDict gathered_state_dict(const FlatGroups& groups, Comm* shard, const Model& model, bool keep,
+                              const std::vector<std::pair<std::string, std::string>>& aliases = {});
+
 /// CRC-32C of the bytes of `tensor` (copied to the CPU), extending `crc`: replica digests.
 std::uint32_t tensor_digest(const torch::Tensor& tensor, std::uint32_t crc = 0);
 
@@ -91,7 +99,7 @@ class ReplicaStrategy : public Strategy, public ReplicaDigest {
   Comm* comm_ = nullptr;                   ///< the job's communicator
   Precision precision_;
   ReplicaLayout layout_;
-  std::vector<std::unique_ptr<FlatGroup>> groups_;  ///< in launch order (reverse parameter order)
+  FlatGroups groups_;                      ///< in launch order (reverse parameter order)
   std::vector<torch::Tensor> params_;      ///< trainable parameters (each once), in model order
   std::vector<std::string> param_names_;   ///< their dotted names
   std::vector<std::pair<std::string, std::string>> aliases_;  ///< tied names: (alias, parameter)

@@ -27,7 +27,6 @@
 /// the master shard itself and nothing is gathered or freed (NO_SHARD).
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -87,10 +86,11 @@ class UnitShards {
   /// gradient shards (after the last micro-batch also averaged over the replicate group).
   void begin_backward(MicroStep micro);
   void end_backward(MicroStep micro);
-  /// The optimizer's parameters: this rank's float32 master shards, one per group.
-  std::vector<torch::Tensor> masters() const;
-  /// Their gradients (the gradient shards).
-  std::vector<torch::Tensor> master_grads() const;
+  /// The flat groups, in model order: their masters are the optimizer's parameters (this rank's
+  /// float32 shards), whose gradients are the gradient shards.
+  const FlatGroups& groups() const noexcept { return groups_; }
+  /// The group they are sharded over.
+  Comm& shard() const noexcept { return shard_; }
   /// Zeroes the gradient shards.
   void zero_grad();
   /// Sum of squares of all parameters of the model, a float64 scalar on the device (collective).
@@ -100,10 +100,6 @@ class UnitShards {
   /// Bytes this rank holds: params (master shards, and gathered buffers while allocated), grads
   /// (gradient shards and reductions in flight).
   std::pair<std::int64_t, std::int64_t> held_bytes() const;
-  /// Calls `fn(name, value)` for every parameter in model order with its full float32 value on
-  /// the device, gathered one group at a time (a collective over the shard group; every rank
-  /// calls it, and `fn` runs on every rank).
-  void for_each_full_parameter(const std::function<void(const std::string&, const torch::Tensor&)>& fn);
   /// Groups, padding and policy in one line, for the log.
   std::string describe() const;
 
@@ -126,7 +122,7 @@ class UnitShards {
   std::shared_ptr<Comm> gather_lane_;  // all-gathers: shard_'s ranks on a stream of their own
   UnitShardOptions options_;
   Precision precision_;
-  std::vector<std::unique_ptr<FlatGroup>> groups_;  // model order
+  FlatGroups groups_;                               // model order
   std::vector<std::shared_ptr<CommWork>> gathers_;  // per group, while its all-gather runs
   std::vector<torch::Tensor> gather_inputs_;        // per group, alive until its all-gather is waited
   std::vector<Unit> units_;

@@ -149,4 +149,33 @@ void FlatGroup::zero_grad() {
   else master_.grad().zero_();
 }
 
+std::vector<torch::Tensor> group_masters(const FlatGroups& groups) {
+  std::vector<torch::Tensor> out;
+  for (const auto& g : groups) out.push_back(g->master());
+  return out;
+}
+
+std::vector<torch::Tensor> group_master_grads(const FlatGroups& groups) {
+  std::vector<torch::Tensor> out;
+  for (const auto& g : groups) out.push_back(g->master().grad());
+  return out;
+}
+
+std::pair<std::int64_t, std::int64_t> group_bytes(const FlatGroups& groups) {
+  std::vector<torch::Tensor> params, grads;
+  for (const auto& g : groups) {
+    for (auto& t : g->param_tensors()) params.push_back(t);
+    for (auto& t : g->grad_tensors()) grads.push_back(t);
+  }
+  return {storage_bytes(params), storage_bytes(grads)};
+}
+
+torch::Tensor full_master(const FlatGroup& group, Comm* shard) {
+  torch::NoGradGuard no_grad;
+  if (group.shard_size() == 1) return group.master().detach();
+  auto full = torch::empty({group.padded()}, group.master().options().requires_grad(false));
+  shard->all_gather(full, group.master().detach());
+  return full;
+}
+
 }  // namespace strata

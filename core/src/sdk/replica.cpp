@@ -36,6 +36,24 @@ void append_frozen_state(StateDict& state, const Model& model) {
   for (const auto& b : model.named_buffers()) state.emplace_back(b.key(), state_dict_copy(b.value()));
 }
 
+StateDict gathered_state_dict(const FlatGroups& groups, Comm* shard, const Model& model, bool keep,
+                              const std::vector<std::pair<std::string, std::string>>& aliases) {
+  std::map<std::string, torch::Tensor> values;  // the keeper: every trainable parameter, float32 on the CPU
+  for (const auto& g : groups) {
+    const auto full = full_master(*g, shard);
+    if (!keep) continue;
+    const auto views = g->views(full);
+    for (std::size_t k = 0; k < g->size(); ++k) values[g->name(k)] = state_dict_copy(views[k]);
+  }  // each gathered group is released before the next one
+  if (!keep) return {};
+  for (const auto& [alias, name] : aliases) values[alias] = values.at(name);
+  StateDict state;
+  for (const auto& p : model.named_parameters())
+    if (p.value().requires_grad()) state.emplace_back(p.key(), values.at(p.key()));
+  append_frozen_state(state, model);
+  return state;
+}
+
 std::uint32_t tensor_digest(const torch::Tensor& tensor, std::uint32_t crc) {
   const auto cpu = tensor.detach().to(torch::kCPU).contiguous();
   return tb::crc32c(cpu.data_ptr(), cpu.nbytes(), crc);
@@ -113,15 +131,10 @@ torch::Tensor ReplicaStrategy::forward_backward(const Batch& batch, MicroStep mi
   return replica_forward_backward(batch, micro);
 }
 
-std::vector<torch::Tensor> ReplicaStrategy::masters() const {
-  std::vector<torch::Tensor> out;
-  for (const auto& g : groups_) out.push_back(g->master());
-  return out;
-}
+std::vector<torch::Tensor> ReplicaStrategy::masters() const { return group_masters(groups_); }
 
 torch::Tensor ReplicaStrategy::finish_gradients(double max_norm) {
-  std::vector<torch::Tensor> grads;
-  for (const auto& g : groups_) grads.push_back(g->master().grad());
+  const auto grads = group_master_grads(groups_);
   auto norm = (layout_.shard != nullptr ? global_square_sum(grads, *layout_.shard) : square_sum(grads, device_)).sqrt();
   clip_gradients(grads, norm, max_norm);
   return norm;
@@ -206,34 +219,12 @@ double ReplicaStrategy::parameter_norm() {
 }
 
 ModelStateBytes ReplicaStrategy::memory() const {
-  std::vector<torch::Tensor> params, grads;
-  for (const auto& g : groups_) {
-    for (auto& t : g->param_tensors()) params.push_back(t);
-    for (auto& t : g->grad_tensors()) grads.push_back(t);
-  }
-  return {storage_bytes(params), storage_bytes(grads), optimizer_ ? optimizer_->state_bytes() : 0};
+  const auto [params, grads] = group_bytes(groups_);
+  return {params, grads, optimizer_ ? optimizer_->state_bytes() : 0};
 }
 
 StateDict ReplicaStrategy::full_state_dict() {
-  torch::NoGradGuard no_grad;
-  std::map<std::string, torch::Tensor> values;  // rank 0: every trainable parameter, float32 on the CPU
-  for (const auto& g : groups_) {
-    torch::Tensor full = g->master();
-    if (g->shard_size() > 1) {
-      full = torch::empty({g->padded()}, g->master().options().requires_grad(false));
-      layout_.shard->all_gather(full, g->master().detach());
-    }
-    if (rank_ != 0) continue;
-    const auto views = g->views(full.detach());
-    for (std::size_t k = 0; k < g->size(); ++k) values[g->name(k)] = state_dict_copy(views[k]);
-  }
-  if (rank_ != 0) return {};
-  for (const auto& [alias, name] : aliases_) values[alias] = values.at(name);
-  StateDict state;
-  for (const auto& p : model_->named_parameters())
-    if (p.value().requires_grad()) state.emplace_back(p.key(), values.at(p.key()));
-  append_frozen_state(state, *model_);
-  return state;
+  return gathered_state_dict(groups_, layout_.shard, *model_, rank_ == 0, aliases_);
 }
 
 std::vector<std::uint32_t> ReplicaStrategy::replica_digests() const {

@@ -1,7 +1,6 @@
 #include "strata/sharded_strategy.hpp"
 
 #include <cmath>
-#include <map>
 
 #include <torch/utils.h>
 
@@ -14,7 +13,7 @@ void ShardedStrategy::take_over(const StrategySetup& s, Comm& shard, Comm* repli
   comm_ = s.comm;
   options.precision = s.precision;
   shards_ = std::make_unique<UnitShards>(model_, s.device, *comm_, shard, replicate, std::move(options));
-  optimizer_ = make_optimizer(shards_->masters(), s.optimizer);
+  optimizer_ = make_optimizer(group_masters(shards_->groups()), s.optimizer);
 }
 
 torch::Tensor ShardedStrategy::forward_backward(const Batch& batch, MicroStep micro) {
@@ -29,7 +28,7 @@ torch::Tensor ShardedStrategy::forward_backward(const Batch& batch, MicroStep mi
 
 torch::Tensor ShardedStrategy::finish_gradients(double max_norm) {
   auto norm = shards_->grad_square_norm().sqrt();
-  clip_gradients(shards_->master_grads(), norm, max_norm);
+  clip_gradients(group_master_grads(shards_->groups()), norm, max_norm);
   return norm;
 }
 
@@ -52,17 +51,7 @@ ModelStateBytes ShardedStrategy::memory() const {
 }
 
 StateDict ShardedStrategy::full_state_dict() {
-  std::map<std::string, torch::Tensor> values;
-  const bool keep = comm_->rank() == 0;
-  shards_->for_each_full_parameter([&](const std::string& name, const torch::Tensor& value) {
-    if (keep) values[name] = state_dict_copy(value);
-  });
-  if (!keep) return {};
-  StateDict state;
-  for (const auto& p : model_->named_parameters())
-    if (p.value().requires_grad()) state.emplace_back(p.key(), values.at(p.key()));
-  append_frozen_state(state, *model_);
-  return state;
+  return gathered_state_dict(shards_->groups(), &shards_->shard(), *model_, comm_->rank() == 0);
 }
 
 }  // namespace strata

@@ -81,7 +81,7 @@ UnitShards::UnitShards(std::shared_ptr<Model> model, torch::Device device, Comm&
   std::vector<FlatGroup*> launch;
   for (std::size_t g = groups_.size(); g-- > 0;) launch.push_back(groups_[g].get());
   GradReducerOptions r;
-  r.shard = shard_.world_size() > 1 ? &shard_ : nullptr;
+  r.shard = &shard_;  // a one-rank shard group (NO_SHARD, world 1) reduces by a copy
   r.replicate = replicate_;
   r.overlap = options_.overlap;
   r.coalesce_bytes = options_.reduce_cap_bytes;
@@ -220,47 +220,22 @@ void UnitShards::end_backward(MicroStep micro) {
   for (std::size_t u = 0; u < units_.size(); ++u) release(u);
 }
 
-std::vector<torch::Tensor> UnitShards::masters() const {
-  std::vector<torch::Tensor> out;
-  for (const auto& g : groups_) out.push_back(g->master());
-  return out;
-}
-
-std::vector<torch::Tensor> UnitShards::master_grads() const {
-  std::vector<torch::Tensor> out;
-  for (const auto& g : groups_) out.push_back(g->master().grad());
-  return out;
-}
-
 void UnitShards::zero_grad() {
   for (auto& g : groups_) g->zero_grad();
 }
 
-torch::Tensor UnitShards::square_norm() { return global_square_sum(masters(), shard_, SumPrecision::kExact); }
-
-torch::Tensor UnitShards::grad_square_norm() { return global_square_sum(master_grads(), shard_); }
-
-std::pair<std::int64_t, std::int64_t> UnitShards::held_bytes() const {
-  std::vector<torch::Tensor> params = gather_inputs_;
-  std::vector<torch::Tensor> grads;
-  for (const auto& g : groups_) {
-    for (auto& t : g->param_tensors()) params.push_back(t);
-    for (auto& t : g->grad_tensors()) grads.push_back(t);
-  }
-  return {storage_bytes(params), storage_bytes(grads) + reducer_->in_flight_bytes()};
+torch::Tensor UnitShards::square_norm() {
+  return global_square_sum(group_masters(groups_), shard_, SumPrecision::kExact);
 }
 
-void UnitShards::for_each_full_parameter(const std::function<void(const std::string&, const torch::Tensor&)>& fn) {
-  torch::NoGradGuard no_grad;
-  for (const auto& g : groups_) {
-    torch::Tensor full = g->master().detach();
-    if (g->shard_size() > 1) {
-      full = torch::empty({g->padded()}, full.options());
-      shard_.all_gather(full, g->master().detach());
-    }
-    const auto views = g->views(full);
-    for (std::size_t k = 0; k < g->size(); ++k) fn(g->name(k), views[k]);
-  }  // each gathered group is released before the next one
+torch::Tensor UnitShards::grad_square_norm() { return global_square_sum(group_master_grads(groups_), shard_); }
+
+std::pair<std::int64_t, std::int64_t> UnitShards::held_bytes() const {
+  // An all-gather's input may be the float32 master itself: count each storage once.
+  std::vector<torch::Tensor> params = gather_inputs_;
+  for (const auto& g : groups_)
+    for (auto& t : g->param_tensors()) params.push_back(t);
+  return {storage_bytes(params), group_bytes(groups_).second + reducer_->in_flight_bytes()};
 }
 
 std::string UnitShards::describe() const {
