@@ -28,7 +28,7 @@ commands:
   compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run]
                                               run every combination of the sweep file SWEEP and
                                               write results.csv, results.json and results.md
-  check NAME [--world-sizes 1,2,3] [--out DIR]
+  check NAME [--world-sizes 1,2,3] [--models standard|transformers] [--out DIR]
                                               conformance suite of strategy NAME on small CPU
                                               models (equivalence with single, memory,
                                               communication, state dict, bad options)
@@ -129,6 +129,7 @@ int dispatch(int argc, char** argv) {
   if (command == "check") {
     options.add_options()("name", po::value<std::string>(), "strategy name")(
         "world-sizes", po::value<std::string>(), "comma-separated world sizes (default 1,2)")(
+        "models", po::value<std::string>(), "workloads: standard (MLP, CNN; default) or transformers (ViT, Llama)")(
         "out", po::value<std::string>(), "directory for the check's experiments and runs (kept)");
     positional.add("name", 1);
     const auto parsed = parse(args, options, positional);
@@ -142,6 +143,7 @@ int dispatch(int argc, char** argv) {
     if (vars.count("world-sizes"))
       request.world_sizes = strata::parse_world_sizes(vars["world-sizes"].as<std::string>());
     if (vars.count("out")) request.out = vars["out"].as<std::string>();
+    if (vars.count("models")) request.models = vars["models"].as<std::string>();
     return strata::check_strategy(request);
   }
   if (command == "plugins") {

@@ -159,7 +159,7 @@ std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world)
 
   // Same seed on every rank: every replica starts from the same parameters.
   torch::manual_seed(static_cast<std::uint64_t>(e.train.seed));
-  ModelContext model_context{p->dataset->input_shape(), p->dataset->num_classes()};
+  const ModelContext model_context{p->dataset->spec(), e.directory()};
   p->model = create(e, "model", [&] { return p->registry.create_model(e.model.name, e.model.options, model_context); });
   p->strategy = create(e, "strategy", [&] { return p->registry.create_strategy(e.strategy.name, e.strategy.options); });
   return p;
@@ -232,7 +232,7 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   parts.local_world_size = world.local_world_size;
   parts.make_model = [p = p.get()] {
     const auto& x = p->experiment;
-    ModelContext context{p->dataset->input_shape(), p->dataset->num_classes()};
+    const ModelContext context{p->dataset->spec(), x.directory()};
     return p->registry.create_model(x.model.name, x.model.options, context);
   };
   parts.run_dir = run_dir;

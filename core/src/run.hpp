@@ -38,6 +38,7 @@ int compare_strategies(const CompareRequest& request);
 /// `strata check NAME`: the conformance suite of the Strategy contract, on small CPU models.
 struct CheckRequest {
   std::string strategy;                ///< registered strategy name
+  std::string models = "standard";     ///< workload set: standard (MLP, CNN) or transformers (ViT, Llama)
   std::vector<int> world_sizes{1, 2};  ///< world sizes to check (those the strategy's placement
                                        ///< cannot run at are reported n/a)
   std::filesystem::path out;           ///< where its experiments and runs go (kept); empty: a fresh

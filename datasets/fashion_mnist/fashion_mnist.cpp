@@ -109,8 +109,12 @@ class FashionMnist final : public strata::Dataset {
     return {inputs.view({n, 1, kSide, kSide}), data.labels.index_select(0, index)};
   }
 
-  std::vector<std::int64_t> input_shape() const override { return {1, kSide, kSide}; }
-  std::int64_t num_classes() const override { return kNumClasses; }
+  strata::DataSpec spec() const override {
+    strata::DataSpec s;
+    s.input_shape = {1, kSide, kSide};
+    s.num_classes = kNumClasses;
+    return s;
+  }
 
  private:
   const SplitFiles& files(strata::Split split) const {

@@ -20,6 +20,7 @@
 #include "strata/options.hpp"
 #include "strata/plugin.hpp"
 #include "strata/registry.hpp"
+#include "synthetic_text.hpp"
 
 namespace {
 
@@ -59,8 +60,12 @@ class Synthetic final : public strata::Dataset {
     return {data.inputs.index_select(0, index), data.targets.index_select(0, index)};
   }
 
-  std::vector<std::int64_t> input_shape() const override { return options_.input_shape; }
-  std::int64_t num_classes() const override { return options_.num_classes; }
+  strata::DataSpec spec() const override {
+    strata::DataSpec s;
+    s.input_shape = options_.input_shape;
+    s.num_classes = options_.num_classes;
+    return s;
+  }
 
  private:
   /// [n, ...input_shape]
@@ -165,8 +170,9 @@ void register_synthetic(strata::Registry& registry) {
   registry.add_dataset<SyntheticOptions>(
       "synthetic", "Gaussian-mixture classification data generated from a seed (no files needed)", schema,
       make_synthetic);
+  register_synthetic_text(registry);
 }
 
 }  // namespace
 
-STRATA_PLUGIN(dataset, "synthetic", "0.1.0", register_synthetic)
+STRATA_PLUGIN(dataset, "synthetic,synthetic_text", "0.2.0", register_synthetic)

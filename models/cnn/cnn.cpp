@@ -28,7 +28,7 @@ class ConvBlock final : public strata::Unit {
     conv_ = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1)));
     if (groups > 0) norm_ = register_module("norm", torch::nn::GroupNorm(torch::nn::GroupNormOptions(groups, out)));
   }
-  torch::Tensor forward(const torch::Tensor& x) override {
+  torch::Tensor forward(const torch::Tensor& x, const strata::BatchContext&) override {
     auto y = conv_->forward(x);
     if (norm_) y = norm_->forward(y);
     return torch::max_pool2d(torch::relu(y), 2);
@@ -44,7 +44,7 @@ class DenseUnit final : public strata::Unit {
   DenseUnit(std::int64_t in, std::int64_t out, bool relu) : relu_(relu) {
     linear_ = register_module("linear", torch::nn::Linear(in, out));
   }
-  torch::Tensor forward(const torch::Tensor& x) override {
+  torch::Tensor forward(const torch::Tensor& x, const strata::BatchContext&) override {
     auto y = linear_->forward(x.flatten(1));
     return relu_ ? torch::relu(y) : y;
   }
@@ -55,11 +55,11 @@ class DenseUnit final : public strata::Unit {
 };
 
 std::shared_ptr<strata::Model> make_cnn(const CnnOptions& o, const strata::ModelContext& context) {
-  if (context.input_shape.size() != 3)
+  if (context.data.input_shape.size() != 3)
     throw strata::Error(fmt::format("cnn needs image inputs shaped [C, H, W], but the dataset gives {} dimension(s).",
-                                    context.input_shape.size()),
+                                    context.data.input_shape.size()),
                         "Use a dataset of images, or the mlp model.");
-  std::int64_t channels = context.input_shape[0], h = context.input_shape[1], w = context.input_shape[2];
+  std::int64_t channels = context.data.input_shape[0], h = context.data.input_shape[1], w = context.data.input_shape[2];
   auto model = std::make_shared<strata::Model>();
   std::int64_t macs = 0;
   for (std::size_t i = 0; i < o.channels.size(); ++i) {
@@ -69,7 +69,7 @@ std::shared_ptr<strata::Model> make_cnn(const CnnOptions& o, const strata::Model
                                 "Choose groups that divides every entry of channels.");
     if (h < 2 || w < 2)
       throw strata::OptionError("channels", fmt::format("{} blocks halve a {}x{} image below 1x1.", o.channels.size(),
-                                                        context.input_shape[1], context.input_shape[2]),
+                                                        context.data.input_shape[1], context.data.input_shape[2]),
                                 "Use fewer conv blocks.");
     model->add_unit("block" + std::to_string(i), std::make_shared<ConvBlock>(channels, out, o.groups));
     macs += 9 * channels * out * h * w;
@@ -83,8 +83,8 @@ std::shared_ptr<strata::Model> make_cnn(const CnnOptions& o, const strata::Model
     macs += width * o.hidden;
     width = o.hidden;
   }
-  model->add_unit("head", std::make_shared<DenseUnit>(width, context.num_classes, false));
-  macs += width * context.num_classes;
+  model->add_unit("head", std::make_shared<DenseUnit>(width, context.data.num_classes, false));
+  macs += width * context.data.num_classes;
   model->set_flops_per_sample(6 * macs);
   return model;
 }

@@ -34,7 +34,7 @@ class DenseUnit final : public strata::Unit {
     linear_ = register_module("linear", torch::nn::Linear(in, out));
     if (layer_norm) norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({out})));
   }
-  torch::Tensor forward(const torch::Tensor& input) override {
+  torch::Tensor forward(const torch::Tensor& input, const strata::BatchContext&) override {
     auto x = flatten_ ? input.flatten(1) : input;
     x = linear_->forward(x);
     if (norm_) x = norm_->forward(x);
@@ -49,7 +49,7 @@ class DenseUnit final : public strata::Unit {
 };
 
 std::shared_ptr<strata::Model> make_mlp(const MlpOptions& o, const strata::ModelContext& context) {
-  const std::int64_t inputs = std::accumulate(context.input_shape.begin(), context.input_shape.end(), std::int64_t{1},
+  const std::int64_t inputs = std::accumulate(context.data.input_shape.begin(), context.data.input_shape.end(), std::int64_t{1},
                                               std::multiplies<>());
   auto model = std::make_shared<strata::Model>();
   std::int64_t width = inputs, macs = 0;
@@ -59,8 +59,8 @@ std::shared_ptr<strata::Model> make_mlp(const MlpOptions& o, const strata::Model
     macs += width * o.hidden[i];
     width = o.hidden[i];
   }
-  model->add_unit("head", std::make_shared<DenseUnit>(width, context.num_classes, "", false, o.hidden.empty()));
-  macs += width * context.num_classes;
+  model->add_unit("head", std::make_shared<DenseUnit>(width, context.data.num_classes, "", false, o.hidden.empty()));
+  macs += width * context.data.num_classes;
   model->set_flops_per_sample(6 * macs);  // forward 2 FLOPs per MAC, backward twice that
   return model;
 }

@@ -101,25 +101,28 @@ class DpStrategy final : public strata::ReplicaStrategy, public strata::MultiDev
 
   torch::Tensor forward_backward(const strata::Batch& batch, strata::MicroStep micro) override {
     const auto k = static_cast<std::int64_t>(replicas_.size());
-    const auto inputs = batch.inputs.tensor_split(k);
-    const auto targets = batch.targets.tensor_split(k);
-    const double total = static_cast<double>(batch.size());
-    std::vector<torch::Tensor> losses(replicas_.size());  // each chunk's loss x its size, on its device
+    const std::int64_t n = batch.size();
+    std::vector<torch::Tensor> losses(replicas_.size());  // each chunk's summed loss, on its device
     std::vector<std::exception_ptr> errors(replicas_.size());
     auto run = [&](std::size_t r) {
       try {
-        const auto n = targets[r].size(0);
-        if (n == 0) return;
+        // torch::tensor_split's cut: the first n % k chunks take one example more.
+        const auto i = static_cast<std::int64_t>(r);
+        const auto lo = i * (n / k) + std::min(i, n % k), hi = lo + n / k + (i < n % k ? 1 : 0);
+        if (hi == lo) return;
         std::optional<c10::DeviceGuard> guard;
         if (!devices_[r].is_cpu()) guard.emplace(devices_[r]);
         auto& replica = *replicas_[r];
         replica.train();
-        auto x = precision_.compute(inputs[r].to(devices_[r], /*non_blocking=*/true));
-        auto output = strata::Precision::output(replica.forward(x));
-        auto loss = replica.loss(output, targets[r].to(devices_[r], /*non_blocking=*/true));
-        // The chunk's share of the micro-batch mean: the summed gradients equal single's.
-        (loss * (static_cast<double>(n) / total / micro.count)).backward();
-        losses[r] = loss.detach() * static_cast<double>(n);
+        const strata::Batch chunk = batch.slice(lo, hi).to(devices_[r], /*non_blocking=*/true);
+        auto x = precision_.compute(chunk.inputs);
+        auto output = strata::Precision::output(replica.forward(x, strata::BatchContext::of(chunk)));
+        auto loss = replica.loss(output, chunk);
+        // Summed losses times the global scale: the replicas' summed gradients equal single's.
+        strata::MicroStep mine = micro;
+        mine.loss_scale = micro.loss_scale.to(devices_[r], /*non_blocking=*/true);
+        mine.scaled(loss).backward();
+        losses[r] = loss.detach();
       } catch (...) {
         errors[r] = std::current_exception();
       }
@@ -136,7 +139,7 @@ class DpStrategy final : public strata::ReplicaStrategy, public strata::MultiDev
     torch::Tensor sum;
     for (const auto& l : losses)
       if (l.defined()) sum = sum.defined() ? sum + l.to(devices_.front()) : l.to(devices_.front());
-    return sum / total;
+    return sum;
   }
 
   void step(double lr) override {

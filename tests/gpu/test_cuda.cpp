@@ -121,7 +121,7 @@ TEST_CASE("a training step of every strategy is queued without waiting for the G
     torch::manual_seed(0);
     auto model_options = registry.at(strata::PluginKind::kModel, "mlp").schema.defaults();
     model_options.set("hidden", std::vector<std::int64_t>{1024, 1024});
-    auto model = registry.create_model("mlp", model_options, strata::ModelContext{{256}, 10});
+    auto model = registry.create_model("mlp", model_options, strata::ModelContext{strata::DataSpec{{256}, torch::kFloat32, 10}, {}});
     auto strategy =
         registry.create_strategy(name, registry.at(strata::PluginKind::kStrategy, name).schema.defaults());
     strata::StrategySetup setup;
@@ -132,7 +132,7 @@ TEST_CASE("a training step of every strategy is queued without waiting for the G
     strategy->setup(setup);
     strata::Batch batch{torch::randn({64, 256}, cuda), torch::randint(10, {64}, torch::TensorOptions(torch::kLong).device(cuda))};
     auto step = [&] {
-      auto loss = strategy->forward_backward(batch, {0, 1});
+      auto loss = strategy->forward_backward(batch, {0, 1, torch::tensor(1.0f / 64, cuda)});
       auto norm = strategy->finish_gradients(1.0);
       strategy->step(1e-3);
       return std::make_pair(loss, norm);

@@ -107,10 +107,10 @@ TEST_CASE("the reducer accumulates in float32, names parameters without a gradie
   o.missing_fix = "use every parameter";
   {
     strata::GradReducer reducer({&g}, strata::Precision(policy), o);
-    reducer.begin_backward({0, 1});
+    reducer.begin_backward({0, 1, {}});
     (params[0] * 3).sum().backward();
     try {
-      reducer.end_backward({0, 1});
+      reducer.end_backward({0, 1, {}});
       FAIL("a parameter without a gradient was not reported");
     } catch (const strata::Error& e) {
       CHECK(std::string(e.what()).find("spare") != std::string::npos);
@@ -121,9 +121,9 @@ TEST_CASE("the reducer accumulates in float32, names parameters without a gradie
   o.allow_missing = true;
   strata::GradReducer reducer({&g}, strata::Precision(policy), o);
   for (int m = 0; m < 2; ++m) {  // two micro-batches accumulate into the shard
-    reducer.begin_backward({m, 2});
+    reducer.begin_backward({m, 2, {}});
     (params[0] * 3).sum().backward();
-    reducer.end_backward({m, 2});
+    reducer.end_backward({m, 2, {}});
   }
   CHECK(torch::equal(g.master().grad(), torch::tensor({6.0f, 6.0f, 0.0f, 0.0f})));
   CHECK(reducer.in_flight_bytes() == 0);  // every staged buffer released

@@ -1,7 +1,9 @@
 // Model units, optimizer helpers, learning-rate schedules and the one-rank communicator.
 #include "test_support.hpp"
 
+#include <array>
 #include <cmath>
+#include <map>
 
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adamw.h>
@@ -17,7 +19,7 @@ namespace {
 class Scale final : public strata::Unit {
  public:
   explicit Scale(double f) : f_(f) { w_ = register_parameter("w", torch::ones({2})); }
-  torch::Tensor forward(const torch::Tensor& x) override { return x * w_ * f_; }
+  torch::Tensor forward(const torch::Tensor& x, const strata::BatchContext&) override { return x * w_ * f_; }
 
  private:
   torch::Tensor w_;
@@ -38,16 +40,63 @@ TEST_CASE("a model runs its units in order and registers their parameters in ord
   CHECK(names == std::vector<std::string>{"first.w", "second.w"});
 }
 
-TEST_CASE("default loss is cross-entropy and the metric is top-1 accuracy") {
+namespace {
+std::map<std::string, double> host_sums(const strata::MetricSums& sums) {
+  std::map<std::string, double> out;
+  for (const auto& [name, value] : sums) out[name] = value.item<double>();
+  return out;
+}
+}  // namespace
+
+TEST_CASE("default loss is summed cross-entropy; metrics are accuracy and, for two classes, F1") {
   strata::Model m;
   auto logits = torch::tensor({{2.0, 0.0}, {0.0, 3.0}, {1.0, 0.0}});
-  auto target = torch::tensor({0, 1, 1}, torch::kInt64);
-  auto counts = m.metric(logits, target);
-  CHECK(counts.correct == 2);
-  CHECK(counts.total == 3);
+  strata::Batch batch{logits, torch::tensor({0, 1, 1}, torch::kInt64), {}};
+  auto sums = host_sums(m.metric_sums(logits, batch));
+  CHECK(sums["correct"] == 2);
+  CHECK(sums["total"] == 3);
+  CHECK(sums["tp"] == 1);
+  CHECK(sums["fp"] == 0);
+  CHECK(sums["fn"] == 1);
+  const auto metrics = m.finalize_metrics(sums, 0.0);
+  REQUIRE(metrics.size() == 2);
+  CHECK(metrics[0].first == "accuracy");
+  CHECK(metrics[0].second == doctest::Approx(2.0 / 3));
+  CHECK(metrics[1].first == "f1");
+  CHECK(metrics[1].second == doctest::Approx(2.0 / 3));  // 2tp / (2tp + fp + fn) = 2 / 3
   const double expected =
-      (std::log(1 + std::exp(-2.0)) + std::log(1 + std::exp(-3.0)) + std::log(1 + std::exp(1.0))) / 3;
-  CHECK(m.loss(logits, target).item<double>() == doctest::Approx(expected));
+      std::log(1 + std::exp(-2.0)) + std::log(1 + std::exp(-3.0)) + std::log(1 + std::exp(1.0));
+  CHECK(m.loss(logits, batch).item<double>() == doctest::Approx(expected));
+  CHECK(batch.target_count().item<double>() == 3);
+}
+
+TEST_CASE("token targets: ignored elements count for nothing in loss, metrics and the normalizer") {
+  strata::Model m;
+  auto logits = torch::randn({2, 3, 5});
+  auto targets = torch::tensor(std::vector<std::int64_t>{1, 2, strata::kIgnoreIndex, strata::kIgnoreIndex, 4, 0}).reshape({2, 3});
+  strata::Batch batch{torch::zeros({2, 3}, torch::kInt64), targets, {}};
+  CHECK(batch.target_count().item<double>() == 4);
+  double expected = 0;
+  const auto logp = logits.log_softmax(-1);
+  for (auto [i, t, c] : std::vector<std::array<std::int64_t, 3>>{{0, 0, 1}, {0, 1, 2}, {1, 1, 4}, {1, 2, 0}})
+    expected -= logp[i][t][c].item<double>();
+  CHECK(m.loss(logits, batch).item<double>() == doctest::Approx(expected));
+  auto sums = host_sums(m.metric_sums(logits, batch));
+  CHECK(sums["total"] == 4);
+  CHECK(sums.count("tp") == 0);  // five classes: no F1
+}
+
+TEST_CASE("the batch context: a boolean mask and positions that start at each sequence's first token") {
+  strata::Batch batch;
+  batch.inputs = torch::zeros({2, 4}, torch::kInt64);
+  batch.mask = torch::tensor({{0, 0, 1, 1}, {1, 1, 1, 0}}, torch::kInt64);
+  const auto c = strata::BatchContext::of(batch);
+  CHECK((c.mask.scalar_type() == torch::kBool));
+  CHECK(torch::equal(c.positions, torch::tensor({{0, 0, 0, 1}, {0, 1, 2, 2}}, torch::kInt64)));
+  CHECK_FALSE(strata::BatchContext::of(strata::Batch{batch.inputs, {}, {}}).mask.defined());
+  const auto half = batch.slice(1, 2);
+  CHECK(half.size() == 1);
+  CHECK(torch::equal(half.mask, batch.mask.slice(0, 1, 2)));
 }
 
 TEST_CASE("optimizer state bytes are measured from the tensors the optimizer holds") {

@@ -19,7 +19,7 @@ class ProbeUnit final : public strata::Unit {
  public:
   ProbeUnit(std::int64_t in, std::int64_t out, std::function<void()>* probe)
       : linear_(register_module("linear", torch::nn::Linear(in, out))), probe_(probe) {}
-  torch::Tensor forward(const torch::Tensor& x) override {
+  torch::Tensor forward(const torch::Tensor& x, const strata::BatchContext&) override {
     if (*probe_) (*probe_)();
     return linear_->forward(x);
   }
@@ -68,7 +68,7 @@ TEST_CASE("units are gathered one at a time and freed after forward and backward
     CHECK(shards.held_bytes().first == 4 * total);  // only the float32 masters between steps
     std::vector<std::int64_t> seen;
     probe = [&] { seen.push_back(shards.held_bytes().first - 4 * total); };
-    auto out = shards.forward(torch::randn({5, 8}), /*train=*/true);
+    auto out = shards.forward(torch::randn({5, 8}), {}, /*train=*/true);
     probe = nullptr;
     REQUIRE(seen.size() == 3);
     for (std::size_t i = 0; i < 3; ++i) {
@@ -78,9 +78,9 @@ TEST_CASE("units are gathered one at a time and freed after forward and backward
       CHECK(seen[i] == expected);
     }
     CHECK(shards.held_bytes().first == 4 * total);  // reshard_after_forward
-    shards.begin_backward({0, 1});
+    shards.begin_backward({0, 1, {}});
     out.to(torch::kFloat32).sum().backward();
-    shards.end_backward({0, 1});
+    shards.end_backward({0, 1, {}});
     CHECK(shards.held_bytes() == std::make_pair(4 * total, 4 * total));  // masters and gradient shards
     CHECK(shards.grad_square_norm().item<double>() > 0);
     for (const auto& p : model->parameters()) CHECK_FALSE(p.grad().defined());  // handed to the shards

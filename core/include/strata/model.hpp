@@ -1,38 +1,60 @@
 #pragma once
 /// \file model.hpp
-/// A model is an ordered list of *units* (each a module mapping Tensor -> Tensor) and a loss on
-/// the last unit's output. Strategies that shard by unit (FSDP, ZeRO-3) gather a unit's parameters
-/// just before it runs and free them after, so the unit is the granularity of memory and traffic.
+/// A model is an ordered list of *units* (each a module mapping the hidden state to the next) and
+/// a loss on the last unit's output. Strategies that shard by unit (FSDP, ZeRO-3) gather a unit's
+/// parameters just before it runs and free them after, so the unit is the granularity of memory
+/// and traffic. The hidden state is the one tensor that carries gradients from unit to unit; what
+/// else a unit needs to see of the batch (attention mask, positions) arrives read-only in a
+/// BatchContext.
+///
+/// Losses are *sums* over target elements: the trainer divides by the number of target elements
+/// of the whole global batch (all micro-batches, all ranks), so a strategy equals `single` even
+/// when micro-batches carry different numbers of tokens. Metrics are summable counts too, summed
+/// over batches and ranks, then finalized once.
 ///
 /// Models must be deterministic functions of their parameters: no batch statistics and no
 /// dropout by default, so that data-parallel strategies reproduce single-process training.
 
 #include <cstdint>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
+#include "strata/dataset.hpp"
+
 namespace strata {
+
+/// Read-only facts about the batch that every unit may use; never carries gradients.
+struct BatchContext {
+  torch::Tensor mask;       ///< [n, T] bool, true = real token; undefined when the batch is unpadded
+  torch::Tensor positions;  ///< [n, T] int64 position of each token (0 at the first real token); undefined when unpadded
+  /// The context of `batch` (on the batch's device; computed there, no host sync).
+  static BatchContext of(const Batch& batch);
+};
 
 /// One stage of a model. Implement `forward`; register parameters and submodules as usual.
 class Unit : public torch::nn::Module {
  public:
   using torch::nn::Module::Module;
   /// Maps the previous unit's output (or the model input) to this unit's output.
-  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  virtual torch::Tensor forward(const torch::Tensor& x, const BatchContext& context) = 0;
 };
 
-/// Counts used for the evaluation metric (accuracy = correct / total).
-struct MetricCounts {
-  double correct = 0;  ///< number of correct predictions
-  double total = 0;    ///< number of predictions
-};
+/// Summable evaluation counts by name: float64 scalars on the device, summed over batches and
+/// ranks before Model::finalize_metrics turns them into metrics.
+using MetricSums = std::vector<std::pair<std::string, torch::Tensor>>;
+/// Finished metrics by name (e.g. accuracy, f1, perplexity).
+using Metrics = std::vector<std::pair<std::string, double>>;
 
-/// An ordered list of units plus a loss. The default loss is mean cross-entropy over class
-/// logits, the default metric top-1 accuracy; models with other heads override both.
+/// An ordered list of units plus a loss. The default loss is cross-entropy over class logits in
+/// the last dimension (labels [n] or next tokens [n, T], kIgnoreIndex skipped), the default
+/// metrics top-1 accuracy and, for two classes, F1 of class 1; models with other heads override.
 class Model : public torch::nn::Module {
  public:
   Model() : torch::nn::Module("Model") {}
@@ -44,15 +66,27 @@ class Model : public torch::nn::Module {
   const std::vector<std::string>& unit_names() const noexcept { return unit_names_; }
 
   /// Runs every unit in order.
-  torch::Tensor forward(torch::Tensor x);
-  /// Mean loss of a batch: `output` is the last unit's output, `target` the batch targets.
-  virtual torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& target) const;
-  /// Evaluation counts of a batch (default: top-1 accuracy over the last dimension).
-  virtual MetricCounts metric(const torch::Tensor& output, const torch::Tensor& target) const;
+  torch::Tensor forward(torch::Tensor x, const BatchContext& context = {});
+  /// Summed loss over the batch's target elements (kIgnoreIndex skipped): `output` is the last
+  /// unit's output (float32). The trainer divides by Batch::target_count() summed globally.
+  virtual torch::Tensor loss(const torch::Tensor& output, const Batch& batch) const;
+  /// Summable evaluation counts of a batch (default: correct, total and, with two classes, tp, fp, fn).
+  virtual MetricSums metric_sums(const torch::Tensor& output, const Batch& batch) const;
+  /// Metrics from the global sums and the mean evaluation loss (default: accuracy and, when tp is
+  /// present, f1).
+  virtual Metrics finalize_metrics(const std::map<std::string, double>& sums, double mean_loss) const;
+
+  /// The names of this model's tensors in an external checkpoint format (Hugging Face), as
+  /// {strata name, external name} pairs; default none. `[train] init_from` accepts either name, and
+  /// a safetensors `save_final` writes the external ones, so the external library loads the file.
+  virtual std::vector<std::pair<std::string, std::string>> external_names() const { return {}; }
+  /// The external format's config (e.g. a Hugging Face config.json), written beside a safetensors
+  /// save_final; "" when none.
+  virtual std::string external_config() const { return ""; }
 
   /// Number of parameter elements.
   std::int64_t parameter_count() const;
-  /// Training FLOPs per sample (forward + backward, about 3x forward); 0 when unknown.
+  /// Training FLOPs per sample (forward + backward), exact where the model knows them; 0 when unknown.
   std::int64_t flops_per_sample() const noexcept { return flops_per_sample_; }
   void set_flops_per_sample(std::int64_t flops) noexcept { flops_per_sample_ = flops; }
 
@@ -62,10 +96,16 @@ class Model : public torch::nn::Module {
   std::int64_t flops_per_sample_ = 0;
 };
 
+/// Summable classification counts of logits [..., C] against targets [...] (kIgnoreIndex
+/// skipped): correct and total, and tp, fp, fn of class 1 when C == 2.
+MetricSums classification_sums(const torch::Tensor& logits, const torch::Tensor& targets);
+/// accuracy = correct / total; f1 = 2tp / (2tp + fp + fn) when tp is present.
+Metrics classification_metrics(const std::map<std::string, double>& sums);
+
 /// What a model factory learns about the data it will see.
 struct ModelContext {
-  std::vector<std::int64_t> input_shape;  ///< shape of one sample, e.g. {1, 28, 28}
-  std::int64_t num_classes = 0;           ///< number of target classes
+  DataSpec data;                     ///< shapes, vocabulary, classes
+  std::filesystem::path config_dir;  ///< directory of the experiment file (resolve relative paths here)
 };
 
 }  // namespace strata

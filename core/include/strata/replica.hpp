@@ -64,7 +64,7 @@ class ReplicaStrategy : public Strategy, public ReplicaDigest {
   /// Optimizer step on the masters, copied into the parameters (all-gathered when sharded),
   /// gradients zeroed in place.
   void step(double lr) override;
-  torch::Tensor evaluate(const torch::Tensor& inputs) override;
+  torch::Tensor evaluate(const Batch& batch) override;
   const Model& model() const override { return *model_; }
   /// L2 norm of the masters (over the shard group when sharded).
   double parameter_norm() override;
@@ -82,8 +82,8 @@ class ReplicaStrategy : public Strategy, public ReplicaDigest {
   /// Synchronizes gradients through a GradReducer over the groups (ddp, zero1/2); without one the
   /// gradients stay local (single, dp, local_sgd), though still accumulated in float32.
   void reduce_gradients(GradReducerOptions options);
-  /// Forward, loss and backward of one micro-batch, the loss scaled by 1/micro.count; returns the
-  /// micro-batch's mean loss, detached.
+  /// Forward, loss and backward of one micro-batch, the summed loss scaled by micro.loss_scale;
+  /// returns the micro-batch's summed loss, detached.
   torch::Tensor replica_forward_backward(const Batch& batch, MicroStep micro);
   /// Writes every master into the parameters (all-gathering the owned chunks when sharded).
   void masters_to_params();

@@ -15,7 +15,7 @@ class ShardedStrategy : public Strategy {
   torch::Tensor forward_backward(const Batch& batch, MicroStep micro) override;
   torch::Tensor finish_gradients(double max_norm) override;
   void step(double lr) override;
-  torch::Tensor evaluate(const torch::Tensor& inputs) override;
+  torch::Tensor evaluate(const Batch& batch) override;
   const Model& model() const override { return *model_; }
   double parameter_norm() override;
   /// Master and gradient shards, gathered buffers still allocated, and optimizer state.

@@ -3,7 +3,7 @@
 /// The Strategy contract: how a model is placed on ranks, how gradients are synchronized and
 /// who steps the optimizer. The trainer drives one optimizer step as
 ///
-///   for each micro-batch m of M:  loss_m = forward_backward(batch_m, {m, M})
+///   for each micro-batch m of M:  loss_m = forward_backward(batch_m, {m, M, scale})
 ///   norm = finish_gradients(clip)       // sync done, clipped; a device scalar
 ///   step(lr)                            // optimizer step, gradients cleared
 ///
@@ -56,11 +56,19 @@ struct StrategySetup {
 /// every parameter and buffer, whole, float32 where floating point.
 using StateDict = std::vector<std::pair<std::string, torch::Tensor>>;
 
-/// Position of a micro-batch inside one optimizer step (gradient accumulation).
+/// Position of a micro-batch inside one optimizer step (gradient accumulation), and how its
+/// summed loss enters the gradient.
 struct MicroStep {
   int index = 0;  ///< 0-based
   int count = 1;  ///< micro-batches per optimizer step
+  /// world size / target elements of the whole global batch (every micro-batch of every rank): a
+  /// float32 scalar on the device. Backward of `loss_sum * loss_scale` on every rank, then the
+  /// average over ranks, gives the gradient of the global mean loss, however the targets are
+  /// spread over micro-batches and ranks.
+  torch::Tensor loss_scale;
   bool last() const noexcept { return index + 1 == count; }
+  /// The loss this micro-batch backpropagates: its summed loss times loss_scale.
+  torch::Tensor scaled(const torch::Tensor& loss_sum) const { return loss_sum * loss_scale; }
 };
 
 /// Bytes of model state this rank holds between steps, measured from its tensors.
@@ -79,10 +87,10 @@ class Strategy {
   /// Called once, before any other method.
   virtual void setup(const StrategySetup& setup) = 0;
 
-  /// Forward and backward of one micro-batch of this rank (inputs and targets on this rank's
-  /// device). Gradients accumulate scaled by 1/micro.count, so after the last micro-batch they
-  /// hold the mean over the rank's share of the global batch. Returns the micro-batch's mean loss
-  /// (a detached scalar on the device, unscaled).
+  /// Forward and backward of one micro-batch of this rank (the batch on this rank's device):
+  /// backward of `micro.scaled(model().loss(output, batch))`, so that gradients accumulate this
+  /// rank's share of the global mean loss. Returns the micro-batch's summed loss (a detached
+  /// scalar on the device, unscaled).
   virtual torch::Tensor forward_backward(const Batch& batch, MicroStep micro) = 0;
 
   /// Completes gradient synchronization after the last micro-batch, clips the global gradient
@@ -93,9 +101,9 @@ class Strategy {
   /// Optimizer step with learning rate `lr`; clears gradients afterwards.
   virtual void step(double lr) = 0;
 
-  /// Model output (float32) for `inputs` (on this rank's device) in evaluation mode, without
-  /// gradients.
-  virtual torch::Tensor evaluate(const torch::Tensor& inputs) = 0;
+  /// Model output (float32) for the batch's inputs (on this rank's device) in evaluation mode,
+  /// without gradients.
+  virtual torch::Tensor evaluate(const Batch& batch) = 0;
 
   /// The model's loss and metric (for evaluation of the outputs of evaluate()).
   virtual const Model& model() const = 0;

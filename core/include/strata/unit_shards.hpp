@@ -81,7 +81,7 @@ class UnitShards {
 
   /// Runs the model's units on `input` (on the device) with gathering and freeing around each;
   /// with `train` (and grad mode on) installs the backward hooks of this forward.
-  torch::Tensor forward(const torch::Tensor& input, bool train);
+  torch::Tensor forward(const torch::Tensor& input, const BatchContext& context, bool train);
   /// Around the backward of a micro-batch: opens the reductions; then completes them into the
   /// gradient shards (after the last micro-batch also averaged over the replicate group).
   void begin_backward(MicroStep micro);

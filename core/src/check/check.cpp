@@ -119,32 +119,53 @@ struct Workload {
   const char* name;   ///< file stem and run label
   const char* title;  ///< in the table
   const char* model;  ///< body of [model]
-  const char* input_shape;
+  const char* dataset;  ///< body of [dataset]; {train} is the number of training examples
   const char* optimizer;  ///< body of [optimizer]
   int micro_batches;
 };
-constexpr Workload kWorkloads[] = {
-    {"mlp_adamw", "mlp/adamw", "name = \"mlp\"\nhidden = [32]", "[16]",
+#define STRATA_CHECK_IMAGES(shape) \
+  "name = \"synthetic\"\ntrain_size = {train}\neval_size = 256\ninput_shape = " shape "\nnum_classes = 4\nnoise = 1.0"
+/// `--models standard`: the MLP and the CNN.
+constexpr Workload kStandard[] = {
+    {"mlp_adamw", "mlp/adamw", "name = \"mlp\"\nhidden = [32]", STRATA_CHECK_IMAGES("[16]"),
      "name = \"adamw\"\nlr = 1e-2\nweight_decay = 0.01", 1},
-    {"cnn_sgd", "cnn/sgd", "name = \"cnn\"\nchannels = [4, 8]\nhidden = 16\ngroups = 2", "[1, 12, 12]",
-     "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9\nweight_decay = 0.01", 1},
-    {"mlp_sgd_accum", "mlp/sgd, 2 micro-batches", "name = \"mlp\"\nhidden = [32]", "[16]",
+    {"cnn_sgd", "cnn/sgd", "name = \"cnn\"\nchannels = [4, 8]\nhidden = 16\ngroups = 2",
+     STRATA_CHECK_IMAGES("[1, 12, 12]"), "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9\nweight_decay = 0.01", 1},
+    {"mlp_sgd_accum", "mlp/sgd, 2 micro-batches", "name = \"mlp\"\nhidden = [32]", STRATA_CHECK_IMAGES("[16]"),
      "name = \"sgd\"\nlr = 0.1\nmomentum = 0.9\nweight_decay = 0.01", 2},
 };
-constexpr int kMicroBatches = 2;  // the largest micro_batches of kWorkloads
+/// `--models transformers`: a Llama decoder on padded sequences of uneven length (ranks and micro-
+/// batches with different numbers of target tokens), and a ViT. The ViT trains with SGD: the bias
+/// of its keys has a zero gradient in exact arithmetic (softmax ignores a shift shared by all
+/// keys), so AdamW would turn reduction-order noise into full-size steps there.
+constexpr Workload kTransformers[] = {
+    {"llama_adamw", "llama/adamw, padded tokens", "name = \"llama\"\npreset = \"debug\"",
+     "name = \"synthetic_text\"\ntrain_size = {train}\neval_size = 64\nvocab_size = 64\nseq_len = 16\nmin_len = 4",
+     "name = \"adamw\"\nlr = 1e-2\nweight_decay = 0.01", 1},
+    {"vit_sgd_accum", "vit/sgd, 2 micro-batches", "name = \"vit\"\npatch_size = 4\ndim = 32\ndepth = 2\nheads = 2",
+     STRATA_CHECK_IMAGES("[3, 8, 8]"), "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9\nweight_decay = 0.01", 2},
+};
+#undef STRATA_CHECK_IMAGES
+constexpr int kMicroBatches = 2;  // the largest micro_batches of any workload
+
+std::vector<Workload> workloads_of(const std::string& models) {
+  if (models == "standard") return {std::begin(kStandard), std::end(kStandard)};
+  if (models == "transformers") return {std::begin(kTransformers), std::end(kTransformers)};
+  throw UsageError("`--models " + models + "` is not a workload set of `strata check`.",
+                   "Write `--models standard` (MLP and CNN, the default) or `--models transformers` (ViT and Llama).");
+}
 
 std::string workload_toml(const Workload& w, std::int64_t global_batch) {
   return fmt::format(
       "# Written by `strata check`: {title}. The check runs it with `single` and, through --set, with the\n"
       "# strategy under test (strategy.name, and distributed.nproc or the strategy's device option).\n\n"
       "[experiment]\nname = \"check_{name}\"\n\n[model]\n{model}\n\n"
-      "[dataset]\nname = \"synthetic\"\ntrain_size = {train}\neval_size = 256\ninput_shape = {shape}\n"
-      "num_classes = 4\nnoise = 1.0\n\n[strategy]\nname = \"single\"\n\n[optimizer]\n{optimizer}\n\n"
+      "[dataset]\n{dataset}\n\n[strategy]\nname = \"single\"\n\n[optimizer]\n{optimizer}\n\n"
       "[train]\nsteps = {steps}\nglobal_batch_size = {batch}\nmicro_batches = {micro}\nseed = 0\n"
       "lr_schedule = \"constant\"\ndevice = \"cpu\"\nthreads = 1\n\n[eval]\nevery = 0\nbatches = 0\n\n"
       "[log]\nevery = 1000\n",
       fmt::arg("title", w.title), fmt::arg("name", w.name), fmt::arg("model", w.model),
-      fmt::arg("train", std::max(kTrainSize, global_batch)), fmt::arg("shape", w.input_shape),
+      fmt::arg("dataset", fmt::format(fmt::runtime(w.dataset), fmt::arg("train", std::max(kTrainSize, global_batch)))),
       fmt::arg("optimizer", w.optimizer), fmt::arg("steps", kSteps), fmt::arg("batch", global_batch),
       fmt::arg("micro", w.micro_batches));
 }
@@ -185,21 +206,21 @@ std::string clip(std::string text, std::size_t limit = 240) {
 
 class Checker {
  public:
-  Checker(const RegistryEntry& entry, std::vector<int> worlds, fs::path dir)
-      : entry_(entry), worlds_(std::move(worlds)), dir_(std::move(dir)) {
-    for (const auto& w : kWorkloads) files_.push_back(dir_ / (std::string(w.name) + ".toml"));
+  Checker(const RegistryEntry& entry, std::vector<int> worlds, fs::path dir, std::vector<Workload> workloads)
+      : entry_(entry), worlds_(std::move(worlds)), dir_(std::move(dir)), workloads_(std::move(workloads)) {
+    for (const auto& w : workloads_) files_.push_back(dir_ / (std::string(w.name) + ".toml"));
     for (const auto& spec : entry_.schema.specs)
       for (auto& v : detail::violating_values(spec)) violations_.push_back({spec.name, std::move(v)});
-    total_ = static_cast<int>(std::size(kWorkloads)) + 1 + static_cast<int>(violations_.size());
+    total_ = static_cast<int>(workloads_.size()) + 1 + static_cast<int>(violations_.size());
     for (int w : worlds_)
-      if (allowed(w)) total_ += static_cast<int>(std::size(kWorkloads)) + 1;
+      if (allowed(w)) total_ += static_cast<int>(workloads_.size()) + 1;
   }
 
   /// Runs every check; returns the signal that interrupted the check (0 if none).
   int run_all() {
-    for (std::size_t i = 0; i < std::size(kWorkloads); ++i)
-      references_.push_back(run(fmt::format("single, {}", kWorkloads[i].title),
-                                fmt::format("single_{}", kWorkloads[i].name), {"run", files_[i].string()},
+    for (std::size_t i = 0; i < workloads_.size(); ++i)
+      references_.push_back(run(fmt::format("single, {}", workloads_[i].title),
+                                fmt::format("single_{}", workloads_[i].name), {"run", files_[i].string()},
                                 {"train.save_final=true"}));
     for (int w : worlds_) check_world(w);
     check_bad_options();
@@ -264,8 +285,8 @@ class Checker {
       return;
     }
     std::vector<Outcome> runs;
-    for (std::size_t i = 0; i < std::size(kWorkloads); ++i) {
-      const auto& wl = kWorkloads[i];
+    for (std::size_t i = 0; i < workloads_.size(); ++i) {
+      const auto& wl = workloads_[i];
       auto sets = strategy_sets(w);
       sets.push_back("train.save_final=true");
       runs.push_back(run(fmt::format("{} world {}, {}", entry_.name, w, wl.title),
@@ -368,11 +389,11 @@ class Checker {
       if (!run.ok()) return add("communication", w, Verdict::kFail, run.failure());
       const double bus = run.number("comm.bus_bytes_per_step"), calls = run.number("comm.calls_per_step");
       const double full = run.number("parameters") * 4, tensors = run.number("parameter_tensors");
-      const int micro = kWorkloads[i].micro_batches;
-      numbers += fmt::format("{}{}: {:.0f} B/step in {:.3g} calls", numbers.empty() ? "" : "; ", kWorkloads[i].title,
+      const int micro = workloads_[i].micro_batches;
+      numbers += fmt::format("{}{}: {:.0f} B/step in {:.3g} calls", numbers.empty() ? "" : "; ", workloads_[i].title,
                              bus, calls);
       if (w == 1) {
-        if (bus != 0) wrong += fmt::format("; {}: expected no traffic at world size 1", kWorkloads[i].title);
+        if (bus != 0) wrong += fmt::format("; {}: expected no traffic at world size 1", workloads_[i].title);
       } else if (declared) {
         const double units = declared->per_step + declared->per_micro_batch * micro;
         const double factor = static_cast<double>(w - 1) / w;
@@ -381,10 +402,10 @@ class Checker {
         numbers += fmt::format(" (expected {:.0f})", expected);
         if (!(std::abs(bus - expected) <= kTrafficRel * expected + slack))
           wrong += fmt::format("; {}: {:.0f} B/step is not {:.0f} B within 2% ({:g} x (N-1)/N x 4 Psi)",
-                               kWorkloads[i].title, bus, expected, units);
+                               workloads_[i].title, bus, expected, units);
       } else if (!(bus > 0 && calls > 0)) {
         wrong += fmt::format("; {}: traffic is not accounted (every collective must go through strata::Comm)",
-                             kWorkloads[i].title);
+                             workloads_[i].title);
       }
     }
     add("communication", w, wrong.empty() ? Verdict::kPass : Verdict::kFail,
@@ -453,7 +474,8 @@ class Checker {
   const RegistryEntry& entry_;
   std::vector<int> worlds_;
   fs::path dir_;
-  std::vector<fs::path> files_;  ///< the workloads' experiment files, in kWorkloads order
+  std::vector<Workload> workloads_;  ///< the experiments every world size runs
+  std::vector<fs::path> files_;  ///< the workloads' experiment files, in workloads_ order
   std::vector<std::pair<std::string, detail::Violation>> violations_;
   std::vector<Outcome> references_;  ///< single on each workload
   std::vector<Row> rows_;
@@ -485,6 +507,7 @@ int check_strategy(const CheckRequest& request) {
   Registry registry;
   load_registry(registry, nullptr);
   const RegistryEntry& entry = registry.at(PluginKind::kStrategy, request.strategy);
+  const std::vector<Workload> workloads = workloads_of(request.models);
   const std::int64_t batch = detail::common_global_batch(worlds, kMicroBatches, kMinGlobalBatch);
   if (batch > kMaxGlobalBatch)
     throw UsageError(fmt::format("world sizes {} need a global batch of {} (a multiple of each of them and of {} "
@@ -504,7 +527,7 @@ int check_strategy(const CheckRequest& request) {
   // The experiments, written first and validated here with `single`: a missing model or
   // dataset plugin is a configuration error (exit 2), not a failure of the strategy.
   try {
-    for (const auto& w : kWorkloads) {
+    for (const auto& w : workloads) {
       const fs::path file = dir / (std::string(w.name) + ".toml");
       write_text_file(file, workload_toml(w, batch));
       check_experiment(load_experiment(file));
@@ -524,7 +547,7 @@ int check_strategy(const CheckRequest& request) {
                                                   eq.reason),
                            dir.string())
             << std::flush;
-  Checker checker(entry, worlds, dir);
+  Checker checker(entry, worlds, dir, workloads);
   const int interrupted = checker.run_all();
   const std::string table = checker.table();
   write_text_file(dir / "check.md", table);

@@ -54,7 +54,7 @@ const Schema<OptimizerSpec>& optimizer_schema() {
 const Schema<TrainSection>& train_schema() {
   static const auto schema = [] {
     Schema<TrainSection> s;
-    s.option("steps", &TrainSection::steps, "optimizer steps", at_least(1))
+    s.option("steps", &TrainSection::steps, "optimizer steps; 0 = evaluate the initial model only", at_least(0))
         .option("global_batch_size", &TrainSection::global_batch_size,
                 "examples per optimizer step over all ranks and micro-batches", at_least(1))
         .option("micro_batches", &TrainSection::micro_batches,
@@ -74,10 +74,19 @@ const Schema<TrainSection>& train_schema() {
                 "CUDA: synchronize the device after every step and time steps on the host clock (false: CUDA "
                 "events, no host sync in the step)")
         .option("save_final", &TrainSection::save_final,
-                "write the final full model (any strategy) to <run>/final_model.pt")
+                "write the final full model (any strategy) into the run directory, as save_format says")
+        .option("save_format", &TrainSection::save_format,
+                "pt: <run>/final_model.pt (torch.save dict); safetensors: <run>/final_model/model.safetensors "
+                "(+ config.json for models with a Hugging Face config; transformers' from_pretrained loads the "
+                "directory)",
+                one_of({"pt", "safetensors"}))
         .option("init_from", &TrainSection::init_from,
-                "start from a model saved by save_final (relative to this file); \"\" = fresh initialization",
-                file_path());
+                "start from a saved model (relative to this file): a save_final output, a Hugging Face model "
+                "directory, a .safetensors file or a *.index.json of shards; \"\" = fresh initialization",
+                file_path())
+        .option("init_partial", &TrainSection::init_partial,
+                "init_from may miss tensors (they keep their fresh initialization, e.g. a new classifier "
+                "head) and hold others (left unread, e.g. a language-model head); both are listed in the log");
     return s;
   }();
   return schema;
@@ -320,7 +329,7 @@ void check_consistency(const Experiment& e) {
                   fmt::format("global_batch_size {} is not divisible by micro_batches {}.", t.global_batch_size,
                               t.micro_batches),
                   "Choose micro_batches that divides global_batch_size.");
-  if (t.warmup_steps > t.steps)
+  if (t.steps > 0 && t.warmup_steps > t.steps)
     throw e.error("train.warmup_steps",
                   fmt::format("warmup_steps {} exceeds steps {}.", t.warmup_steps, t.steps),
                   "Use at most as many warmup steps as training steps.");
@@ -331,9 +340,11 @@ void check_consistency(const Experiment& e) {
   if (e.optimizer.betas.size() != 2)
     throw e.error("optimizer.betas", fmt::format("betas needs exactly 2 values, got {}.", e.optimizer.betas.size()),
                   "Write `betas = [0.9, 0.999]`.");
-  if (!t.init_from.empty() && !fs::is_regular_file(t.init_from))
-    throw e.error("train.init_from", "no model file at \"" + t.init_from + "\".",
-                  "Point init_from at the final_model.pt of a run made with `save_final = true`.");
+  if (!t.init_from.empty() && !fs::is_regular_file(t.init_from) && !fs::is_directory(t.init_from))
+    throw e.error("train.init_from", "no model file or directory at \"" + t.init_from + "\".",
+                  "Point init_from at the final_model.pt or final_model directory of a run made with "
+                  "`save_final = true`, or at a Hugging Face model directory (model.safetensors or "
+                  "model.safetensors.index.json inside).");
   static const std::regex name_pattern("[A-Za-z0-9_.-]+");
   if (!std::regex_match(e.experiment.name, name_pattern))
     throw e.error("experiment.name", "name \"" + e.experiment.name + "\" is not usable as a directory name.",

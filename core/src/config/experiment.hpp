@@ -38,8 +38,11 @@ struct TrainSection {
   std::string device = "auto";           ///< "auto" (CUDA when present), "cpu", "cuda" or "cuda:N"
   std::int64_t threads = 0;              ///< intra-op CPU threads per rank; 0 = LibTorch's default
   bool sync_timing = false;              ///< CUDA: synchronize after every step (host-clock step time)
-  bool save_final = false;               ///< write the final full model to <run>/final_model.pt
-  std::string init_from;                 ///< start from a saved model (a save_final file); "" = fresh init
+  bool save_final = false;               ///< write the final full model into the run directory
+  std::string save_format = "pt";        ///< "pt": final_model.pt; "safetensors": final_model/ (Hugging Face layout)
+  bool init_partial = false;             ///< init_from may lack tensors (fresh) or hold extra ones (unread)
+  std::string init_from;                 ///< start from a saved model (save_final output, Hugging Face
+                                         ///< directory, safetensors file or index); "" = fresh init
 };
 
 /// [precision]: the mixed-precision policy handed to the strategy.

@@ -301,6 +301,11 @@ double Json::number_or(double fallback) const {
   return fallback;
 }
 
+bool Json::bool_or(bool fallback) const {
+  const auto* b = std::get_if<bool>(&value_);
+  return b != nullptr ? *b : fallback;
+}
+
 std::string Json::string_or(std::string fallback) const {
   if (const auto* s = std::get_if<std::string>(&value_)) return *s;
   return fallback;

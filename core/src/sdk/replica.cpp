@@ -119,10 +119,10 @@ void ReplicaStrategy::reduce_gradients(GradReducerOptions options) {
 
 torch::Tensor ReplicaStrategy::replica_forward_backward(const Batch& batch, MicroStep micro) {
   model_->train();
-  auto output = Precision::output(model_->forward(precision_.compute(batch.inputs)));
-  auto loss = model_->loss(output, batch.targets);
+  auto output = Precision::output(model_->forward(precision_.compute(batch.inputs), BatchContext::of(batch)));
+  auto loss = model_->loss(output, batch);
   reducer_->begin_backward(micro);
-  (loss / micro.count).backward();
+  micro.scaled(loss).backward();
   reducer_->end_backward(micro);
   return loss.detach();
 }
@@ -205,10 +205,10 @@ void ReplicaStrategy::masters_to_params() {
   }
 }
 
-torch::Tensor ReplicaStrategy::evaluate(const torch::Tensor& inputs) {
+torch::Tensor ReplicaStrategy::evaluate(const Batch& batch) {
   model_->eval();
   torch::NoGradGuard no_grad;
-  return Precision::output(model_->forward(precision_.compute(inputs)));
+  return Precision::output(model_->forward(precision_.compute(batch.inputs), BatchContext::of(batch)));
 }
 
 double ReplicaStrategy::parameter_norm() {

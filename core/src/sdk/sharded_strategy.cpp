@@ -18,10 +18,10 @@ void ShardedStrategy::take_over(const StrategySetup& s, Comm& shard, Comm* repli
 
 torch::Tensor ShardedStrategy::forward_backward(const Batch& batch, MicroStep micro) {
   model_->train();
-  auto output = shards_->forward(batch.inputs, /*train=*/true);
-  auto loss = model_->loss(Precision::output(output), batch.targets);
+  auto output = shards_->forward(batch.inputs, BatchContext::of(batch), /*train=*/true);
+  auto loss = model_->loss(Precision::output(output), batch);
   shards_->begin_backward(micro);
-  (loss / micro.count).backward();
+  micro.scaled(loss).backward();
   shards_->end_backward(micro);
   return loss.detach();
 }
@@ -37,10 +37,10 @@ void ShardedStrategy::step(double lr) {
   shards_->zero_grad();
 }
 
-torch::Tensor ShardedStrategy::evaluate(const torch::Tensor& inputs) {
+torch::Tensor ShardedStrategy::evaluate(const Batch& batch) {
   model_->eval();
   torch::NoGradGuard no_grad;
-  return Precision::output(shards_->forward(inputs, /*train=*/false));
+  return Precision::output(shards_->forward(batch.inputs, BatchContext::of(batch), /*train=*/false));
 }
 
 double ShardedStrategy::parameter_norm() { return std::sqrt(shards_->square_norm().item<double>()); }

@@ -164,13 +164,13 @@ void UnitShards::release(std::size_t unit) {
   for (auto gi : units_[unit].groups) groups_[gi]->release_full();
 }
 
-torch::Tensor UnitShards::forward(const torch::Tensor& input, bool train) {
+torch::Tensor UnitShards::forward(const torch::Tensor& input, const BatchContext& context, bool train) {
   const auto& units = model_->units();
   auto x = precision_.compute(input);
   const bool backward = train && torch::GradMode::is_enabled();
   for (std::size_t u = 0; u < units.size(); ++u) {
     if (units_[u].groups.empty()) {
-      x = units[u]->forward(x);
+      x = units[u]->forward(x, context);
       continue;
     }
     gather(u);
@@ -182,7 +182,7 @@ torch::Tensor UnitShards::forward(const torch::Tensor& input, bool train) {
         ++issued;
       }
     wait_gathered(u);
-    x = units[u]->forward(x);
+    x = units[u]->forward(x, context);
     if (backward && x.requires_grad()) x.register_hook([this, u](const torch::Tensor&) { pre_backward(u); });
     if (!backward || options_.reshard_after_forward) release(u);
   }

@@ -7,12 +7,13 @@ namespace strata {
 namespace {
 
 /// The dataset's batch, off the tensor-memory count (host data); pinned for a device copy.
-Batch read_batch(const Dataset& dataset, const torch::Tensor& indices, bool pin) {
+Batch read_batch(const Dataset& dataset, const torch::Tensor& indices, std::int64_t epoch, bool pin) {
   tensor_memory::Untracked host_data;
-  Batch b = dataset.get(Split::kTrain, indices);
+  const auto* augmenting = dynamic_cast<const Augmenting*>(&dataset);
+  Batch b = augmenting != nullptr ? augmenting->get_train(indices, epoch) : dataset.get(Split::kTrain, indices);
   if (pin) {
-    b.inputs = b.inputs.pin_memory();
-    b.targets = b.targets.pin_memory();
+    for (auto* t : {&b.inputs, &b.targets, &b.mask})
+      if (t->defined()) *t = t->pin_memory();
   }
   return b;
 }
@@ -30,24 +31,21 @@ BatchLoader::~BatchLoader() {
 void BatchLoader::start(Key key) {
   pending_key_ = key;
   auto indices = sampler_.indices(key.step, key.micro);  // the sampler is not thread-safe: here
+  const std::int64_t epoch = key.step / sampler_.steps_per_epoch();
   if (device_.is_cuda()) {
     pending_ = std::async(std::launch::async,
-                          [this, indices] { return read_batch(dataset_, indices, /*pin=*/true); });
+                          [this, indices, epoch] { return read_batch(dataset_, indices, epoch, /*pin=*/true); });
   } else {
     // On the CPU the batch is the device batch, and a helper thread would take a core from compute.
     std::promise<Batch> ready;
-    ready.set_value(read_batch(dataset_, indices, /*pin=*/false));
+    ready.set_value(read_batch(dataset_, indices, epoch, /*pin=*/false));
     pending_ = ready.get_future();
   }
 }
 
 Batch BatchLoader::finish() {
   Batch b = pending_.get();  // rethrows a dataset error
-  if (device_.is_cuda()) {
-    b.inputs = b.inputs.to(device_, /*non_blocking=*/true);
-    b.targets = b.targets.to(device_, /*non_blocking=*/true);
-  }
-  return b;
+  return device_.is_cuda() ? b.to(device_, /*non_blocking=*/true) : b;
 }
 
 Batch BatchLoader::next(std::int64_t step, std::int64_t micro) {

@@ -1,11 +1,10 @@
 #include "train/checkpoint.hpp"
 
 #include <algorithm>
-
-#include "train/model_diff.hpp"
-
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <memory>
 #include <set>
 
 #include <fmt/format.h>
@@ -13,7 +12,11 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/utils.h>
 
+#include "io/json.hpp"
+#include "io/run_dir.hpp"
+#include "io/safetensors.hpp"
 #include "strata/errors.hpp"
+#include "train/model_diff.hpp"
 
 namespace strata {
 
@@ -47,39 +50,273 @@ std::map<std::string, torch::Tensor> read_state_dict(const std::filesystem::path
   return saved;
 }
 
-void load_state_dict(Model& model, const std::filesystem::path& file) {
-  const std::string where = "train.init_from: " + file.string();
-  const std::string fix = "Use a final_model.pt saved (save_final = true) from a run with the same [model] section.";
-  const auto saved = read_state_dict(file, where, fix);
-  std::vector<std::pair<std::string, at::Tensor>> targets;
-  for (const auto& p : model.named_parameters()) targets.emplace_back(p.key(), p.value());
-  for (const auto& b : model.named_buffers()) targets.emplace_back(b.key(), b.value());
-  std::vector<std::string> missing;
-  std::vector<std::string> mismatched;
-  std::set<std::string> used;
-  for (const auto& [name, tensor] : targets) {
-    auto it = saved.find(name);
-    if (it == saved.end()) {
-      missing.push_back(name);
-    } else if (it->second.sizes() != tensor.sizes()) {
-      mismatched.push_back(fmt::format("{} (file {}, model {})", name, fmt::join(it->second.sizes(), "x"),
-                                       fmt::join(tensor.sizes(), "x")));
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A tensor of a saved model, read only when the model takes it.
+struct StoredTensor {
+  std::vector<std::int64_t> shape;
+  torch::ScalarType dtype{};
+  std::function<torch::Tensor()> read;
+};
+/// The tensors of a saved model by their name in the file, and how to talk about the file.
+struct Stored {
+  std::map<std::string, StoredTensor> tensors;
+  std::string where;  // "train.init_from: <file>"
+  std::string fix;
+};
+
+std::string shape_text(c10::IntArrayRef shape) { return "[" + fmt::format("{}", fmt::join(shape, ", ")) + "]"; }
+
+/// "a, b, c ... and 7 more"
+std::string listing(const std::vector<std::string>& items, std::size_t cap = 8) {
+  const auto shown = static_cast<std::ptrdiff_t>(std::min(cap, items.size()));
+  std::string text = fmt::format("{}", fmt::join(items.begin(), items.begin() + shown, ", "));
+  if (items.size() > cap) text += fmt::format(" ... and {} more", items.size() - cap);
+  return text;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+/// Rotary-embedding frequency tables: derived from the config, carried by some Hugging Face files.
+bool ignorable(const std::string& name) {
+  return name == "rotary_emb.inv_freq" || ends_with(name, ".rotary_emb.inv_freq");
+}
+
+/// True when `file` starts like a safetensors file: a header length within the file, then '{'.
+bool looks_like_safetensors(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  unsigned char head[9];
+  if (!in.read(reinterpret_cast<char*>(head), sizeof head)) return false;
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | head[i];
+  std::error_code ec;
+  const auto size = fs::file_size(file, ec);
+  return !ec && n >= 2 && n <= size - 8 && head[8] == '{';
+}
+
+void add_safetensors(Stored& stored, const std::shared_ptr<SafetensorsFile>& file,
+                     const std::vector<std::string>& names) {
+  for (const auto& name : names) {
+    const auto* entry = file->find(name);
+    stored.tensors[name] = {entry->shape, safetensors_dtype(entry->dtype), [file, name] { return file->read(name); }};
+  }
+}
+
+Stored from_safetensors(const fs::path& file, std::string where, std::string fix) {
+  Stored stored{{}, std::move(where), std::move(fix)};
+  std::shared_ptr<SafetensorsFile> reader;
+  try {
+    reader = std::make_shared<SafetensorsFile>(file);
+  } catch (const Error& e) {
+    throw Error("train.init_from: " + std::string(e.what()), e.fix());
+  }
+  std::vector<std::string> names;
+  for (const auto& entry : reader->entries()) names.push_back(entry.name);
+  add_safetensors(stored, reader, names);
+  return stored;
+}
+
+/// A sharded checkpoint: the index's weight_map names each tensor's file (relative to the index).
+Stored from_index(const fs::path& index, std::string where, std::string fix) {
+  Stored stored{{}, std::move(where), std::move(fix)};
+  std::ifstream in(index, std::ios::binary);
+  if (!in) throw Error(stored.where + " cannot be opened.", stored.fix);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Json json;
+  try {
+    json = Json::parse(text);
+  } catch (const Error& e) {
+    throw Error(stored.where + " is not valid JSON (" + e.what() + ").", stored.fix);
+  }
+  const Json* map = json.find("weight_map");
+  if (map == nullptr || map->members() == nullptr)
+    throw Error(stored.where + " has no \"weight_map\" object (tensor name -> file), so it is not a sharded "
+                "checkpoint index.", stored.fix);
+  std::map<std::string, std::vector<std::string>> by_file;
+  for (const auto& [name, file] : *map->members()) {
+    if (!file.is_string() || file.string_or("").empty())
+      throw Error(stored.where + ": weight_map entry " + name + " is not a file name.", stored.fix);
+    by_file[file.string_or("")].push_back(name);
+  }
+  for (const auto& [file, names] : by_file) {
+    const fs::path shard = index.parent_path() / file;
+    std::shared_ptr<SafetensorsFile> reader;
+    try {
+      reader = std::make_shared<SafetensorsFile>(shard);
+    } catch (const Error& e) {
+      throw Error(stored.where + ": shard " + file + ": " + e.what(), e.fix());
     }
-    used.insert(name);
+    std::vector<std::string> absent;
+    for (const auto& name : names)
+      if (reader->find(name) == nullptr) absent.push_back(name);
+    if (!absent.empty())
+      throw Error(fmt::format("{}: the weight_map puts {} in {}, which holds no such tensor.", stored.where,
+                              listing(absent), shard.string()),
+                  stored.fix);
+    add_safetensors(stored, reader, names);
   }
-  std::vector<std::string> unexpected;
-  for (const auto& [name, tensor] : saved)
-    if (!used.count(name)) unexpected.push_back(name);
+  return stored;
+}
+
+Stored from_pt(const fs::path& file, std::string where, std::string fix) {
+  Stored stored{{}, std::move(where), std::move(fix)};
+  for (auto& [name, tensor] : read_state_dict(file, stored.where, stored.fix))
+    stored.tensors[name] = {tensor.sizes().vec(), tensor.scalar_type(), [tensor] { return tensor; }};
+  return stored;
+}
+
+/// Opens what `path` names (see load_state_dict).
+Stored open_saved_model(const fs::path& path) {
+  const std::string hf_fix = "Point init_from at a final_model.pt or final_model directory saved with "
+                             "`save_final = true`, or at a Hugging Face model directory or safetensors file.";
+  fs::path file = path;
+  if (fs::is_directory(path)) {
+    file = path / "model.safetensors";
+    if (!fs::is_regular_file(file)) file = path / "model.safetensors.index.json";
+    if (!fs::is_regular_file(file)) {
+      // A run directory holds the saved model one level down.
+      std::string fix = hf_fix;
+      for (const char* saved : {"final_model", "final_model.pt"})
+        if (fs::exists(path / saved))
+          fix = "This is a run directory; point init_from at " + (path / saved).string() + ".";
+      throw Error("train.init_from: the directory " + path.string() +
+                      " holds neither model.safetensors nor model.safetensors.index.json.",
+                  fix);
+    }
+  }
+  const std::string where = "train.init_from: " + file.string();
+  if (ends_with(file.filename().string(), ".index.json")) return from_index(file, where, hf_fix);
+  if (file.extension() == ".safetensors" || looks_like_safetensors(file)) return from_safetensors(file, where, hf_fix);
+  return from_pt(file, where,
+                 "Use a final_model.pt saved (save_final = true) from a run with the same [model] section.");
+}
+
+}  // namespace
+
+std::string load_state_dict(Model& model, const std::filesystem::path& path, bool partial) {
+  const Stored stored = open_saved_model(path);
+  struct Target {
+    std::string name;
+    torch::Tensor tensor;
+    bool buffer;
+    std::vector<std::string> sources;  // names in the file that hold it (aliases must agree)
+  };
+  std::vector<Target> targets;
+  std::map<std::string, std::size_t> by_name;  // Strata and external names -> target
+  for (const auto& p : model.named_parameters()) targets.push_back({p.key(), p.value(), false, {}});
+  for (const auto& b : model.named_buffers()) targets.push_back({b.key(), b.value(), true, {}});
+  for (std::size_t i = 0; i < targets.size(); ++i) by_name.emplace(targets[i].name, i);
+  const auto external = model.external_names();
+  std::set<std::string> has_external;
+  for (const auto& [strata_name, external_name] : external) {
+    has_external.insert(strata_name);
+    if (auto it = by_name.find(strata_name); it != by_name.end()) by_name.emplace(external_name, it->second);
+  }
+
+  std::vector<std::string> unexpected, missing, mismatched;
+  for (const auto& [name, t] : stored.tensors) {
+    if (auto it = by_name.find(name); it != by_name.end()) targets[it->second].sources.push_back(name);
+    else if (!ignorable(name)) unexpected.push_back(name + " " + shape_text(t.shape));
+  }
+  // A tensor the model registers under two names (tied weights) is loaded when either name is found.
+  const auto loaded_elsewhere = [&](const Target& target) {
+    return std::any_of(targets.begin(), targets.end(), [&](const Target& other) {
+      return !other.sources.empty() && other.tensor.is_same(target.tensor);
+    });
+  };
+  for (const auto& target : targets) {
+    if (target.sources.empty()) {
+      // Derived buffers (e.g. rotary tables) have no place in the external format.
+      const bool derived = target.buffer && !external.empty() && !has_external.count(target.name);
+      if (!derived && !loaded_elsewhere(target))
+        missing.push_back(target.name + " " + shape_text(target.tensor.sizes()));
+      continue;
+    }
+    for (const auto& source : target.sources) {
+      const auto& t = stored.tensors.at(source);
+      const std::string label = source == target.name ? source : source + " = " + target.name;
+      if (t.shape != target.tensor.sizes().vec())
+        mismatched.push_back(fmt::format("{} (file {}, model {})", label, shape_text(t.shape),
+                                         shape_text(target.tensor.sizes())));
+      else if (t.dtype != target.tensor.scalar_type() &&
+               !(c10::isFloatingType(t.dtype) && c10::isFloatingType(target.tensor.scalar_type())))
+        mismatched.push_back(fmt::format("{} (file dtype {}, model {})", label, c10::toString(t.dtype),
+                                         c10::toString(target.tensor.scalar_type())));
+    }
+  }
+  std::string skipped;  // partial: what was left as it was, for the log
+  if (partial && mismatched.empty() && (!missing.empty() || !unexpected.empty())) {
+    if (!missing.empty()) skipped += fmt::format("kept their fresh initialization: {}", listing(missing));
+    if (!unexpected.empty())
+      skipped += fmt::format("{}not used from the file: {}", skipped.empty() ? "" : "; ", listing(unexpected));
+    missing.clear();
+    unexpected.clear();
+  }
   if (!missing.empty() || !mismatched.empty() || !unexpected.empty()) {
-    std::string what = where + " does not fit the model:";
-    if (!missing.empty()) what += fmt::format(" missing {};", fmt::join(missing, ", "));
-    if (!mismatched.empty()) what += fmt::format(" wrong shape {};", fmt::join(mismatched, ", "));
-    if (!unexpected.empty()) what += fmt::format(" not in the model {};", fmt::join(unexpected, ", "));
+    std::string what = stored.where + " does not fit the model:";
+    if (!missing.empty()) what += fmt::format(" missing {};", listing(missing));
+    if (!mismatched.empty()) what += fmt::format(" wrong shape or dtype {};", listing(mismatched));
+    if (!unexpected.empty()) what += fmt::format(" not in the model {};", listing(unexpected));
     what.back() = '.';
-    throw Error(what, fix);
+    throw Error(what, stored.fix);
   }
+  // Every name that reaches one tensor (aliases in the file, tied names in the model) must agree.
   torch::NoGradGuard no_grad;
-  for (auto& [name, tensor] : targets) tensor.copy_(saved.at(name));
+  std::map<const void*, std::string> filled;  // tensor -> the file name it was read from
+  for (auto& target : targets) {
+    for (const auto& source : target.sources) {
+      const auto value = stored.tensors.at(source).read().to(target.tensor.scalar_type());
+      auto [first, fresh] = filled.emplace(target.tensor.unsafeGetTensorImpl(), source);
+      if (fresh) {
+        target.tensor.copy_(value);
+      } else if (!torch::equal(value, target.tensor)) {
+        throw Error(fmt::format("{}: {} and {} both hold the model's {}, but their values differ.", stored.where,
+                                first->second, source, target.name),
+                    "This model ties those tensors; use a checkpoint where they are equal (or untie them).");
+      }
+    }
+  }
+  return skipped;
+}
+
+SavedModel write_final_model(const Model& model, const StateDict& state, const std::filesystem::path& run_dir,
+                             const std::string& format) {
+  if (format == "pt") {
+    save_state_dict(state, run_dir / "final_model.pt");
+    return {"final_model.pt", ""};
+  }
+  if (format != "safetensors") throw Error("unknown save format \"" + format + "\"; available: pt, safetensors.");
+  std::map<std::string, std::string> external;  // the first external name of each tensor
+  for (const auto& [strata_name, external_name] : model.external_names()) external.emplace(strata_name, external_name);
+  std::set<std::string> buffers;
+  for (const auto& b : model.named_buffers()) buffers.insert(b.key());
+  std::string unnamed;  // a parameter without an external name
+  for (const auto& [name, tensor] : state)
+    if (!external.count(name) && !buffers.count(name) && unnamed.empty()) unnamed = name;
+  std::string note;
+  StateDict out;
+  if (!external.empty() && unnamed.empty()) {
+    for (const auto& [name, tensor] : state)
+      if (auto it = external.find(name); it != external.end()) out.emplace_back(it->second, tensor);
+    note = ", external names";
+  } else {
+    out = state;
+    if (!external.empty()) note = ", Strata names: the model gives " + unnamed + " no external name";
+  }
+  const fs::path dir = run_dir / "final_model";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create " + dir.string() + ": " + ec.message() + ".", "Check permissions.");
+  write_safetensors(dir / "model.safetensors", out, {{"format", "pt"}});
+  if (const auto config = model.external_config(); !config.empty()) {
+    write_text_file(dir / "config.json", config);
+    note += ", config.json";
+  }
+  return {"final_model", note};
 }
 
 }  // namespace strata

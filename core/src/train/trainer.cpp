@@ -40,8 +40,19 @@ std::string format_duration(double seconds) {
 
 struct EvalResult {
   double loss = 0;
-  double accuracy = 0;
+  Metrics metrics;  // the model's, e.g. accuracy, f1, perplexity
   std::int64_t examples = 0;
+  double metric(const std::string& name) const {
+    for (const auto& [key, value] : metrics)
+      if (key == name) return value;
+    return NAN;
+  }
+  /// "loss 0.4123  accuracy 0.8812  f1 0.8401"
+  std::string describe() const {
+    std::string s = fmt::format("loss {:.4f}", loss);
+    for (const auto& [key, value] : metrics) s += fmt::format("  {} {:.4f}", key, value);
+    return s;
+  }
 };
 
 /// The progress display: a self-rewriting line on a terminal, plain log lines otherwise.
@@ -91,8 +102,10 @@ class Loop {
  private:
   void setup();
   void train_step(std::int64_t step);
+  torch::Tensor loss_scale(const std::vector<Batch>& batches);
   void read_steps(double lr);
   EvalResult evaluate();
+  void log_eval(std::int64_t step);
   void log_scalars(const StepStats::Row& row, double lr);
   Json summary(const std::string& status, const std::string& error) const;
   void write_summary(const Json& summary) const;
@@ -110,6 +123,8 @@ class Loop {
   std::optional<BatchLoader> batches_;
   std::optional<StepStats> stats_;  // loss, norm and time of the steps since the last log step
   LrSchedule schedule_;
+  DataSpec data_;
+  torch::Tensor fixed_scale_;  // loss_scale when every sample has the same number of targets
   std::unique_ptr<tb::EventWriter> events_;  // rank 0 only
   Progress progress_;
 
@@ -185,10 +200,9 @@ void Loop::save_final_model(Json& summary) {
   const StateDict state = p_.strategy->full_state_dict();
   p_.comm->set_phase(CommPhase::kTrain);
   if (!rank0_) return;
-  const auto file = p_.run_dir / "final_model.pt";
-  save_state_dict(state, file);
-  summary["final_model"] = file.filename().string();
-  p_.log->info(fmt::format("final model: {} ({} tensors)", file.string(), state.size()));
+  const SavedModel saved = write_final_model(*p_.model, state, p_.run_dir, e_.train.save_format);
+  summary["final_model"] = saved.name;
+  p_.log->info(fmt::format("final model: {} ({} tensors{})", (p_.run_dir / saved.name).string(), state.size(), saved.note));
 }
 
 void Loop::setup() {
@@ -197,13 +211,19 @@ void Loop::setup() {
                                   p_.comm->world_size(), p_.comm->rank(), static_cast<std::uint64_t>(t.seed)});
   batches_.emplace(*p_.dataset, *sampler_, p_.device, t.steps, t.micro_batches);
   stats_.emplace(p_.device, *p_.comm, t.sync_timing);
+  data_ = p_.dataset->spec();
+  if (!data_.ignored_targets)
+    fixed_scale_ = torch::tensor(static_cast<double>(p_.comm->world_size()) /
+                                     static_cast<double>(t.global_batch_size * data_.targets_per_sample),
+                                 torch::TensorOptions().dtype(torch::kFloat32).device(p_.device));
   schedule_ = {e_.optimizer.lr, t.steps, t.warmup_steps, t.lr_schedule == "cosine", t.min_lr_ratio};
   model_params_ = p_.model->parameter_count();
   model_tensors_ = static_cast<std::int64_t>(p_.model->parameters().size());
 
   if (!t.init_from.empty()) {
-    load_state_dict(*p_.model, t.init_from);
+    const std::string skipped = load_state_dict(*p_.model, t.init_from, t.init_partial);
     p_.log->info("model initialized from " + t.init_from);
+    if (!skipped.empty()) p_.log->warn("init_partial: " + skipped);
   }
   StrategySetup setup;
   setup.model = p_.model;
@@ -258,18 +278,26 @@ void Loop::train_step(std::int64_t step) {
   const auto& t = e_.train;
   const double lr = schedule_.at(step);
   stats_->begin_step();
-  // The step's loss is the mean over the global batch: micro-batches here, ranks when it is read.
-  // It stays on the device, like the gradient norm: nothing in the step waits for the device.
+  // The step's loss is the mean over the global batch's target elements: this rank's summed
+  // losses times loss_scale here, averaged over ranks when it is read. It stays on the device,
+  // like the gradient norm: nothing in the step waits for the device.
+  std::vector<Batch> ahead;  // the step's micro-batches, when their targets must be counted first
+  torch::Tensor scale = fixed_scale_;
+  if (!scale.defined()) {
+    for (std::int64_t m = 0; m < t.micro_batches; ++m) ahead.push_back(batches_->next(step, m));
+    scale = loss_scale(ahead);
+  }
   torch::Tensor loss;
   for (std::int64_t m = 0; m < t.micro_batches; ++m) {
-    Batch batch = batches_->next(step, m);
-    torch::Tensor l = p_.strategy->forward_backward(batch, {static_cast<int>(m), static_cast<int>(t.micro_batches)});
+    Batch batch = ahead.empty() ? batches_->next(step, m) : std::move(ahead[static_cast<std::size_t>(m)]);
+    torch::Tensor l = p_.strategy->forward_backward(
+        batch, {static_cast<int>(m), static_cast<int>(t.micro_batches), scale});
     loss = loss.defined() ? loss + l : l;
   }
   const torch::Tensor grad_norm = p_.strategy->finish_gradients(t.clip_grad_norm);
   p_.strategy->step(lr);
   const std::int64_t step1 = step + 1;
-  stats_->end_step(step1, loss / static_cast<double>(t.micro_batches), grad_norm);
+  stats_->end_step(step1, loss * scale, grad_norm);
 
   const bool log_step = step1 % e_.log.every == 0 || step1 == t.steps || step1 == 1;
   if (log_step) read_steps(lr);
@@ -277,6 +305,16 @@ void Loop::train_step(std::int64_t step) {
   const double samples_per_s = static_cast<double>(step1 * t.global_batch_size) / std::max(1e-9, elapsed);
   const double eta = elapsed / static_cast<double>(step1) * static_cast<double>(t.steps - step1);
   progress_.update(step1, last_loss_, lr, samples_per_s, eta, log_step);
+}
+
+/// world size / target elements of the global batch, on the device: this rank's micro-batches
+/// counted, summed over ranks (one 8-byte all-reduce, no host sync).
+torch::Tensor Loop::loss_scale(const std::vector<Batch>& batches) {
+  torch::Tensor count;
+  for (const auto& b : batches) count = count.defined() ? count + b.target_count() : b.target_count();
+  count = count.to(p_.comm->device());
+  if (p_.comm->world_size() > 1) p_.comm->all_reduce(count, ReduceOp::kSum);
+  return (static_cast<double>(p_.comm->world_size()) / count.clamp_min(1.0)).to(torch::kFloat32);
 }
 
 /// Reads the figures of the steps since the last log step (the one host sync of a log interval)
@@ -324,46 +362,57 @@ void Loop::log_scalars(const StepStats::Row& row, double lr) {
   events_->flush();
 }
 
+void Loop::log_eval(std::int64_t step) {
+  if (!events_) return;
+  events_->add_scalar("eval/loss", last_eval_->loss, step);
+  for (const auto& [name, value] : last_eval_->metrics) events_->add_scalar("eval/" + name, value, step);
+  events_->flush();
+}
+
 EvalResult Loop::evaluate() {
   p_.comm->set_phase(CommPhase::kEval);
   const std::int64_t n = p_.dataset->size(Split::kEval);
   const std::int64_t batch = e_.eval.batch_size > 0 ? e_.eval.batch_size : e_.train.global_batch_size;
   const std::int64_t batches = e_.eval.batches > 0 ? std::min(e_.eval.batches, (n + batch - 1) / batch)
                                                    : (n + batch - 1) / batch;
-  // Sums of loss * examples (on the device), correct and examples; each rank takes its slice of
-  // every batch.
-  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(p_.comm->device());
-  torch::Tensor loss_sum = torch::zeros({}, f64);
-  double correct = 0, examples = 0;
+  // Sums on the device: loss, counted targets, examples, then the model's metric sums by name.
+  // Each rank takes its slice of every batch; a rank whose slice is empty evaluates one example
+  // with weight 0, so that every rank runs the same forwards (sharded strategies gather in them).
+  std::vector<std::string> names{"loss", "targets", "examples"};
+  std::vector<torch::Tensor> sums;
   const Model& model = p_.strategy->model();
   for (std::int64_t b = 0; b < batches; ++b) {
     const std::int64_t start = b * batch, count = std::min(batch, n - start);
     auto [lo, hi] = rank_slice(count, p_.comm->world_size(), p_.comm->rank());
-    if (hi <= lo) continue;
+    const double weight = hi > lo ? 1.0 : 0.0;
+    if (hi <= lo) lo = 0, hi = 1;
     Batch data;
     {
       tensor_memory::Untracked host_data;
       data = p_.dataset->get(Split::kEval, torch::arange(start + lo, start + hi, torch::kInt64));
     }
+    data = data.to(p_.device, /*non_blocking=*/true);
     torch::NoGradGuard no_grad;
-    torch::Tensor output = p_.strategy->evaluate(data.inputs.to(p_.device, /*non_blocking=*/true));
-    torch::Tensor target = data.targets.to(output.device(), /*non_blocking=*/true);
-    loss_sum += model.loss(output, target).detach().to(torch::kFloat64) * static_cast<double>(hi - lo);
-    const auto counts = model.metric(output, target);
-    correct += counts.correct;
-    examples += counts.total;
+    const torch::Tensor output = p_.strategy->evaluate(data);
+    std::vector<torch::Tensor> values{model.loss(output, data).to(torch::kFloat64), data.target_count(),
+                                      torch::tensor(static_cast<double>(hi - lo), torch::kFloat64)};
+    for (auto& [name, value] : model.metric_sums(output, data)) {
+      if (sums.empty()) names.push_back(name);
+      values.push_back(value.reshape({}).to(torch::kFloat64));
+    }
+    auto row = torch::stack(values).to(p_.comm->device()) * weight;
+    sums.push_back(row);
   }
-  auto totals = torch::stack({loss_sum, torch::tensor(correct, f64), torch::tensor(examples, f64)});
+  auto totals = torch::stack(sums).sum(0);
   if (p_.comm->world_size() > 1) p_.comm->all_reduce(totals, ReduceOp::kSum);
   p_.comm->set_phase(CommPhase::kTrain);
   totals = totals.to(torch::kCPU);
-  const auto total_examples = totals[2].item<double>();
+  std::map<std::string, double> by_name;
+  for (std::size_t i = 0; i < names.size(); ++i) by_name[names[i]] = totals[static_cast<std::int64_t>(i)].item<double>();
   EvalResult r;
-  r.examples = static_cast<std::int64_t>(total_examples);
-  // Loss is averaged over examples (sample-weighted); accuracy over predictions.
-  const double sample_count = static_cast<double>(std::min(n, batches * batch));
-  r.loss = totals[0].item<double>() / std::max(1.0, sample_count);
-  r.accuracy = total_examples > 0 ? totals[1].item<double>() / total_examples : 0.0;
+  r.examples = static_cast<std::int64_t>(by_name["examples"]);
+  r.loss = by_name["loss"] / std::max(1.0, by_name["targets"]);  // mean over counted target elements
+  r.metrics = model.finalize_metrics(by_name, r.loss);
   return r;
 }
 
@@ -400,7 +449,9 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   Json& ev = s["eval"];
   ev = Json::object();
   ev["loss"] = last_eval_ ? Json(last_eval_->loss) : Json();
-  ev["accuracy"] = last_eval_ ? Json(last_eval_->accuracy) : Json();
+  ev["accuracy"] = Json();  // every model reports it, but a custom one may not
+  if (last_eval_)
+    for (const auto& [name, value] : last_eval_->metrics) ev[name] = value;
   ev["examples"] = last_eval_ ? Json(last_eval_->examples) : Json();
   s["param_norm"] = Json();  // filled by the caller (needs a collective on every rank)
   Json& mem = s["memory"];
@@ -442,13 +493,8 @@ Json Loop::run() {
       const std::int64_t step1 = step + 1;
       if (e_.eval.every > 0 && step1 % e_.eval.every == 0 && step1 != t.steps) {
         last_eval_ = evaluate();
-        if (events_) {
-          events_->add_scalar("eval/loss", last_eval_->loss, step1);
-          events_->add_scalar("eval/accuracy", last_eval_->accuracy, step1);
-          events_->flush();
-        }
-        progress_.line(fmt::format("eval at step {}: loss {:.4f}  accuracy {:.4f}", step1, last_eval_->loss,
-                                   last_eval_->accuracy));
+        log_eval(step1);
+        progress_.line(fmt::format("eval at step {}: {}", step1, last_eval_->describe()));
       }
     }
   } catch (const TrainingError& err) {
@@ -467,18 +513,16 @@ Json Loop::run() {
   s["param_norm"] = p_.strategy->parameter_norm();
   check_replicas(s);
   if (t.save_final) save_final_model(s);
+  log_eval(t.steps);
   if (events_) {
-    events_->add_scalar("eval/loss", last_eval_->loss, t.steps);
-    events_->add_scalar("eval/accuracy", last_eval_->accuracy, t.steps);
     events_->end_hparams_session(true);
     events_->flush();
   }
   write_summary(s);
-  p_.log->info(fmt::format("done: {} steps in {:.1f} s ({:.0f} samples/s)  final loss {:.4f}  eval loss {:.4f}  "
-                           "eval accuracy {:.4f}",
+  p_.log->info(fmt::format("done: {} steps in {:.1f} s ({:.0f} samples/s)  final loss {:.4f}  eval {}",
                            steps_done_, train_time_s_,
                            static_cast<double>(steps_done_ * t.global_batch_size) / std::max(1e-9, train_time_s_),
-                           last_loss_, last_eval_->loss, last_eval_->accuracy));
+                           last_loss_, last_eval_->describe()));
   p_.log->info("outputs: " + p_.run_dir.string() + "  (tensorboard --logdir " +
                (p_.run_dir.has_parent_path() ? p_.run_dir.parent_path().string() : std::string(".")) +
                ")");
