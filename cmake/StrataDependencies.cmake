@@ -79,3 +79,21 @@ endif()
 find_path(STRATA_NCCL_INCLUDE_DIR nccl.h
   HINTS "${TORCH_INSTALL_PREFIX}/../nvidia/nccl/include" NO_DEFAULT_PATH
   DOC "nccl.h of the NCCL that LibTorch uses (optional; the CUDA toolkit's is used otherwise)")
+
+# SentencePiece (Debian's libsentencepiece-dev), optional: the `text` and `mrpc` datasets read a
+# `tokenizer = "<path>/tokenizer.model"` with it. Without it they build with the byte tokenizer
+# only, and a model path is refused with a message saying so.
+find_path(STRATA_SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h
+  DOC "Directory holding sentencepiece_processor.h (Debian package libsentencepiece-dev)")
+find_library(STRATA_SENTENCEPIECE_LIBRARY sentencepiece
+  DOC "libsentencepiece (Debian package libsentencepiece-dev)")
+if(STRATA_SENTENCEPIECE_INCLUDE_DIR AND STRATA_SENTENCEPIECE_LIBRARY)
+  add_library(SentencePiece::sentencepiece UNKNOWN IMPORTED)
+  set_target_properties(SentencePiece::sentencepiece PROPERTIES
+    IMPORTED_LOCATION "${STRATA_SENTENCEPIECE_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${STRATA_SENTENCEPIECE_INCLUDE_DIR}")
+  message(STATUS "SentencePiece: ${STRATA_SENTENCEPIECE_LIBRARY}")
+else()
+  message(STATUS "SentencePiece not found (libsentencepiece-dev): the text and mrpc datasets get the byte "
+                 "tokenizer only")
+endif()

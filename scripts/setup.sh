@@ -67,6 +67,7 @@ PY="$VENV/bin/python"
 STEP="packages"
 PACKAGES=(build-essential cmake ninja-build ccache libboost-dev libboost-program-options-dev
           libtomlplusplus-dev doctest-dev libfmt-dev libgloo-dev zlib1g-dev dataset-fashion-mnist
+          libsentencepiece-dev
           python3-venv python3-pip)
 if [[ "${STRATA_SKIP_APT:-0}" == 1 ]]; then
   log "packages skipped (STRATA_SKIP_APT=1): dependencies must come from CMAKE_PREFIX_PATH"

@@ -61,7 +61,7 @@ def fixture_set_is_complete():
     """The defects the brief asks for each have a fixture (guards against lost files)."""
     names = {os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(st.CONFIGS, "bad_*.toml"))}
     wanted = {"bad_toml_syntax", "bad_duplicate_key", "bad_duplicate_table", "bad_unknown_section",
-              "bad_unknown_key_core", "bad_unknown_key_plugin", "bad_wrong_type", "bad_steps_zero",
+              "bad_unknown_key_core", "bad_unknown_key_plugin", "bad_wrong_type", "bad_steps_negative",
               "bad_lr_negative", "bad_unknown_choice", "bad_unknown_plugin", "bad_missing_model",
               "bad_missing_name", "bad_micro_batches", "bad_dataset_path", "bad_plugin_paths"}
     st.check(wanted <= names, "missing fixtures: %s" % sorted(wanted - names))
