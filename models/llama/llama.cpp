@@ -1,0 +1,279 @@
+// `llama`: a Llama-family decoder (Touvron et al. 2023; Llama 3: Grattafiori et al. 2024) whose
+// math follows Hugging Face transformers' modeling_llama.py op by op (RMSNorm in float32, rotate-half
+// RoPE, grouped-query attention, SwiGLU), so a checkpoint loaded under the names of
+// external_names() gives transformers' logits. Units: "embed", "block0".."block{L-1}" (one
+// decoder layer each, so sharding strategies gather one layer at a time) and "head". RoPE
+// tables are computed on the fly from BatchContext::positions: no buffers, the state dict holds
+// parameters only. No dropout.
+
+#include <cmath>
+
+#include <torch/nn/functional/linear.h>
+
+#include <strata/errors.hpp>
+#include <strata/model.hpp>
+#include <strata/plugin.hpp>
+
+#include "llama_config.hpp"
+
+namespace strata::llama {
+namespace {
+
+constexpr double kInitStd = 0.02;  // transformers' initializer_range: N(0, 0.02) weights, zero biases
+
+/// y = x W^T (+ b): a Linear whose weight may be another unit's parameter (tied embeddings).
+class Dense final : public torch::nn::Module {
+ public:
+  Dense(std::int64_t in, std::int64_t out, bool bias) {
+    weight = register_parameter("weight", torch::empty({out, in}).normal_(0, kInitStd));
+    if (bias) this->bias = register_parameter("bias", torch::zeros({out}));
+  }
+  /// Registers `shared` (already a parameter of another unit) as this layer's weight.
+  explicit Dense(const torch::Tensor& shared) { weight = register_parameter("weight", shared); }
+  torch::Tensor forward(const torch::Tensor& x) const { return torch::nn::functional::linear(x, weight, bias); }
+
+  torch::Tensor weight, bias;
+};
+
+/// transformers' LlamaRMSNorm: normalized in float32, cast back to the input dtype, then scaled.
+class RmsNorm final : public torch::nn::Module {
+ public:
+  RmsNorm(std::int64_t dim, double eps) : eps_(eps) { weight = register_parameter("weight", torch::ones({dim})); }
+  torch::Tensor forward(const torch::Tensor& x) const {
+    const auto h = x.to(torch::kFloat32);
+    return weight * (h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_)).to(x.scalar_type());
+  }
+
+  torch::Tensor weight;
+
+ private:
+  double eps_;
+};
+
+/// RoPE inverse frequencies [head_dim / 2], float32, as transformers' default and llama3 rope
+/// init functions compute them (same ops in the same order, so the same roundings).
+torch::Tensor inverse_frequencies(const LlamaConfig& c, torch::Device device) {
+  const auto int64 = torch::TensorOptions(torch::kInt64).device(device);
+  const auto exponents = torch::arange(0, c.head_dim, 2, int64).to(torch::kFloat32) / c.head_dim;
+  const auto inv = torch::pow(c.rope_theta, exponents).reciprocal();
+  if (!c.rope_scaling.llama3) return inv;
+  // Llama 3: long wavelengths slowed down by `factor`, short ones kept, a smooth blend between.
+  const auto& s = c.rope_scaling;
+  const double old_len = static_cast<double>(s.original_max_position_embeddings);
+  const double low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;
+  const auto wavelen = inv.reciprocal() * (2 * M_PI);
+  const auto scaled = torch::where(wavelen > low_wavelen, inv / s.factor, inv);
+  const auto smooth = (wavelen.reciprocal() * old_len - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  const auto smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
+  const auto medium = (wavelen < high_wavelen).logical_not() & (wavelen > low_wavelen).logical_not();
+  return torch::where(medium, smoothed, scaled);
+}
+
+/// cos and sin [n or 1, 1, T, head_dim] in the dtype of `like`, computed in float32 from the
+/// token positions (BatchContext::positions, else 0..T-1); frequencies repeat as cat(f, f).
+std::pair<torch::Tensor, torch::Tensor> rotary(const LlamaConfig& c, const BatchContext& context,
+                                               const torch::Tensor& like) {
+  const auto int64 = torch::TensorOptions(torch::kInt64).device(like.device());
+  const auto positions = context.positions.defined() ? context.positions : torch::arange(like.size(1), int64).unsqueeze(0);
+  const auto freqs = positions.to(torch::kFloat32).unsqueeze(-1) * inverse_frequencies(c, like.device());
+  const auto angles = torch::cat({freqs, freqs}, -1).unsqueeze(1);
+  return {angles.cos().to(like.scalar_type()), angles.sin().to(like.scalar_type())};
+}
+
+/// cat(-x2, x1) over the halves of the last dimension.
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const auto half = x.size(-1) / 2;
+  return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+/// [n, kv_heads, T, d] -> [n, kv_heads * group, T, d], each key/value head serving `group` query heads.
+torch::Tensor repeat_kv(const torch::Tensor& x, std::int64_t group) {
+  if (group == 1) return x;
+  const auto n = x.size(0), kv = x.size(1), t = x.size(2), d = x.size(3);
+  return x.unsqueeze(2).expand({n, kv, group, t, d}).reshape({n, kv * group, t, d});
+}
+
+/// Causal and padding masks as one boolean [n, 1, T, T] (true: may attend). A query always sees
+/// itself, so padding rows (whose outputs nothing reads) never softmax over nothing into NaN.
+torch::Tensor attention_mask(const torch::Tensor& mask) {
+  const auto t = mask.size(1);
+  const auto options = mask.options().dtype(torch::kBool);
+  const auto causal = torch::ones({t, t}, options).tril();
+  return (causal & (mask.to(torch::kBool).unsqueeze(1) | torch::eye(t, options))).unsqueeze(1);
+}
+
+/// Token ids [n, T] -> embeddings [n, T, hidden]; the parameter is `embed.weight`.
+class EmbedUnit final : public Unit {
+ public:
+  EmbedUnit(std::int64_t vocab, std::int64_t hidden) {
+    weight = register_parameter("weight", torch::empty({vocab, hidden}).normal_(0, kInitStd));
+  }
+  torch::Tensor forward(const torch::Tensor& ids, const BatchContext&) override {
+    return torch::embedding(weight, ids);
+  }
+
+  torch::Tensor weight;
+};
+
+/// transformers' LlamaDecoderLayer: x + attn(attn_norm(x)), then + mlp(mlp_norm(.)).
+class BlockUnit final : public Unit {
+ public:
+  explicit BlockUnit(const LlamaConfig& c) : config_(c) {
+    const auto hidden = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+    attn_norm_ = register_module("attn_norm", std::make_shared<RmsNorm>(hidden, c.rms_norm_eps));
+    q_proj_ = register_module("q_proj", std::make_shared<Dense>(hidden, q, c.attention_bias));
+    k_proj_ = register_module("k_proj", std::make_shared<Dense>(hidden, kv, c.attention_bias));
+    v_proj_ = register_module("v_proj", std::make_shared<Dense>(hidden, kv, c.attention_bias));
+    o_proj_ = register_module("o_proj", std::make_shared<Dense>(q, hidden, c.attention_bias));
+    mlp_norm_ = register_module("mlp_norm", std::make_shared<RmsNorm>(hidden, c.rms_norm_eps));
+    gate_proj_ = register_module("gate_proj", std::make_shared<Dense>(hidden, c.intermediate_size, false));
+    up_proj_ = register_module("up_proj", std::make_shared<Dense>(hidden, c.intermediate_size, false));
+    down_proj_ = register_module("down_proj", std::make_shared<Dense>(c.intermediate_size, hidden, false));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x, const BatchContext& context) override {
+    const auto n = x.size(0), t = x.size(1), d = config_.head_dim;
+    const auto h = attn_norm_->forward(x);
+    auto q = q_proj_->forward(h).view({n, t, -1, d}).transpose(1, 2);  // [n, heads, T, d]
+    auto k = k_proj_->forward(h).view({n, t, -1, d}).transpose(1, 2);  // [n, kv_heads, T, d]
+    const auto v = v_proj_->forward(h).view({n, t, -1, d}).transpose(1, 2);
+    const auto [cos, sin] = rotary(config_, context, x);
+    q = q * cos + rotate_half(q) * sin;
+    k = k * cos + rotate_half(k) * sin;
+    const double scale = std::pow(static_cast<double>(d), -0.5);
+    torch::Tensor attended;
+    if (context.mask.defined()) {
+      // As transformers' sdpa path: with a mask, SDPA's fused kernels take no GQA, so repeat K, V.
+      const auto group = config_.num_heads / config_.num_kv_heads;
+      attended = torch::scaled_dot_product_attention(q, repeat_kv(k, group), repeat_kv(v, group),
+                                                     attention_mask(context.mask), 0.0, false, scale);
+    } else {
+      attended = torch::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, scale,
+                                                     /*enable_gqa=*/config_.num_kv_heads != config_.num_heads);
+    }
+    const auto y = x + o_proj_->forward(attended.transpose(1, 2).reshape({n, t, -1}));
+    const auto m = mlp_norm_->forward(y);
+    return y + down_proj_->forward(torch::silu(gate_proj_->forward(m)) * up_proj_->forward(m));
+  }
+
+ private:
+  LlamaConfig config_;
+  std::shared_ptr<RmsNorm> attn_norm_, mlp_norm_;
+  std::shared_ptr<Dense> q_proj_, k_proj_, v_proj_, o_proj_, gate_proj_, up_proj_, down_proj_;
+};
+
+/// Hidden states [n, T, hidden] at each sequence's last real token -> [n, hidden]: the rightmost
+/// position where `mask` is true (right or left padding, as transformers' sequence
+/// classification), else the last position.
+torch::Tensor last_token(const torch::Tensor& h, const torch::Tensor& mask) {
+  const auto n = h.size(0), t = h.size(1);
+  if (!mask.defined()) return h.select(1, t - 1);
+  const auto index = (torch::arange(t, mask.options().dtype(torch::kInt64)) * mask.to(torch::kInt64)).argmax(-1);
+  return h.gather(1, index.view({n, 1, 1}).expand({n, 1, h.size(2)})).squeeze(1);
+}
+
+/// Final RMSNorm, then lm_head ([n, T, vocab] logits) or, at the last real token, score ([n, classes]).
+class HeadUnit final : public Unit {
+ public:
+  /// `tied`: the embedding weight, shared as lm_head's (tie_word_embeddings), else undefined.
+  HeadUnit(const LlamaConfig& c, const torch::Tensor& tied) : causal_lm_(c.causal_lm) {
+    norm_ = register_module("norm", std::make_shared<RmsNorm>(c.hidden_size, c.rms_norm_eps));
+    if (!causal_lm_)
+      out_ = register_module("score", std::make_shared<Dense>(c.hidden_size, c.num_classes, false));
+    else if (tied.defined())
+      out_ = register_module("lm_head", std::make_shared<Dense>(tied));
+    else
+      out_ = register_module("lm_head", std::make_shared<Dense>(c.hidden_size, c.vocab_size, false));
+  }
+  torch::Tensor forward(const torch::Tensor& x, const BatchContext& context) override {
+    const auto h = norm_->forward(x);
+    return out_->forward(causal_lm_ ? h : last_token(h, context.mask));
+  }
+
+ private:
+  bool causal_lm_;
+  std::shared_ptr<RmsNorm> norm_;
+  std::shared_ptr<Dense> out_;
+};
+
+/// Adds the Hugging Face names and config, and language-model metrics for causal_lm.
+class LlamaModel final : public Model {
+ public:
+  explicit LlamaModel(LlamaConfig config) : config_(std::move(config)) {}
+
+  std::vector<std::pair<std::string, std::string>> external_names() const override {
+    std::vector<std::pair<std::string, std::string>> names{{"embed.weight", "model.embed_tokens.weight"}};
+    for (std::int64_t i = 0; i < config_.num_layers; ++i) {
+      const auto block = "block" + std::to_string(i) + ".", layer = "model.layers." + std::to_string(i) + ".";
+      names.emplace_back(block + "attn_norm.weight", layer + "input_layernorm.weight");
+      for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+        names.emplace_back(block + proj + ".weight", layer + "self_attn." + proj + ".weight");
+        if (config_.attention_bias) names.emplace_back(block + proj + ".bias", layer + "self_attn." + proj + ".bias");
+      }
+      names.emplace_back(block + "mlp_norm.weight", layer + "post_attention_layernorm.weight");
+      for (const char* proj : {"gate_proj", "up_proj", "down_proj"})
+        names.emplace_back(block + proj + ".weight", layer + "mlp." + proj + ".weight");
+    }
+    names.emplace_back("head.norm.weight", "model.norm.weight");
+    if (config_.causal_lm)
+      names.emplace_back("head.lm_head.weight", "lm_head.weight");  // with tied embeddings, an alias of embed.weight
+    else
+      names.emplace_back("head.score.weight", "score.weight");
+    return names;
+  }
+
+  std::string external_config() const override { return hf_config_json(config_); }
+
+  /// causal_lm: token accuracy, perplexity = exp(mean loss per token), bits per token = mean loss / ln 2.
+  Metrics finalize_metrics(const std::map<std::string, double>& sums, double mean_loss) const override {
+    if (!config_.causal_lm) return Model::finalize_metrics(sums, mean_loss);
+    Metrics metrics{classification_metrics(sums).front()};  // accuracy (no F1, even for a 2-token vocabulary)
+    metrics.emplace_back("perplexity", std::exp(mean_loss));
+    metrics.emplace_back("bits_per_token", mean_loss / std::log(2.0));
+    return metrics;
+  }
+
+ private:
+  LlamaConfig config_;
+};
+
+/// Training FLOPs per sample by PaLM's estimate (Chowdhery et al. 2022, appendix B): per token
+/// 6 N + 12 L H Q T, where N counts the matmul weights (q, k, v, o, gate, up, down of every block,
+/// plus lm_head; not the embedding lookup, norms or biases), L layers, H query heads, Q head_dim
+/// and T = seq_len (the T x T scores and weighted values, not halved for the causal mask); times
+/// T tokens. The classification head (score) runs at one position per sample, so it counts once.
+std::int64_t flops_per_sample(const LlamaConfig& c) {
+  const std::int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim, t = c.seq_len;
+  const std::int64_t per_layer = c.hidden_size * q + 2 * c.hidden_size * kv + q * c.hidden_size  // q, k, v, o
+                                 + 3 * c.hidden_size * c.intermediate_size;                     // gate, up, down
+  const std::int64_t per_token = 6 * c.num_layers * per_layer + 12 * c.num_layers * c.num_heads * c.head_dim * t;
+  const std::int64_t head = c.hidden_size * (c.causal_lm ? c.vocab_size : c.num_classes);
+  return t * per_token + 6 * head * (c.causal_lm ? t : 1);
+}
+
+std::shared_ptr<Model> make_llama(const LlamaOptions& options, const ModelContext& context) {
+  const LlamaConfig c = resolve_config(options, context);
+  auto model = std::make_shared<LlamaModel>(c);
+  auto embed = std::make_shared<EmbedUnit>(c.vocab_size, c.hidden_size);
+  model->add_unit("embed", embed);
+  for (std::int64_t i = 0; i < c.num_layers; ++i)
+    model->add_unit("block" + std::to_string(i), std::make_shared<BlockUnit>(c));
+  // A tied lm_head registers the embedding's tensor under its own name too, so the two names
+  // share one TensorImpl: replica strategies hold it once (see replica.hpp's aliases).
+  const bool tied = c.causal_lm && c.tie_word_embeddings;
+  model->add_unit("head", std::make_shared<HeadUnit>(c, tied ? embed->weight : torch::Tensor()));
+  model->set_flops_per_sample(flops_per_sample(c));
+  return model;
+}
+
+void register_llama(Registry& registry) {
+  registry.add_model("llama",
+                     "Llama-family decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU) with Hugging Face names and "
+                     "config; causal LM or sequence classification; one unit per layer",
+                     llama_schema(), make_llama);
+}
+
+}  // namespace
+}  // namespace strata::llama
+
+STRATA_PLUGIN(model, "llama", "0.1.0", strata::llama::register_llama)

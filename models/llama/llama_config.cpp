@@ -1,0 +1,326 @@
+#include "llama_config.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <fmt/std.h>
+
+#include <strata/errors.hpp>
+
+namespace strata::llama {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kPresets = {"", "debug", "tinyllama-1.1b", "llama-3.2-1b"};
+
+/// The defaults of a preset; fields left 0 are derived later (see resolve_config).
+LlamaConfig preset_config(const std::string& name) {
+  LlamaConfig c;
+  if (name.empty()) {  // a small model for experiments; vocabulary from the data
+    c.hidden_size = 256, c.num_layers = 4, c.num_heads = 4;
+  } else if (name == "debug") {  // tests: seconds on a CPU
+    c.hidden_size = 64, c.intermediate_size = 172, c.num_layers = 2, c.num_heads = 4, c.num_kv_heads = 2;
+  } else if (name == "tinyllama-1.1b") {  // TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T config.json
+    c.vocab_size = 32000, c.hidden_size = 2048, c.intermediate_size = 5632, c.num_layers = 22, c.num_heads = 32;
+    c.num_kv_heads = 4, c.rope_theta = 10000, c.rms_norm_eps = 1e-5, c.max_position_embeddings = 2048;
+    c.bos_token_id = Json(1), c.eos_token_id = Json(2);
+  } else if (name == "llama-3.2-1b") {  // meta-llama/Llama-3.2-1B config.json
+    c.vocab_size = 128256, c.hidden_size = 2048, c.intermediate_size = 8192, c.num_layers = 16, c.num_heads = 32;
+    c.num_kv_heads = 8, c.head_dim = 64, c.rope_theta = 500000, c.rms_norm_eps = 1e-5, c.tie_word_embeddings = true;
+    c.rope_scaling = {true, 32, 1, 4, 8192};
+    c.max_position_embeddings = 131072;
+    c.bos_token_id = Json(128000), c.eos_token_id = Json(128001);
+  }
+  return c;
+}
+
+/// Reads the shapes of a Hugging Face LlamaConfig; every error names the file and the key.
+class HfConfigReader {
+ public:
+  explicit HfConfigReader(fs::path path) : path_(std::move(path)) {
+    if (fs::is_directory(path_)) path_ /= "config.json";
+    std::ifstream in(path_);
+    if (!in)
+      fail(fmt::format("cannot read the Hugging Face config {}: {}.", path_, std::strerror(errno)),
+           "Point config_from at a model directory holding config.json, or at the file itself.");
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      root_ = Json::parse(text.str());
+    } catch (const Error& e) {
+      fail(fmt::format("{} is not valid JSON: {}", path_, e.what()), "Fix or re-download the file.");
+    }
+    if (!root_.members()) fail(fmt::format("{} is not a JSON object.", path_), "Fix or re-download the file.");
+  }
+
+  LlamaConfig read() const {
+    if (auto type = string_key("model_type"); type && *type != "llama")
+      fail(fmt::format("{}: model_type is \"{}\"; the llama plugin reads Llama configs only.", path_, *type),
+           "Use a Llama-family checkpoint (model_type \"llama\").");
+    if (auto act = string_key("hidden_act"); act && *act != "silu")
+      fail(fmt::format("{}: hidden_act is \"{}\"; the llama plugin implements silu only.", path_, *act));
+    if (bool_key("mlp_bias", false))
+      fail(fmt::format("{}: mlp_bias is true; the llama plugin has bias-free MLPs.", path_));
+    LlamaConfig c;
+    c.vocab_size = int_key("vocab_size");
+    c.hidden_size = int_key("hidden_size");
+    c.intermediate_size = int_key("intermediate_size");
+    c.num_layers = int_key("num_hidden_layers");
+    c.num_heads = int_key("num_attention_heads");
+    c.num_kv_heads = int_key("num_key_value_heads", c.num_heads);
+    c.head_dim = int_key("head_dim", c.hidden_size / c.num_heads);  // transformers' default (floor)
+    c.rope_theta = number_key("rope_theta", 10000);
+    c.rms_norm_eps = number_key("rms_norm_eps", 1e-6);
+    c.tie_word_embeddings = bool_key("tie_word_embeddings", false);
+    c.attention_bias = bool_key("attention_bias", false);
+    c.max_position_embeddings = int_key("max_position_embeddings", 2048);
+    c.rope_scaling = rope_scaling();
+    for (auto [key, field] : {std::pair{"pad_token_id", &c.pad_token_id}, std::pair{"bos_token_id", &c.bos_token_id},
+                              std::pair{"eos_token_id", &c.eos_token_id}})
+      if (const Json* v = root_.find(key); v && !v->is_null()) *field = *v;
+    return c;
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  static constexpr const char* kFix = "Point config_from at the config.json of a Llama checkpoint, or fix the file.";
+  [[noreturn]] void fail(const std::string& message, std::string fix = kFix) const {
+    throw OptionError("config_from", message, std::move(fix));
+  }
+  std::int64_t int_key(const char* key, std::optional<std::int64_t> fallback = {}, const Json* in = nullptr) const {
+    const Json* v = (in ? *in : root_).find(key);
+    if (!v || v->is_null()) {
+      if (fallback) return *fallback;
+      fail(fmt::format("{} has no \"{}\".", path_, key),
+           "A Llama config.json names every shape; is config_from the right file?");
+    }
+    const double d = v->number_or(NAN);
+    if (!(d >= 1) || d != std::floor(d) || d > 1e15)
+      fail(fmt::format("{}: \"{}\" must be a positive integer, got {}.", path_, key, v->dump(-1)));
+    return static_cast<std::int64_t>(d);
+  }
+  double number_key(const char* key, std::optional<double> fallback = {}, const Json* in = nullptr) const {
+    const Json* v = (in ? *in : root_).find(key);
+    if ((!v || v->is_null()) && fallback) return *fallback;
+    const double d = v ? v->number_or(NAN) : NAN;
+    if (!(d > 0) || !std::isfinite(d))
+      fail(fmt::format("{}: \"{}\" must be a positive number, got {}.", path_, key, v ? v->dump(-1) : "nothing"));
+    return d;
+  }
+  bool bool_key(const char* key, bool fallback) const {
+    const Json* v = root_.find(key);
+    if (!v || v->is_null()) return fallback;
+    if (v->dump(-1) != "true" && v->dump(-1) != "false")
+      fail(fmt::format("{}: \"{}\" must be true or false, got {}.", path_, key, v->dump(-1)));
+    return v->bool_or(fallback);
+  }
+  std::optional<std::string> string_key(const char* key) const {
+    const Json* v = root_.find(key);
+    if (!v || v->is_null()) return std::nullopt;
+    return v->string_or(v->dump(-1));
+  }
+  RopeScaling rope_scaling() const {
+    const Json* s = root_.find("rope_scaling");
+    if (!s || s->is_null()) return {};
+    const Json* type = s->find("rope_type");
+    if (!type) type = s->find("type");
+    const std::string name = type ? type->string_or("") : "";
+    if (name == "default") return {};
+    if (name != "llama3")
+      fail(fmt::format("{}: rope_scaling.rope_type \"{}\" is not supported (default and llama3 are).", path_, name),
+           "Use a checkpoint without rope_scaling, or with Llama 3's.");
+    RopeScaling r;
+    r.llama3 = true;
+    r.factor = number_key("factor", {}, s);
+    r.low_freq_factor = number_key("low_freq_factor", {}, s);
+    r.high_freq_factor = number_key("high_freq_factor", {}, s);
+    r.original_max_position_embeddings = int_key("original_max_position_embeddings", {}, s);
+    if (!(r.high_freq_factor > r.low_freq_factor))
+      fail(fmt::format("{}: rope_scaling needs high_freq_factor > low_freq_factor.", path_));
+    return r;
+  }
+
+  fs::path path_;
+  Json root_;
+};
+
+/// Applies options set in [model] over the preset's or file's values. With a file, a set option
+/// that differs from the file is an error: the file describes weights the model must be able to load.
+class Overrides {
+ public:
+  Overrides(LlamaConfig& config, const fs::path* file) : config_(config), file_(file) {}
+  template <class T>
+  void apply(const char* option, const char* hf_key, T value, T LlamaConfig::*field) {
+    if (value == T{}) return;  // 0 / false: not set
+    if (file_ && config_.*field != value)
+      throw OptionError(option, fmt::format("{} = {} conflicts with {} = {} in {}.", option, value, hf_key,
+                                            config_.*field, *file_),
+                        fmt::format("Remove {} from [model]: config_from sets the shapes.", option));
+    config_.*field = value;
+  }
+
+ private:
+  LlamaConfig& config_;
+  const fs::path* file_;
+};
+
+}  // namespace
+
+Schema<LlamaOptions> llama_schema() {
+  using O = LlamaOptions;
+  Schema<O> s;
+  s.option("preset", &O::preset,
+           "shapes to start from: \"\" (hidden 256, 4 layers, 4 heads), debug (hidden 64, 2 layers), tinyllama-1.1b, "
+           "llama-3.2-1b; options set here override it",
+           one_of(kPresets))
+      .option("config_from", &O::config_from,
+              "Hugging Face model directory or config.json giving the shapes (options contradicting it are errors)",
+              file_path())
+      .option("task", &O::task, "\"\": causal_lm for next-token targets, sequence_classification for labels",
+              one_of({"", "causal_lm", "sequence_classification"}))
+      .option("vocab_size", &O::vocab_size, "embedding rows; 0: the preset's, else the data's vocabulary", at_least(0))
+      .option("hidden_size", &O::hidden_size, "width of the residual stream; 0: the preset's", at_least(0))
+      .option("intermediate_size", &O::intermediate_size,
+              "SwiGLU MLP width; 0: the preset's, else 8/3 hidden_size rounded up to a multiple of 64", at_least(0))
+      .option("num_layers", &O::num_layers, "decoder blocks (one unit each); 0: the preset's", at_least(0))
+      .option("num_heads", &O::num_heads, "query heads; 0: the preset's", at_least(0))
+      .option("num_kv_heads", &O::num_kv_heads,
+              "key/value heads, dividing num_heads (fewer: grouped-query attention); 0: the preset's, else num_heads",
+              at_least(0))
+      .option("head_dim", &O::head_dim, "width of one head (even); 0: hidden_size / num_heads", at_least(0))
+      .option("rope_theta", &O::rope_theta, "rotary embedding base; 0: the preset's (10000)", at_least(0))
+      .option("rms_norm_eps", &O::rms_norm_eps, "RMSNorm epsilon; 0: the preset's (1e-6, 1e-5 for the 1B presets)",
+              at_least(0))
+      .option("tie_word_embeddings", &O::tie_word_embeddings,
+              "lm_head shares embed.weight (false: the preset's or config's choice; llama-3.2-1b ties); zero3 and fsdp "
+              "refuse tied weights")
+      .option("attention_bias", &O::attention_bias,
+              "biases on q/k/v/o_proj (false: the preset's or config's choice)");
+  return s;
+}
+
+LlamaConfig resolve_config(const LlamaOptions& o, const ModelContext& context) {
+  const DataSpec& data = context.data;
+  if (!data.tokens() || data.input_shape.size() != 1)
+    throw Error("llama needs token ids shaped [T] (a dataset with a vocabulary), but the dataset gives "
+                    + fmt::format("inputs shaped [{}].", fmt::join(data.input_shape, ", ")),
+                "Use a token dataset (for example text), or an image model (vit, cnn).");
+
+  std::optional<HfConfigReader> file;
+  if (!o.config_from.empty()) {
+    if (!o.preset.empty())
+      throw OptionError("preset", "preset and config_from both choose the shapes.", "Remove one of them.");
+    fs::path path = o.config_from;
+    if (path.is_relative()) path = context.config_dir / path;
+    file.emplace(path);
+  }
+  LlamaConfig c = file ? file->read() : preset_config(o.preset);
+
+  Overrides set(c, file ? &file->path() : nullptr);
+  set.apply("vocab_size", "vocab_size", o.vocab_size, &LlamaConfig::vocab_size);
+  set.apply("hidden_size", "hidden_size", o.hidden_size, &LlamaConfig::hidden_size);
+  set.apply("intermediate_size", "intermediate_size", o.intermediate_size, &LlamaConfig::intermediate_size);
+  set.apply("num_layers", "num_hidden_layers", o.num_layers, &LlamaConfig::num_layers);
+  set.apply("num_heads", "num_attention_heads", o.num_heads, &LlamaConfig::num_heads);
+  set.apply("num_kv_heads", "num_key_value_heads", o.num_kv_heads, &LlamaConfig::num_kv_heads);
+  set.apply("head_dim", "head_dim", o.head_dim, &LlamaConfig::head_dim);
+  set.apply("rope_theta", "rope_theta", o.rope_theta, &LlamaConfig::rope_theta);
+  set.apply("rms_norm_eps", "rms_norm_eps", o.rms_norm_eps, &LlamaConfig::rms_norm_eps);
+  set.apply("tie_word_embeddings", "tie_word_embeddings", o.tie_word_embeddings, &LlamaConfig::tie_word_embeddings);
+  set.apply("attention_bias", "attention_bias", o.attention_bias, &LlamaConfig::attention_bias);
+
+  // Derived shapes.
+  if (c.head_dim == 0) {
+    if (c.hidden_size % c.num_heads != 0)
+      throw OptionError("num_heads",
+                        fmt::format("num_heads {} does not divide hidden_size {}.", c.num_heads, c.hidden_size),
+                        "Choose num_heads dividing hidden_size, or set head_dim.");
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.num_kv_heads == 0) c.num_kv_heads = c.num_heads;
+  if (c.intermediate_size == 0) c.intermediate_size = (8 * c.hidden_size / 3 + 63) / 64 * 64;
+  if (c.vocab_size == 0) c.vocab_size = data.vocab_size;
+
+  if (c.num_heads % c.num_kv_heads != 0)
+    throw OptionError("num_kv_heads",
+                      fmt::format("num_kv_heads {} does not divide num_heads {}.", c.num_kv_heads, c.num_heads),
+                      "Choose num_kv_heads dividing num_heads (each key/value head serves a group of query heads).");
+  if (c.head_dim % 2 != 0)
+    throw OptionError("head_dim", fmt::format("head_dim {} is odd; rotary embeddings rotate pairs.", c.head_dim),
+                      "Choose an even head_dim (hidden_size / num_heads, or head_dim).");
+  if (data.vocab_size > c.vocab_size)
+    throw OptionError("vocab_size", fmt::format("the data's vocabulary has {} ids but the model embeds only {}.",
+                                                data.vocab_size, c.vocab_size),
+                      "Use the tokenizer the checkpoint was trained with, or a larger vocab_size.");
+
+  const std::string task = o.task.empty() ? (data.num_classes == 0 ? "causal_lm" : "sequence_classification") : o.task;
+  c.causal_lm = task == "causal_lm";
+  if (c.causal_lm && data.num_classes != 0)
+    throw OptionError("task",
+                      fmt::format("causal_lm needs next-token targets, but the dataset has {} classes.", data.num_classes),
+                      "Use task = \"sequence_classification\", or a language-modeling dataset.");
+  if (!c.causal_lm && data.num_classes < 1)
+    throw OptionError("task", "sequence_classification needs labeled sequences, but the dataset has no classes.",
+                      "Use task = \"causal_lm\", or a dataset of labeled sequences.");
+  c.num_classes = data.num_classes;
+  c.seq_len = data.seq_len > 0 ? data.seq_len : data.input_shape[0];
+  c.max_position_embeddings = std::max(c.max_position_embeddings, c.seq_len);
+  if (!c.pad_token_id && data.pad_id >= 0) c.pad_token_id = Json(data.pad_id);
+  return c;
+}
+
+std::string hf_config_json(const LlamaConfig& c) {
+  Json j = Json::object();
+  j["architectures"] = Json(Json::Array{Json(c.causal_lm ? "LlamaForCausalLM" : "LlamaForSequenceClassification")});
+  j["model_type"] = "llama";
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["initializer_range"] = 0.02;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  if (c.rope_scaling.llama3) {
+    Json& s = j["rope_scaling"] = Json::object();
+    s["rope_type"] = "llama3";
+    s["factor"] = c.rope_scaling.factor;
+    s["low_freq_factor"] = c.rope_scaling.low_freq_factor;
+    s["high_freq_factor"] = c.rope_scaling.high_freq_factor;
+    s["original_max_position_embeddings"] = c.rope_scaling.original_max_position_embeddings;
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["attention_bias"] = c.attention_bias;
+  j["attention_dropout"] = 0.0;
+  j["mlp_bias"] = false;
+  j["pretraining_tp"] = 1;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["use_cache"] = true;
+  j["torch_dtype"] = "float32";
+  if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
+  if (c.eos_token_id) j["eos_token_id"] = *c.eos_token_id;
+  if (c.pad_token_id) j["pad_token_id"] = *c.pad_token_id;
+  if (!c.causal_lm) {
+    Json& id2label = j["id2label"] = Json::object();
+    Json& label2id = j["label2id"] = Json::object();
+    for (std::int64_t k = 0; k < c.num_classes; ++k) {
+      id2label[std::to_string(k)] = "LABEL_" + std::to_string(k);
+      label2id["LABEL_" + std::to_string(k)] = k;
+    }
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace strata::llama

@@ -1,0 +1,75 @@
+#pragma once
+// Options of the `llama` model plugin and their resolution into the shapes the model is built
+// with: a preset or a Hugging Face config.json gives the defaults, options set in [model] refine
+// them, the data fills in what is left (vocabulary, task, sequence length).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <strata/json.hpp>
+#include <strata/model.hpp>
+#include <strata/options.hpp>
+
+namespace strata::llama {
+
+/// The [model] section. Numbers equal to 0 (and booleans false) mean "from the preset or
+/// config_from", so an option set in the experiment can be told from a default.
+struct LlamaOptions {
+  std::string preset;              ///< "", "debug", "tinyllama-1.1b" or "llama-3.2-1b"
+  std::string config_from;         ///< Hugging Face model directory or config.json; "" = none
+  std::string task;                ///< "causal_lm" or "sequence_classification"; "" = from the data
+  std::int64_t vocab_size = 0;     ///< 0: the preset's, else the data's
+  std::int64_t hidden_size = 0;
+  std::int64_t intermediate_size = 0;
+  std::int64_t num_layers = 0;
+  std::int64_t num_heads = 0;
+  std::int64_t num_kv_heads = 0;   ///< 0: num_heads (plain multi-head attention)
+  std::int64_t head_dim = 0;       ///< 0: hidden_size / num_heads
+  double rope_theta = 0;
+  double rms_norm_eps = 0;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;
+};
+
+/// The documented, validated schema of LlamaOptions.
+Schema<LlamaOptions> llama_schema();
+
+/// Llama 3 frequency-dependent RoPE scaling (transformers' rope_type "llama3"); off by default.
+struct RopeScaling {
+  bool llama3 = false;
+  double factor = 1;
+  double low_freq_factor = 1;
+  double high_freq_factor = 4;
+  std::int64_t original_max_position_embeddings = 8192;
+};
+
+/// Everything the model is built from, resolved and validated.
+struct LlamaConfig {
+  std::int64_t vocab_size = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t intermediate_size = 0;
+  std::int64_t num_layers = 0;
+  std::int64_t num_heads = 0;
+  std::int64_t num_kv_heads = 0;
+  std::int64_t head_dim = 0;
+  double rope_theta = 10000;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;
+  RopeScaling rope_scaling;
+  std::int64_t max_position_embeddings = 2048;
+  bool causal_lm = true;           ///< else sequence classification
+  std::int64_t num_classes = 0;    ///< sequence classification only
+  std::int64_t seq_len = 0;        ///< tokens per sample
+  std::optional<Json> pad_token_id, bos_token_id, eos_token_id;  ///< copied into external_config()
+};
+
+/// Resolves `options` against the preset or config file and the data; throws OptionError naming
+/// the option (and the file and key for config_from) when something does not fit.
+LlamaConfig resolve_config(const LlamaOptions& options, const ModelContext& context);
+
+/// A Hugging Face config.json for `config` (LlamaForCausalLM or LlamaForSequenceClassification).
+std::string hf_config_json(const LlamaConfig& config);
+
+}  // namespace strata::llama

@@ -1,0 +1,175 @@
+// `vit`: a Vision Transformer for images [C, H, W] (Dosovitskiy et al. 2021, "An Image is Worth
+// 16x16 Words"), pre-norm like timm's VisionTransformer. Units: "embed" (patch embedding, class
+// token, position embedding), one unit per encoder block ("block0".."block{depth-1}", so sharding
+// strategies gather one block at a time) and "head" (final LayerNorm, pooling, classifier).
+// No dropout and no batch statistics: the model is a deterministic function of its parameters.
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/init.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <strata/errors.hpp>
+#include <strata/model.hpp>
+#include <strata/plugin.hpp>
+
+namespace {
+
+struct VitOptions {
+  std::int64_t patch_size = 4;  ///< side of a square patch, in pixels
+  std::int64_t dim = 192;       ///< token width
+  std::int64_t depth = 6;       ///< encoder blocks (one unit each)
+  std::int64_t heads = 3;       ///< attention heads (divide dim)
+  double mlp_ratio = 4.0;       ///< MLP hidden width / dim
+  std::string pooling = "cls";  ///< "cls": a class token feeds the head; "mean": the mean of the tokens
+};
+
+constexpr double kInitStd = 0.02;
+
+/// Normal(0, std) truncated at +-2 std, by inverse CDF as torch.nn.init.trunc_normal_ (which
+/// LibTorch lacks). Deterministic under torch::manual_seed.
+void trunc_normal_(torch::Tensor t, double std) {
+  torch::NoGradGuard no_grad;
+  const double lo = 0.5 * (1.0 + std::erf(-2.0 / std::sqrt(2.0)));  // CDF(-2)
+  t.uniform_(2 * lo - 1, 1 - 2 * lo).erfinv_().mul_(std * std::sqrt(2.0)).clamp_(-2 * std, 2 * std);
+}
+
+/// timm's initialization: linears trunc-normal(0.02) with zero biases; LayerNorm 1 and 0 (LibTorch's default).
+torch::nn::Linear make_linear(std::int64_t in, std::int64_t out) {
+  torch::nn::Linear linear(in, out);
+  trunc_normal_(linear->weight, kInitStd);
+  torch::nn::init::zeros_(linear->bias);
+  return linear;
+}
+
+torch::nn::LayerNorm make_norm(std::int64_t dim) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}));
+}
+
+/// Patches -> tokens [n, T, dim]: a Conv2d with kernel = stride = patch (a linear map of each
+/// patch), then the class token (pooling "cls") in front, plus the learned position embedding.
+class EmbedUnit final : public strata::Unit {
+ public:
+  EmbedUnit(std::int64_t channels, std::int64_t patch, std::int64_t dim, std::int64_t tokens, bool cls) {
+    // The patch projection keeps PyTorch's default Conv2d initialization, as timm does.
+    proj_ = register_module("proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, dim, patch).stride(patch)));
+    if (cls) cls_ = register_parameter("cls_token", torch::zeros({1, 1, dim}));
+    pos_ = register_parameter("pos_embed", torch::empty({1, tokens, dim}));
+    trunc_normal_(pos_, kInitStd);
+  }
+  torch::Tensor forward(const torch::Tensor& images, const strata::BatchContext&) override {
+    auto x = proj_->forward(images).flatten(2).transpose(1, 2);  // [n, patches, dim]
+    if (cls_.defined()) x = torch::cat({cls_.expand({x.size(0), 1, x.size(2)}), x}, 1);
+    return x + pos_;
+  }
+
+ private:
+  torch::nn::Conv2d proj_{nullptr};
+  torch::Tensor cls_, pos_;
+};
+
+/// x + attn(norm1(x)), then x + mlp(norm2(x)): a pre-norm encoder block.
+class BlockUnit final : public strata::Unit {
+ public:
+  BlockUnit(std::int64_t dim, std::int64_t heads, std::int64_t hidden) : heads_(heads) {
+    norm1_ = register_module("norm1", make_norm(dim));
+    qkv_ = register_module("qkv", make_linear(dim, 3 * dim));
+    out_ = register_module("proj", make_linear(dim, dim));
+    norm2_ = register_module("norm2", make_norm(dim));
+    fc1_ = register_module("fc1", make_linear(dim, hidden));
+    fc2_ = register_module("fc2", make_linear(hidden, dim));
+  }
+  torch::Tensor forward(const torch::Tensor& x, const strata::BatchContext&) override {
+    const auto n = x.size(0), t = x.size(1), dim = x.size(2);
+    // [n, T, 3, heads, head_dim] -> 3 x [n, heads, T, head_dim]
+    const auto qkv = qkv_->forward(norm1_->forward(x)).view({n, t, 3, heads_, dim / heads_}).permute({2, 0, 3, 1, 4});
+    const auto attended = torch::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2]);
+    auto y = x + out_->forward(attended.transpose(1, 2).reshape({n, t, dim}));
+    return y + fc2_->forward(torch::gelu(fc1_->forward(norm2_->forward(y))));
+  }
+
+ private:
+  std::int64_t heads_;
+  torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
+  torch::nn::Linear qkv_{nullptr}, out_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
+};
+
+/// Final LayerNorm, pooling (class token or mean of the tokens), classifier.
+class HeadUnit final : public strata::Unit {
+ public:
+  HeadUnit(std::int64_t dim, std::int64_t classes, bool cls) : cls_(cls) {
+    norm_ = register_module("norm", make_norm(dim));
+    linear_ = register_module("linear", make_linear(dim, classes));
+  }
+  torch::Tensor forward(const torch::Tensor& x, const strata::BatchContext&) override {
+    const auto y = norm_->forward(x);
+    return linear_->forward(cls_ ? y.select(1, 0) : y.mean(1));
+  }
+
+ private:
+  bool cls_;
+  torch::nn::LayerNorm norm_{nullptr};
+  torch::nn::Linear linear_{nullptr};
+};
+
+std::shared_ptr<strata::Model> make_vit(const VitOptions& o, const strata::ModelContext& context) {
+  const auto& shape = context.data.input_shape;
+  if (shape.size() != 3)
+    throw strata::Error(fmt::format("vit needs image inputs shaped [C, H, W], but the dataset gives {} dimension(s).",
+                                    shape.size()),
+                        "Use a dataset of images, or the mlp model.");
+  const std::int64_t channels = shape[0], h = shape[1], w = shape[2], p = o.patch_size;
+  if (h % p != 0 || w % p != 0)
+    throw strata::OptionError("patch_size", fmt::format("patch_size {} does not divide the {}x{} images.", p, h, w),
+                              "Choose a patch_size that divides both the height and the width.");
+  if (o.dim % o.heads != 0)
+    throw strata::OptionError("heads", fmt::format("heads {} does not divide dim {}.", o.heads, o.dim),
+                              "Choose heads and dim so that dim is a multiple of heads.");
+  const auto hidden = static_cast<std::int64_t>(std::llround(static_cast<double>(o.dim) * o.mlp_ratio));
+  if (hidden < 1)
+    throw strata::OptionError("mlp_ratio", fmt::format("mlp_ratio {} gives an MLP of width {}.", o.mlp_ratio, hidden),
+                              "Use a larger mlp_ratio (4.0 is usual).");
+  const bool cls = o.pooling == "cls";
+  const std::int64_t patches = (h / p) * (w / p), tokens = patches + (cls ? 1 : 0), classes = context.data.num_classes;
+
+  auto model = std::make_shared<strata::Model>();
+  model->add_unit("embed", std::make_shared<EmbedUnit>(channels, p, o.dim, tokens, cls));
+  for (std::int64_t i = 0; i < o.depth; ++i)
+    model->add_unit("block" + std::to_string(i), std::make_shared<BlockUnit>(o.dim, o.heads, hidden));
+  model->add_unit("head", std::make_shared<HeadUnit>(o.dim, classes, cls));
+
+  // Multiply-adds of every matmul of one forward pass (2 FLOPs each; backward is twice forward):
+  // the patch projection, per block qkv, the scores Q K^T and the weighted sum A V over all tokens
+  // (class token included; heads x head_dim = dim), the output projection and the two MLP
+  // layers, then the classifier. Norms, softmax, GELU, biases and additions are not counted.
+  const std::int64_t block_macs = tokens * o.dim * 3 * o.dim    // qkv
+                                  + 2 * tokens * tokens * o.dim  // Q K^T and A V
+                                  + tokens * o.dim * o.dim       // output projection
+                                  + 2 * tokens * o.dim * hidden; // fc1, fc2
+  const std::int64_t macs = patches * channels * p * p * o.dim + o.depth * block_macs + o.dim * classes;
+  model->set_flops_per_sample(3 * 2 * macs);
+  return model;
+}
+
+void register_vit(strata::Registry& registry) {
+  strata::Schema<VitOptions> schema;
+  schema
+      .option("patch_size", &VitOptions::patch_size, "side of a square patch in pixels (divides H and W)",
+              strata::at_least(1))
+      .option("dim", &VitOptions::dim, "token width", strata::at_least(1))
+      .option("depth", &VitOptions::depth, "encoder blocks (one unit each)", strata::at_least(0))
+      .option("heads", &VitOptions::heads, "attention heads (divide dim)", strata::at_least(1))
+      .option("mlp_ratio", &VitOptions::mlp_ratio, "MLP hidden width as a multiple of dim", strata::positive())
+      .option("pooling", &VitOptions::pooling, "what feeds the head: a class token, or the mean of the tokens",
+              strata::one_of({"cls", "mean"}));
+  registry.add_model("vit", "Vision Transformer (patch embedding, pre-norm encoder blocks, head), one unit per block",
+                     schema, make_vit);
+}
+
+}  // namespace
+
+STRATA_PLUGIN(model, "vit", "0.1.0", register_vit)
