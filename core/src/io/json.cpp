@@ -50,6 +50,18 @@ std::string Json::dump(int indent) const {
   return out;
 }
 
+namespace {
+
+/// Shortest round-trip text of a double that reads back as a real number (32.0, not 32), as
+/// Python writes it: readers that check types (transformers' config checks) see a float.
+std::string double_text(double d) {
+  std::string s = fmt::format("{}", d);
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s;
+}
+
+}  // namespace
+
 void Json::dump_to(std::string& out, int indent, int depth) const {
   auto newline = [&](int d) {
     if (indent >= 0) out.append("\n").append(static_cast<std::size_t>(indent * d), ' ');
@@ -57,7 +69,7 @@ void Json::dump_to(std::string& out, int indent, int depth) const {
   if (std::holds_alternative<std::nullptr_t>(value_)) out += "null";
   else if (auto* b = std::get_if<bool>(&value_)) out += *b ? "true" : "false";
   else if (auto* i = std::get_if<std::int64_t>(&value_)) out += std::to_string(*i);
-  else if (auto* d = std::get_if<double>(&value_)) out += std::isfinite(*d) ? fmt::format("{}", *d) : "null";
+  else if (auto* d = std::get_if<double>(&value_)) out += std::isfinite(*d) ? double_text(*d) : "null";
   else if (auto* s = std::get_if<std::string>(&value_)) out += json_quote(*s);
   else if (auto* a = std::get_if<Array>(&value_)) {
     // Arrays of scalars stay on one line; arrays of containers get one element per line.

@@ -1,5 +1,7 @@
 #include "strata/model.hpp"
 
+#include <set>
+
 #include <torch/nn/functional/loss.h>
 
 namespace strata {
@@ -39,7 +41,9 @@ Metrics Model::finalize_metrics(const std::map<std::string, double>& sums, doubl
 
 std::int64_t Model::parameter_count() const {
   std::int64_t n = 0;
-  for (const auto& p : parameters()) n += p.numel();
+  std::set<const void*> seen;  // a tied tensor registered under two names counts once
+  for (const auto& p : parameters())
+    if (seen.insert(p.unsafeGetTensorImpl()).second) n += p.numel();
   return n;
 }
 

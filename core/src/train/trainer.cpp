@@ -221,7 +221,14 @@ void Loop::setup() {
   model_tensors_ = static_cast<std::int64_t>(p_.model->parameters().size());
 
   if (!t.init_from.empty()) {
-    const std::string skipped = load_state_dict(*p_.model, t.init_from, t.init_partial);
+    std::string skipped;
+    try {
+      skipped = load_state_dict(*p_.model, t.init_from, t.init_partial);
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& err) {  // a file that does not fit the model is a configuration error (exit 2)
+      throw e_.error("train.init_from", err.what(), err.fix());
+    }
     p_.log->info("model initialized from " + t.init_from);
     if (!skipped.empty()) p_.log->warn("init_partial: " + skipped);
   }
