@@ -86,7 +86,8 @@ def final_model_round_trips():
 def bad_init_file_is_named():
     out = st.temp_dir("bad_init")
     result = st.strata_run(st.GOOD_SYNTHETIC, out, "train.init_from=" + st.GOOD_SYNTHETIC, expect=None)
-    st.expect_clean_failure(result, 1, "train.init_from", "is not a saved model")
+    st.expect_clean_failure(result, 2, "train.init_from", "is not a saved model")
+    st.expect_not_in("train.init_from: train.init_from", result.stderr, result, "stderr")
     missing = st.strata_run(st.GOOD_SYNTHETIC, st.temp_dir("missing_init"), "train.init_from=no_such.pt", expect=None)
     st.expect_clean_failure(missing, 2, "train.init_from", "no model file")
 

@@ -227,7 +227,9 @@ void Loop::setup() {
     } catch (const ConfigError&) {
       throw;
     } catch (const Error& err) {  // a file that does not fit the model is a configuration error (exit 2)
-      throw e_.error("train.init_from", err.what(), err.fix());
+      std::string what = err.what();
+      if (const std::string key = "train.init_from: "; what.rfind(key, 0) == 0) what.erase(0, key.size());
+      throw e_.error("train.init_from", what, err.fix());
     }
     p_.log->info("model initialized from " + t.init_from);
     if (!skipped.empty()) p_.log->warn("init_partial: " + skipped);
