@@ -403,8 +403,9 @@ EvalResult Loop::evaluate() {
     data = data.to(p_.device, /*non_blocking=*/true);
     torch::NoGradGuard no_grad;
     const torch::Tensor output = p_.strategy->evaluate(data);
+    const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(output.device());
     std::vector<torch::Tensor> values{model.loss(output, data).to(torch::kFloat64), data.target_count(),
-                                      torch::tensor(static_cast<double>(hi - lo), torch::kFloat64)};
+                                      torch::full({}, static_cast<double>(hi - lo), f64)};
     for (auto& [name, value] : model.metric_sums(output, data)) {
       if (sums.empty()) names.push_back(name);
       values.push_back(value.reshape({}).to(torch::kFloat64));
