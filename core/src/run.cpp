@@ -140,7 +140,8 @@ std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world)
   else if (world.local_world_size > 1)
     torch::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world.local_world_size));
 
-  DatasetContext dataset_context{e.directory(), static_cast<std::uint64_t>(e.train.seed)};
+  DatasetContext dataset_context{std::filesystem::absolute(e.directory()).lexically_normal(),
+                                 static_cast<std::uint64_t>(e.train.seed)};
   {
     tensor_memory::Untracked host_data;  // the dataset lives on the host, never on a GPU
     p->dataset = create(e, "dataset", [&] {

@@ -13,7 +13,6 @@
 
 #include <array>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -246,21 +245,9 @@ std::vector<BatchFile> open_split(const fs::path& dir, const std::vector<std::st
 /// holds the tarball's cifar-10-batches-bin/ stands for that subdirectory.
 fs::path resolve_dir(const Cifar10Options& options, const strata::DatasetContext& context,
                      const std::vector<std::string>& needed) {
-  fs::path dir;
-  std::string origin;
-  if (!options.path.empty()) {
-    dir = options.path;
-    origin = "[dataset] path";
-  } else if (const char* env = std::getenv(kEnvVar); env != nullptr && *env != '\0') {
-    dir = env;
-    origin = std::string("$") + kEnvVar;
-  } else {
-    dir = kDefaultDir;
-    origin = "the default, relative to the experiment file";
-  }
-  if (dir.is_relative() && !context.config_dir.empty()) dir = context.config_dir / dir;
-  dir = fs::absolute(dir).lexically_normal();  // config_dir is empty for an experiment file in the working directory
-  const std::string from = " (from " + origin + ")";
+  const strata::DataLocation where = strata::locate_data(options.path, kEnvVar, kDefaultDir, context);
+  fs::path dir = where.path;
+  const std::string from = where.from();
 
   std::error_code ec;
   if (!fs::is_directory(dir, ec))

@@ -248,7 +248,7 @@ std::shared_ptr<strata::Dataset> make_mrpc(const MrpcOptions& options, const str
                                   "each sentence",
                               "Use seq_len = 128 (the default) or more; byte tokens need about 256 for whole pairs.");
 
-  const auto where = strata::tokenizer::locate(options.path, kEnvVar, kDefaultDir, context.config_dir);
+  const auto where = strata::locate_data(options.path, kEnvVar, kDefaultDir, context);
   std::error_code ec;
   if (!fs::is_directory(where.path, ec))
     throw strata::OptionError("path",

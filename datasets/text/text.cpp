@@ -124,7 +124,7 @@ std::shared_ptr<strata::Dataset> make_text(const TextOptions& options, const str
                               "Hold out a share of the windows, e.g. eval_fraction = 0.1.");
   const auto tokenizer = strata::tokenizer::open_tokenizer(options.tokenizer, context.config_dir);
 
-  const auto where = strata::tokenizer::locate(options.path, kEnvVar, kDefaultPath, context.config_dir);
+  const auto where = strata::locate_data(options.path, kEnvVar, kDefaultPath, context);
   const auto files = strata::tokenizer::list_text_files(where, kPathFix);
   std::string text;
   const auto budget = static_cast<std::uint64_t>(options.max_bytes);

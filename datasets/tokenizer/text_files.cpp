@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <system_error>
@@ -59,19 +58,6 @@ std::string quoted(const fs::path& path) {
   return out;
 }
 
-Location locate(const std::string& option_path, const char* env_var, const fs::path& fallback,
-                const fs::path& config_dir) {
-  const auto resolved = [&](fs::path p) {
-    if (p.is_relative() && !config_dir.empty()) p = config_dir / p;
-    return fs::absolute(p).lexically_normal();  // config_dir is empty for an experiment file in the working directory
-  };
-  if (!option_path.empty()) return {resolved(option_path), "[dataset] path"};
-  if (const char* env = std::getenv(env_var); env != nullptr && *env != '\0')
-    return {resolved(env), std::string("$") + env_var};
-  return {resolved(fallback),
-          fallback.is_relative() ? "the default, relative to the experiment file" : "the default"};
-}
-
 std::size_t find_invalid_utf8(std::string_view text) noexcept {
   std::size_t i = 0;
   while (i < text.size()) {
@@ -126,7 +112,7 @@ std::string read_text_file(const fs::path& file, std::uint64_t max_bytes, const 
   return text;
 }
 
-std::vector<fs::path> list_text_files(const Location& where, const std::string& fix) {
+std::vector<fs::path> list_text_files(const DataLocation& where, const std::string& fix) {
   std::error_code ec;
   if (!fs::exists(where.path, ec))
     throw strata::OptionError("path", "'" + where.path.string() + "'" + where.from() + " does not exist", fix);

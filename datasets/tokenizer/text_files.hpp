@@ -11,25 +11,12 @@
 #include <string_view>
 #include <vector>
 
-namespace strata::tokenizer {
+#include "strata/dataset.hpp"
 
-/// Where a dataset's data lies and how that was decided (for messages).
-struct Location {
-  std::filesystem::path path;
-  std::string origin;  ///< "[dataset] path", "$STRATA_..." or "the default"
-  /// " (from <origin>)", to append to a message naming the path.
-  std::string from() const { return " (from " + origin + ")"; }
-};
+namespace strata::tokenizer {
 
 /// `path` in single quotes, for messages.
 std::string quoted(const std::filesystem::path& path);
-
-/// The data location: `option_path` when not empty, else the environment variable `env_var` when
-/// set and not empty, else `fallback`. Relative paths are taken relative to `config_dir` (the host
-/// already made a relative `[dataset] path` absolute; the environment's and the fallback's are
-/// resolved here).
-Location locate(const std::string& option_path, const char* env_var, const std::filesystem::path& fallback,
-                const std::filesystem::path& config_dir);
 
 /// Byte offset of the first byte of `text` that is not part of valid UTF-8 (overlong forms,
 /// surrogates and code points above U+10FFFF count as invalid) or is a NUL, or npos when none.
@@ -48,6 +35,6 @@ std::string read_text_file(const std::filesystem::path& file, std::uint64_t max_
 /// directory (not recursive), sorted by name, without hidden files (".name") and without a second
 /// copy of a file reached through a symbolic link. Throws OptionError("path") when the location
 /// does not exist or holds no file.
-std::vector<std::filesystem::path> list_text_files(const Location& where, const std::string& fix);
+std::vector<std::filesystem::path> list_text_files(const DataLocation& where, const std::string& fix);
 
 }  // namespace strata::tokenizer

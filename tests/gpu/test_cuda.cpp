@@ -130,7 +130,7 @@ TEST_CASE("a training step of every strategy is queued without waiting for the G
     setup.device = cuda;
     setup.log = &log;
     strategy->setup(setup);
-    strata::Batch batch{torch::randn({64, 256}, cuda), torch::randint(10, {64}, torch::TensorOptions(torch::kLong).device(cuda))};
+    strata::Batch batch{torch::randn({64, 256}, cuda), torch::randint(10, {64}, torch::TensorOptions(torch::kLong).device(cuda)), {}};
     auto step = [&] {
       auto loss = strategy->forward_backward(batch, {0, 1, torch::tensor(1.0f / 64, cuda)});
       auto norm = strategy->finish_gradients(1.0);

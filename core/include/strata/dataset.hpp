@@ -76,8 +76,21 @@ class Augmenting {
 
 /// What a dataset factory learns from the host.
 struct DatasetContext {
-  std::filesystem::path config_dir;  ///< directory of the experiment file (resolve relative paths here)
+  std::filesystem::path config_dir;  ///< absolute directory of the experiment file (resolve relative paths here)
   std::uint64_t seed = 0;            ///< [train] seed, for datasets generated or augmented from a seed
 };
+
+/// Where a dataset's files lie and what decided it (for messages).
+struct DataLocation {
+  std::filesystem::path path;  ///< absolute
+  std::string origin;          ///< "[dataset] path", "$STRATA_..." or "the default"
+  /// " (from <origin>)", to append to a message naming the path.
+  std::string from() const { return " (from " + origin + ")"; }
+};
+
+/// The data location: `option_path` when not empty, else the environment variable `env_var` when
+/// set and not empty, else `fallback`; relative paths are taken relative to the experiment file.
+DataLocation locate_data(const std::string& option_path, const char* env_var, const std::filesystem::path& fallback,
+                         const DatasetContext& context);
 
 }  // namespace strata
