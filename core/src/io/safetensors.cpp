@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "strata/errors.hpp"
 
@@ -56,27 +57,6 @@ const DtypeName* find_dtype(const std::string& name) {
   for (const auto& d : kDtypes)
     if (name == d.name) return &d;
   return nullptr;
-}
-
-std::string errno_text() { return std::strerror(errno); }
-
-/// Reads exactly `size` bytes at `offset`; false with errno set on an error, errno 0 when the
-/// file ends first.
-bool pread_all(int fd, void* data, std::uint64_t size, std::uint64_t offset) {
-  auto* out = static_cast<char*>(data);
-  while (size > 0) {
-    const auto chunk = static_cast<std::size_t>(std::min<std::uint64_t>(size, 1ull << 30));
-    const ssize_t got = ::pread(fd, out, chunk, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      if (got == 0) errno = 0;
-      return false;
-    }
-    out += got;
-    offset += static_cast<std::uint64_t>(got);
-    size -= static_cast<std::uint64_t>(got);
-  }
-  return true;
 }
 
 /// A non-negative integer that a double holds exactly, or nothing.
@@ -238,68 +218,6 @@ torch::Tensor SafetensorsFile::read(const std::string& name) const {
 }
 
 // ---- writing --------------------------------------------------------------------------------
-
-namespace {
-
-/// A file being written under a temporary name; removed unless commit() renamed it into place.
-class AtomicFile {
- public:
-  explicit AtomicFile(fs::path file) : file_(std::move(file)), tmp_(file_) {
-    tmp_ += ".tmp";
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("cannot create " + tmp_.string());
-  }
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  void write(const void* data, std::uint64_t size, const std::string& what) {
-    const auto* in = static_cast<const char*>(data);
-    while (size > 0) {
-      const auto chunk = static_cast<std::size_t>(std::min<std::uint64_t>(size, 1ull << 30));
-      const ssize_t put = ::write(fd_, in, chunk);
-      if (put < 0 && errno == EINTR) continue;
-      if (put <= 0) fail(fmt::format("cannot write {} to {}", what, tmp_.string()));
-      in += put;
-      size -= static_cast<std::uint64_t>(put);
-    }
-  }
-
-  /// fsync, close, rename into place, fsync the directory (so the rename survives a crash).
-  void commit() {
-    if (::fsync(fd_) != 0) fail("cannot flush " + tmp_.string() + " to disk (fsync)");
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail("cannot close " + tmp_.string());
-    if (::rename(tmp_.c_str(), file_.c_str()) != 0) fail("cannot rename " + tmp_.string() + " to " + file_.string());
-    committed_ = true;
-    const auto dir = file_.has_parent_path() ? file_.parent_path() : fs::path(".");
-    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd >= 0) {
-      // Some file systems cannot fsync a directory (EINVAL); the file itself is safe already.
-      const bool ok = ::fsync(dir_fd) == 0 || errno == EINVAL;
-      const std::string text = errno_text();
-      ::close(dir_fd);
-      if (!ok) throw Error(fmt::format("cannot flush directory {} to disk (fsync): {}.", dir.string(), text),
-                           "Check the disk and its free space.");
-    }
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw Error(fmt::format("{}: {}.", what, errno_text()), "Check free disk space and permissions.");
-  }
-
-  fs::path file_;
-  fs::path tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
-}  // namespace
 
 void write_safetensors(const fs::path& file, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
