@@ -147,6 +147,11 @@ class DpStrategy final : public strata::ReplicaStrategy, public strata::MultiDev
     copy_to_replicas();
   }
 
+  void state_loaded() override {
+    ReplicaStrategy::state_loaded();
+    copy_to_replicas();
+  }
+
   std::vector<std::uint32_t> replica_digests() const override {
     std::vector<std::uint32_t> out;
     for (const auto& replica : replicas_) {

@@ -52,6 +52,13 @@ class Optimizer {
   /// Its state by kind ("momentum_buffer"; "exp_avg", "exp_avg_sq", "step": a float32 scalar per
   /// tensor); empty before the first step.
   virtual OptimizerState state() const = 0;
+  /// Creates the state (zeros, step count 0) when it does not exist yet, so that a checkpoint can
+  /// be loaded into it; then state() is not empty (unless the rule keeps no state: SGD without
+  /// momentum).
+  virtual void init_state() = 0;
+  /// After the state tensors were overwritten in place (a checkpoint was loaded): refreshes what
+  /// the optimizer keeps on the host (the step count of the bias corrections). Reads the device.
+  virtual void state_loaded() {}
   /// Bytes of the state tensors allocated so far.
   std::int64_t state_bytes() const;
 

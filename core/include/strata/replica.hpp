@@ -15,6 +15,7 @@
 
 #include "strata/flat_params.hpp"
 #include "strata/grad_reducer.hpp"
+#include "strata/sharded_state.hpp"
 #include "strata/strategy.hpp"
 
 namespace strata {
@@ -54,7 +55,7 @@ struct ReplicaLayout {
   GradHolding grads = GradHolding::kFull;
 };
 
-class ReplicaStrategy : public Strategy, public ReplicaDigest {
+class ReplicaStrategy : public Strategy, public ReplicaDigest, public ShardedState {
  public:
   /// Forward and backward of the micro-batch (replica_forward_backward) inside the reducer's
   /// round, when there is one.
@@ -73,6 +74,10 @@ class ReplicaStrategy : public Strategy, public ReplicaDigest {
   /// The float32 masters (gathered to rank 0 when sharded), frozen parameters and buffers.
   StateDict full_state_dict() override;
   std::vector<std::uint32_t> replica_digests() const override;
+  /// The masters' chunks (replicas split what they hold alike), optimizer state, frozen state.
+  std::vector<TensorPiece> state_pieces(StateAccess access, bool optimizer) override;
+  /// Masters into the parameters (all-gathered when sharded), the optimizer's step count.
+  void state_loaded() override;
 
  protected:
   /// Moves the model to the device, makes every rank start from rank 0's values (setup traffic,

@@ -5,12 +5,13 @@
 
 #include <memory>
 
+#include "strata/sharded_state.hpp"
 #include "strata/strategy.hpp"
 #include "strata/unit_shards.hpp"
 
 namespace strata {
 
-class ShardedStrategy : public Strategy {
+class ShardedStrategy : public Strategy, public ShardedState {
  public:
   torch::Tensor forward_backward(const Batch& batch, MicroStep micro) override;
   torch::Tensor finish_gradients(double max_norm) override;
@@ -22,6 +23,10 @@ class ShardedStrategy : public Strategy {
   ModelStateBytes memory() const override;
   /// Gathered a group at a time; rank 0 keeps CPU copies.
   StateDict full_state_dict() override;
+  /// The master shards (replicas across shard groups split them), optimizer state, frozen state.
+  std::vector<TensorPiece> state_pieces(StateAccess access, bool optimizer) override;
+  /// Gathered copies refreshed from the masters, the optimizer's step count.
+  void state_loaded() override;
 
  protected:
   /// Shards the model unit by unit over `shard` (replicated over `replicate`, may be null), every
@@ -33,6 +38,7 @@ class ShardedStrategy : public Strategy {
   std::unique_ptr<UnitShards> shards_;
   std::unique_ptr<Optimizer> optimizer_;
   Comm* comm_ = nullptr;  ///< the job's communicator
+  Comm* replicate_ = nullptr;  ///< ranks holding the same shards (HYBRID_SHARD, NO_SHARD), or null
 };
 
 }  // namespace strata

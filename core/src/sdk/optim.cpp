@@ -55,8 +55,14 @@ class Sgd final : public Optimizer {
     std::vector<torch::Tensor> d = grads();
     if (spec_.weight_decay != 0) d = at::_foreach_add(d, params_, spec_.weight_decay);
     if (spec_.momentum != 0) {
-      if (buffers_.empty()) {
-        for (const auto& t : d) buffers_.push_back(t.clone());
+      if (buffers_.empty() || !started_) {
+        // The first step takes the gradient itself, as torch.optim.SGD does (also into buffers
+        // that init_state() made).
+        if (buffers_.empty())
+          for (const auto& t : d) buffers_.push_back(t.clone());
+        else
+          for (std::size_t i = 0; i < d.size(); ++i) buffers_[i].copy_(d[i]);
+        started_ = true;
       } else {
         at::_foreach_mul_(buffers_, spec_.momentum);
         at::_foreach_add_(buffers_, d, 1.0);
@@ -71,9 +77,17 @@ class Sgd final : public Optimizer {
     return {{"momentum_buffer", buffers_}};
   }
 
+  void init_state() override {
+    if (spec_.momentum == 0 || !buffers_.empty()) return;
+    for (const auto& p : params_) buffers_.push_back(torch::zeros_like(p));
+  }
+  // Loaded buffers are the momentum of steps already taken.
+  void state_loaded() override { started_ = !buffers_.empty(); }
+
  private:
   OptimizerSpec spec_;
   std::vector<torch::Tensor> buffers_;
+  bool started_ = false;  // a step has filled the buffers
 };
 
 /// torch::optim::AdamW: p *= 1 - lr * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
@@ -87,13 +101,7 @@ class AdamW final : public Optimizer {
     if (params_.empty()) return;
     torch::NoGradGuard no_grad;
     const auto g = grads();
-    if (steps_.empty()) {
-      for (const auto& p : params_) {
-        exp_avg_.push_back(torch::zeros_like(p));
-        exp_avg_sq_.push_back(torch::zeros_like(p));
-        steps_.push_back(torch::zeros({}, p.options().requires_grad(false)));
-      }
-    }
+    init_state();
     at::_foreach_add_(steps_, 1.0);  // device-side counts (no host sync), as the fused kernel wants
     const double beta1 = spec_.betas.at(0), beta2 = spec_.betas.at(1);
     if (spec_.fused) {
@@ -118,6 +126,18 @@ class AdamW final : public Optimizer {
   OptimizerState state() const override {
     if (steps_.empty()) return {};
     return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}, {"step", steps_}};
+  }
+
+  void init_state() override {
+    if (!steps_.empty()) return;
+    for (const auto& p : params_) {
+      exp_avg_.push_back(torch::zeros_like(p));
+      exp_avg_sq_.push_back(torch::zeros_like(p));
+      steps_.push_back(torch::zeros({}, p.options().requires_grad(false)));
+    }
+  }
+  void state_loaded() override {
+    count_ = steps_.empty() ? 0 : static_cast<std::int64_t>(steps_.front().item<float>());
   }
 
  private:

@@ -227,6 +227,22 @@ StateDict ReplicaStrategy::full_state_dict() {
   return gathered_state_dict(groups_, layout_.shard, *model_, rank_ == 0, aliases_);
 }
 
+std::vector<TensorPiece> ReplicaStrategy::state_pieces(StateAccess access, bool optimizer) {
+  PieceOwner owner;
+  owner.first = comm_->rank() == 0;
+  const int shard = layout_.shard != nullptr ? layout_.shard->world_size() : 1;
+  owner.replicas = comm_->world_size() / shard;
+  owner.replica = comm_->rank() / shard;
+  auto pieces = flat_state_pieces(groups_, optimizer ? optimizer_.get() : nullptr, access, owner);
+  for (auto& p : frozen_state_pieces(*model_, access, owner)) pieces.push_back(std::move(p));
+  return pieces;
+}
+
+void ReplicaStrategy::state_loaded() {
+  masters_to_params();
+  optimizer_->state_loaded();
+}
+
 std::vector<std::uint32_t> ReplicaStrategy::replica_digests() const {
   std::uint32_t crc = 0;
   for (const auto& g : groups_) crc = tensor_digest(g->full(), crc);

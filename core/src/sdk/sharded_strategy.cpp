@@ -11,6 +11,7 @@ namespace strata {
 void ShardedStrategy::take_over(const StrategySetup& s, Comm& shard, Comm* replicate, UnitShardOptions options) {
   model_ = s.model;
   comm_ = s.comm;
+  replicate_ = replicate;
   options.precision = s.precision;
   shards_ = std::make_unique<UnitShards>(model_, s.device, *comm_, shard, replicate, std::move(options));
   optimizer_ = make_optimizer(group_masters(shards_->groups()), s.optimizer);
@@ -52,6 +53,22 @@ ModelStateBytes ShardedStrategy::memory() const {
 
 StateDict ShardedStrategy::full_state_dict() {
   return gathered_state_dict(shards_->groups(), &shards_->shard(), *model_, comm_->rank() == 0);
+}
+
+std::vector<TensorPiece> ShardedStrategy::state_pieces(StateAccess access, bool optimizer) {
+  PieceOwner owner;
+  owner.first = comm_->rank() == 0;
+  if (replicate_ != nullptr) owner.replica = replicate_->rank(), owner.replicas = replicate_->world_size();
+  auto pieces = flat_state_pieces(shards_->groups(), optimizer ? optimizer_.get() : nullptr, access, owner);
+  for (auto& p : frozen_state_pieces(*model_, access, owner)) pieces.push_back(std::move(p));
+  return pieces;
+}
+
+void ShardedStrategy::state_loaded() {
+  torch::NoGradGuard no_grad;
+  for (const auto& g : shards_->groups())
+    if (g->materialized()) g->master_to_full();
+  optimizer_->state_loaded();
 }
 
 }  // namespace strata

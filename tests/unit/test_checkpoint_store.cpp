@@ -1,0 +1,102 @@
+// Checkpoint pieces and files on one rank: the pieces of flat groups cover every element once over
+// the ranks (replicas split theirs), a checkpoint written in one layout reads back in another, and
+// a damaged file is named instead of loaded.
+#include "test_support.hpp"
+
+#include <fstream>
+#include <map>
+
+#include "ckpt/store.hpp"
+#include "strata/errors.hpp"
+#include "strata/sharded_state.hpp"
+
+namespace {
+
+using strata::test::make_params;
+
+strata::FlatGroupOptions sharded(int rank, int n) {
+  return {rank, n, strata::Residency::kPersistent, strata::GradHolding::kFull, strata::Precision()};
+}
+
+/// Elements saved per tensor name over the pieces given.
+std::map<std::string, std::vector<int>> coverage(const std::vector<strata::TensorPiece>& pieces) {
+  std::map<std::string, std::vector<int>> seen;
+  for (const auto& p : pieces) {
+    std::int64_t n = 1;
+    for (auto d : p.shape) n *= d;
+    auto& v = seen[p.name];
+    v.resize(static_cast<std::size_t>(n));
+    for (auto i = p.begin; i < p.end; ++i) ++v[static_cast<std::size_t>(i)];
+  }
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("the pieces of sharded and of replicated flat groups cover every element once") {
+  // Three shard ranks of [5, 3] (padded to 9): the chunks cut "a" at 3 and 6, "b" lies in the last.
+  std::vector<strata::TensorPiece> all;
+  for (int r = 0; r < 3; ++r) {
+    strata::FlatGroups groups;
+    groups.push_back(std::make_unique<strata::FlatGroup>(make_params({5, 3}), std::vector<std::string>{"a", "b"},
+                                                         sharded(r, 3)));
+    for (auto& p : strata::flat_state_pieces(groups, nullptr, strata::StateAccess::kSave, {0, 1, r == 0}))
+      all.push_back(std::move(p));
+  }
+  for (const auto& [name, counts] : coverage(all))
+    for (int c : counts) CHECK_MESSAGE(c == 1, name);
+  // Two replicas of an unsharded group write half each; for loading, each holds everything.
+  std::vector<strata::TensorPiece> halves;
+  for (int q = 0; q < 2; ++q) {
+    strata::FlatGroups groups;
+    groups.push_back(std::make_unique<strata::FlatGroup>(make_params({7}), std::vector<std::string>{"w"}, sharded(0, 1)));
+    for (auto& p : strata::flat_state_pieces(groups, nullptr, strata::StateAccess::kSave, {q, 2, q == 0}))
+      halves.push_back(std::move(p));
+    CHECK(strata::flat_state_pieces(groups, nullptr, strata::StateAccess::kLoad, {q, 2, q == 0}).at(0).end == 7);
+  }
+  CHECK(halves.size() == 2);
+  const auto covered = coverage(halves);
+  CHECK(covered.at("model/w") == std::vector<int>(7, 1));
+}
+
+TEST_CASE("a checkpoint saved in halves reads back into other ranges and names a damaged file") {
+  strata::test::TempDir dir;
+  auto comm = strata::make_local_comm();
+  const auto values = torch::arange(10.0f);
+  strata::ckpt::SaveInput in;
+  in.root = dir.path();
+  in.step = 7;
+  in.pieces = {{"model/w", {2, 5}, 0, 4, values.narrow(0, 0, 4)}, {"model/w", {2, 5}, 4, 10, values.narrow(0, 4, 6)}};
+  in.files = {{"trainer.json", "{}"}};
+  const auto saved = strata::ckpt::save(in, *comm);
+  CHECK(saved.dir.filename() == "step_00000007");
+  CHECK(strata::ckpt::complete_checkpoints(dir.path()).size() == 1);
+
+  strata::ckpt::Checkpoint c(saved.dir);
+  CHECK(c.step() == 7);
+  CHECK(c.file_text("trainer.json") == "{}");
+  auto target = torch::zeros({5}, torch::kFloat64);  // elements 3..7, across both saved pieces, another dtype
+  c.read_into({{"model/w", {2, 5}, 3, 8, target}});
+  CHECK(torch::equal(target, torch::arange(3.0, 8.0, torch::kFloat64)));
+  CHECK_THROWS_WITH_AS(c.read_into({{"model/w", {10}, 0, 10, torch::zeros({10})}}),
+                       doctest::Contains("shape [2, 5]"), strata::Error);
+  CHECK_THROWS_WITH_AS(c.read_into({{"model/v", {1}, 0, 1, torch::zeros({1})}}), doctest::Contains("no tensor model/v"),
+                       strata::Error);
+
+  {  // flip a bit of the data
+    std::fstream f(saved.dir / "rank_00000.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);
+    f.put('\x7f');
+  }
+  CHECK_THROWS_WITH_AS(c.read_into({{"model/w", {2, 5}, 4, 10, torch::zeros({6})}}), doctest::Contains("corrupted"),
+                       strata::Error);
+  std::filesystem::resize_file(saved.dir / "rank_00000.bin", 12);
+  strata::ckpt::Checkpoint again(saved.dir);
+  CHECK_THROWS_WITH_AS(again.read_into({{"model/w", {2, 5}, 0, 2, torch::zeros({2})}}), doctest::Contains("truncated"),
+                       strata::Error);
+  // Without its commit marker the directory is no checkpoint.
+  std::filesystem::remove(saved.dir / "metadata.json");
+  CHECK(strata::ckpt::complete_checkpoints(dir.path()).empty());
+  CHECK_THROWS_WITH_AS(strata::ckpt::Checkpoint(saved.dir), doctest::Contains("not a complete checkpoint"),
+                       strata::Error);
+}
