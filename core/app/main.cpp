@@ -22,8 +22,14 @@ namespace {
 constexpr const char* kUsage = R"(usage: strata <command> [options]
 
 commands:
-  run FILE [--nproc N] [--out DIR] [--set KEY=VALUE]...
-                                              train the experiment in FILE (N ranks on this host)
+  run FILE [--nproc N] [--out DIR] [--set KEY=VALUE]... [--resume PATH|auto] [--max-restarts R]
+                                              train the experiment in FILE (N ranks on this host);
+                                              --resume continues from a checkpoint (a step_N
+                                              directory, or the latest of a run directory; auto:
+                                              the latest in --out, if any); --max-restarts restarts
+                                              every rank from the latest checkpoint when one fails
+  export CHECKPOINT --to FILE                 write the checkpoint's model, consolidated, as FILE:
+                                              *.safetensors, *.pt, or a directory (Hugging Face layout)
   validate FILE [--set KEY=VALUE]...          check FILE, its plugins and data without training
   compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run]
                                               run every combination of the sweep file SWEEP and
@@ -90,7 +96,10 @@ int dispatch(int argc, char** argv) {
         "set", po::value<std::vector<std::string>>()->composing(), "override KEY=VALUE");
     if (command == "run" || command == "validate")
       options.add_options()("nproc", po::value<int>(), "ranks on this host (overrides [distributed] nproc)");
-    if (command == "run") options.add_options()("out", po::value<std::string>(), "run directory");
+    if (command == "run")
+      options.add_options()("out", po::value<std::string>(), "run directory")(
+          "resume", po::value<std::string>(), "checkpoint, run directory or `auto` to continue from")(
+          "max-restarts", po::value<int>(), "restarts of all ranks after a failure (overrides [distributed] max_restarts)");
     positional.add("file", 1);
     const auto parsed = parse(args, options, positional);
     if (!parsed) return 0;
@@ -102,6 +111,9 @@ int dispatch(int argc, char** argv) {
     if (vars.count("set")) request.overrides = vars["set"].as<std::vector<std::string>>();
     if (vars.count("out")) request.out = vars["out"].as<std::string>();
     if (vars.count("nproc")) request.overrides.push_back("distributed.nproc=" + std::to_string(vars["nproc"].as<int>()));
+    if (vars.count("resume")) request.resume = vars["resume"].as<std::string>();
+    if (vars.count("max-restarts"))
+      request.overrides.push_back("distributed.max_restarts=" + std::to_string(vars["max-restarts"].as<int>()));
     if (command == "validate") {
       strata::validate_experiment(request);
       return 0;
@@ -146,6 +158,19 @@ int dispatch(int argc, char** argv) {
     if (vars.count("models")) request.models = vars["models"].as<std::string>();
     return strata::check_strategy(request);
   }
+  if (command == "export") {
+    options.add_options()("checkpoint", po::value<std::string>(), "checkpoint directory")(
+        "to", po::value<std::string>(), "output: *.safetensors, *.pt or a directory");
+    positional.add("checkpoint", 1);
+    const auto parsed = parse(args, options, positional);
+    if (!parsed) return 0;
+    const auto& vars = *parsed;
+    if (!vars.count("checkpoint") || !vars.count("to"))
+      throw strata::UsageError("`strata export` needs a checkpoint and --to.",
+                               "Write `strata export runs/x/checkpoints/step_00000100 --to model.safetensors`.");
+    strata::export_checkpoint({vars["checkpoint"].as<std::string>(), vars["to"].as<std::string>()});
+    return 0;
+  }
   if (command == "plugins") {
     const auto parsed = parse(args, options, positional);
     if (!parsed) return 0;
@@ -163,7 +188,7 @@ int dispatch(int argc, char** argv) {
     return 0;
   }
   throw strata::UsageError("unknown command '" + command + "'.",
-                           "Commands: run, validate, compare, check, plugins, describe.");
+                           "Commands: run, validate, compare, check, export, plugins, describe.");
 }
 
 }  // namespace

@@ -18,8 +18,11 @@
 #include "strata/errors.hpp"
 #include "strata/logger.hpp"
 #include "strata/model.hpp"
+#include "strata/replica.hpp"
 #include "strata/strategy.hpp"
 #include "text/suggest.hpp"
+#include "train/checkpoint.hpp"
+#include "train/checkpointing.hpp"
 #include "train/tensor_memory.hpp"
 #include "train/trainer.hpp"
 
@@ -189,6 +192,31 @@ void validate_experiment(const RunRequest& request) {
 
 namespace {
 
+/// The run directory (created) and the checkpoint to resume, if any: a resumed run continues in the
+/// directory of the run that saved its checkpoint unless --out names another.
+std::pair<fs::path, std::optional<fs::path>> run_dir_and_resume(const RunRequest& request, const Experiment& e) {
+  std::optional<fs::path> checkpoint;
+  fs::path out = request.out;
+  const bool automatic = request.resume == "auto";
+  if (!request.resume.empty() && !automatic) {
+    checkpoint = resolve_resume(request.resume, e, {});
+    if (out.empty()) out = saving_run_dir(*checkpoint);
+  }
+  if (automatic && out.empty())
+    throw UsageError("--resume auto continues the run in --out DIR, but no --out was given.",
+                     "Name the run directory: strata run EXP --out DIR --resume auto.");
+  const fs::path run_dir = make_run_directory(out, e.experiment.out_dir, e.experiment.name, !request.resume.empty());
+  if (automatic) checkpoint = resolve_resume("auto", e, run_dir);
+  return {run_dir, checkpoint};
+}
+
+/// The restart count a launcher gives its ranks (strata's or torchrun's), 0 when none.
+int restart_count() {
+  for (const char* name : {"STRATA_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"})
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return std::atoi(value);
+  return 0;
+}
+
 /// One rank of a job: joins the process group, agrees on the run directory, trains.
 void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world) {
   tensor_memory::install();  // before the model exists: every tensor of training is counted
@@ -199,6 +227,7 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   if (p->device.is_cuda()) c10::impl::getDeviceGuardImpl(p->device.type())->setDevice(p->device);
   std::unique_ptr<Comm> comm;
   fs::path run_dir;
+  std::optional<fs::path> resume;
   std::string backend = "none";
   // A named backend runs a real process group even on one rank (a one-GPU NCCL check, say).
   if (world.world_size > 1 || e.distributed.backend != "auto") {
@@ -207,20 +236,24 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
     ProcessGroupOptions options{world, backend, p->device,
                                 std::chrono::milliseconds(static_cast<std::int64_t>(e.distributed.timeout_s * 1000))};
     auto group = make_process_group_comm(options);
-    // Rank 0 names the run directory (a UTC timestamp) and tells the others.
+    // Rank 0 names the run directory (a UTC timestamp) and the checkpoint, and tells the others.
     if (world.rank == 0) {
-      run_dir = make_run_directory(request.out, e.experiment.out_dir, e.experiment.name);
+      std::tie(run_dir, resume) = run_dir_and_resume(request, e);
       group->store_set("run_dir", run_dir.string());
+      group->store_set("resume", resume ? resume->string() : std::string());
     } else {
       run_dir = group->store_get("run_dir");
+      if (const auto r = group->store_get("resume"); !r.empty()) resume = r;
     }
     comm = std::move(group);
   } else {
-    run_dir = make_run_directory(request.out, e.experiment.out_dir, e.experiment.name);
+    std::tie(run_dir, resume) = run_dir_and_resume(request, e);
     comm = make_local_comm(p->device);
   }
-  if (world.rank == 0) write_text_file(run_dir / "config.toml", resolved_toml(e));
   Logger log(world.rank, world.world_size);
+  if (request.resume == "auto" && !resume)
+    log.info("--resume auto: no checkpoint in " + checkpoint_root(e, run_dir).string() + " yet; starting at step 0");
+  if (world.rank == 0) write_text_file(run_dir / "config.toml", resolved_toml(e));
   TrainerParts parts;
   parts.experiment = &e;
   parts.dataset = p->dataset;
@@ -237,6 +270,8 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
     return p->registry.create_model(x.model.name, x.model.options, context);
   };
   parts.run_dir = run_dir;
+  parts.resume = resume;
+  parts.restarts = restart_count();
   train(std::move(parts));
   comm->barrier();  // nobody tears the group down while a peer still needs it
 }
@@ -250,20 +285,28 @@ int run_experiment(const RunRequest& request) {
     run_rank(request, std::move(e), *launched);
     return 0;
   }
-  // Not started by a launcher: run in this process, or validate once here and spawn the ranks.
+  // Not started by a launcher: run in this process, or validate once here and spawn the ranks
+  // (also one, when failed ranks are to be restarted).
   const int nproc = static_cast<int>(e.distributed.nproc);
   WorldInfo world;
   world.world_size = world.local_world_size = nproc;
-  if (nproc == 1) {
+  if (nproc == 1 && e.distributed.max_restarts == 0) {
     run_rank(request, std::move(e), world);
     return 0;
   }
   prepare(e, world);  // every configuration error surfaces once, before any rank starts
-  const fs::path run_dir = make_run_directory(request.out, e.experiment.out_dir, e.experiment.name);
+  const auto [run_dir, checkpoint] = run_dir_and_resume(request, e);
   SpawnOptions spawn;
   spawn.nproc = nproc;
-  spawn.args = {"run", request.file.string(), "--out", run_dir.string()};
-  for (const auto& o : request.overrides) spawn.args.insert(spawn.args.end(), {"--set", o});
+  spawn.max_restarts = static_cast<int>(e.distributed.max_restarts);
+  std::vector<std::string> common = {"run", request.file.string(), "--out", run_dir.string()};
+  for (const auto& o : request.overrides) common.insert(common.end(), {"--set", o});
+  spawn.args = common;
+  if (!request.resume.empty()) spawn.args.insert(spawn.args.end(), {"--resume", request.resume == "auto" ? "auto" : checkpoint->string()});
+  // A restart continues from the run's latest checkpoint, or from the one this run started from.
+  spawn.restart_args = common;
+  spawn.restart_args.insert(spawn.restart_args.end(), {"--resume", "auto"});
+  if (checkpoint && request.resume != "auto") spawn.env.emplace_back("STRATA_RESUME_FALLBACK", checkpoint->string());
   return spawn_and_supervise(spawn);
 }
 

@@ -106,7 +106,7 @@ class FashionMnist final : public strata::Dataset {
     const std::int64_t n = index.size(0);
     torch::Tensor inputs = data.images.index_select(0, index).to(torch::kFloat32).div_(255.0);
     if (normalize_) inputs.sub_(kMean).div_(kStd);
-    return {inputs.view({n, 1, kSide, kSide}), data.labels.index_select(0, index)};
+    return {inputs.view({n, 1, kSide, kSide}), data.labels.index_select(0, index), {}};
   }
 
   strata::DataSpec spec() const override {

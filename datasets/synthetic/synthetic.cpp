@@ -57,7 +57,7 @@ class Synthetic final : public strata::Dataset {
     std::call_once(generated_, [this] { generate(); });
     const SplitData& data = split == strata::Split::kTrain ? train_ : eval_;
     const torch::Tensor index = indices.to(torch::kLong).reshape({-1});
-    return {data.inputs.index_select(0, index), data.targets.index_select(0, index)};
+    return {data.inputs.index_select(0, index), data.targets.index_select(0, index), {}};
   }
 
   strata::DataSpec spec() const override {

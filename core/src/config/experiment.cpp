@@ -119,7 +119,27 @@ const Schema<DistributedSection>& distributed_schema() {
     s.option("nproc", &DistributedSection::nproc, "processes (ranks) on this host", at_least(1))
         .option("backend", &DistributedSection::backend, "process group backend", one_of({"auto", "gloo", "nccl"}))
         .option("timeout_s", &DistributedSection::timeout_s, "collective and rendezvous timeout in seconds",
-                positive());
+                positive())
+        .option("max_restarts", &DistributedSection::max_restarts,
+                "strata's launcher restarts all ranks from the latest complete checkpoint when a rank fails, up "
+                "to this many times (torchrun's --max-restarts)",
+                at_least(0));
+    return s;
+  }();
+  return schema;
+}
+
+const Schema<CheckpointSection>& checkpoint_schema() {
+  static const auto schema = [] {
+    Schema<CheckpointSection> s;
+    s.option("every", &CheckpointSection::every, "save a checkpoint every N steps; 0 = only at_end", at_least(0))
+        .option("keep", &CheckpointSection::keep,
+                "complete checkpoints kept; older ones are removed once a newer one is complete; 0 = all",
+                at_least(0))
+        .option("dir", &CheckpointSection::dir,
+                "checkpoint directory; \"\" = <run directory>/checkpoints; relative paths are relative to the "
+                "run directory")
+        .option("at_end", &CheckpointSection::at_end, "also save a checkpoint after the last step");
     return s;
   }();
   return schema;
@@ -437,6 +457,7 @@ Experiment load_experiment(const fs::path& file, const std::vector<std::string>&
   core("log", log_schema(), e.log);
   core("distributed", distributed_schema(), e.distributed);
   core("precision", precision_schema(), e.precision);
+  core("checkpoint", checkpoint_schema(), e.checkpoint);
   core("plugins", plugins_schema(), e.plugins);
 
   for (const auto& section : kPluginSections) {
@@ -475,27 +496,44 @@ void validate_plugin_sections(Experiment& e, const Registry& registry) {
 }
 
 namespace {
-void write_section(std::string& out, const std::string& name, const Options& options,
-                   const std::string* plugin_name = nullptr) {
-  out += "\n[" + name + "]\n";
-  if (plugin_name) out += "name = " + to_toml(*plugin_name) + "\n";
-  for (const auto& [key, value] : options.values()) out += key + " = " + to_toml(value) + "\n";
+/// Every section of the resolved experiment, in file order: (name, options, plugin name or null).
+struct ResolvedSection {
+  std::string name;
+  Options options;
+  const std::string* plugin = nullptr;
+};
+std::vector<ResolvedSection> resolved_sections(const Experiment& e) {
+  return {{"experiment", experiment_schema().dump(e.experiment)},
+          {"model", e.model.options, &e.model.name},
+          {"dataset", e.dataset.options, &e.dataset.name},
+          {"strategy", e.strategy.options, &e.strategy.name},
+          {"optimizer", optimizer_schema().dump(e.optimizer)},
+          {"train", train_schema().dump(e.train)},
+          {"eval", eval_schema().dump(e.eval)},
+          {"log", log_schema().dump(e.log)},
+          {"distributed", distributed_schema().dump(e.distributed)},
+          {"precision", precision_schema().dump(e.precision)},
+          {"checkpoint", checkpoint_schema().dump(e.checkpoint)},
+          {"plugins", plugins_schema().dump(e.plugins)}};
 }
 }  // namespace
 
 std::string resolved_toml(const Experiment& e) {
   std::string out = "# Resolved experiment: " + e.file.string() + " with every default filled in.\n";
-  write_section(out, "experiment", experiment_schema().dump(e.experiment));
-  write_section(out, "model", e.model.options, &e.model.name);
-  write_section(out, "dataset", e.dataset.options, &e.dataset.name);
-  write_section(out, "strategy", e.strategy.options, &e.strategy.name);
-  write_section(out, "optimizer", optimizer_schema().dump(e.optimizer));
-  write_section(out, "train", train_schema().dump(e.train));
-  write_section(out, "eval", eval_schema().dump(e.eval));
-  write_section(out, "log", log_schema().dump(e.log));
-  write_section(out, "distributed", distributed_schema().dump(e.distributed));
-  write_section(out, "precision", precision_schema().dump(e.precision));
-  write_section(out, "plugins", plugins_schema().dump(e.plugins));
+  for (const auto& section : resolved_sections(e)) {
+    out += "\n[" + section.name + "]\n";
+    if (section.plugin) out += "name = " + to_toml(*section.plugin) + "\n";
+    for (const auto& [key, value] : section.options.values()) out += key + " = " + to_toml(value) + "\n";
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> resolved_values(const Experiment& e) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& section : resolved_sections(e)) {
+    if (section.plugin) out.emplace_back(section.name + ".name", to_toml(*section.plugin));
+    for (const auto& [key, value] : section.options.values()) out.emplace_back(section.name + "." + key, to_toml(value));
+  }
   return out;
 }
 
@@ -507,12 +545,13 @@ const OptionsSchema* core_section_schema(const std::string& section) {
   if (section == "log") return &log_schema().erased();
   if (section == "distributed") return &distributed_schema().erased();
   if (section == "precision") return &precision_schema().erased();
+  if (section == "checkpoint") return &checkpoint_schema().erased();
   if (section == "plugins") return &plugins_schema().erased();
   return nullptr;
 }
 
 std::vector<std::string> core_section_names() {
-  return {"experiment", "optimizer", "train", "eval", "log", "distributed", "precision", "plugins"};
+  return {"experiment", "optimizer", "train", "eval", "log", "distributed", "precision", "checkpoint", "plugins"};
 }
 
 }  // namespace strata

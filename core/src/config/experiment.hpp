@@ -68,6 +68,16 @@ struct DistributedSection {
   std::int64_t nproc = 1;          ///< processes (ranks) to run on this host
   std::string backend = "auto";    ///< "auto", "gloo" or "nccl"
   double timeout_s = 300.0;        ///< collective and rendezvous timeout, in seconds
+  std::int64_t max_restarts = 0;   ///< strata's launcher restarts every rank from the latest checkpoint
+                                   ///< up to this many times when one fails (torchrun's --max-restarts)
+};
+
+/// [checkpoint]
+struct CheckpointSection {
+  std::int64_t every = 0;  ///< save every N steps; 0 = only at_end
+  std::int64_t keep = 2;   ///< complete checkpoints kept (older ones removed once a newer one is complete); 0 = all
+  std::string dir;         ///< checkpoint root; "" = <run directory>/checkpoints; relative to the run directory
+  bool at_end = false;     ///< also save after the last step
 };
 
 /// [plugins]
@@ -95,6 +105,7 @@ struct Experiment {
   LogSection log;
   DistributedSection distributed;
   PrecisionSection precision;
+  CheckpointSection checkpoint;
   PluginsSection plugins;
   std::shared_ptr<const ExperimentDocument> document;
 
@@ -121,6 +132,9 @@ void validate_plugin_sections(Experiment& experiment, const Registry& registry);
 
 /// The resolved experiment (every default filled in) as TOML text.
 std::string resolved_toml(const Experiment& experiment);
+
+/// Every resolved key as ("section.key", value in TOML syntax), in resolved_toml()'s order.
+std::vector<std::pair<std::string, std::string>> resolved_values(const Experiment& experiment);
 
 /// Schemas of the core sections, for `strata describe` ("train", "optimizer", ...); null if unknown.
 const OptionsSchema* core_section_schema(const std::string& section);

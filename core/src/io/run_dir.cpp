@@ -42,9 +42,9 @@ std::string utc_time(const char* format) {
   return text;
 }
 
-fs::path make_run_directory(const fs::path& out, const std::string& out_dir, const std::string& name) {
+fs::path make_run_directory(const fs::path& out, const std::string& out_dir, const std::string& name, bool continuing) {
   if (!out.empty()) {
-    if (holds_a_run(out))
+    if (!continuing && holds_a_run(out))
       throw UsageError("run directory " + out.string() + " already holds a run (summary.json or TensorBoard events).",
                        "Choose a new directory for --out, or delete the old run first.");
     make_directories(out);

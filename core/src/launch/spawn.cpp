@@ -151,8 +151,8 @@ std::string program_path() {
   return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string("strata");
 }
 
-ChildPlan make_plan(const SpawnOptions& options, int rank, int port, const std::string& program) {
-  const std::vector<std::pair<std::string, std::string>> set = {
+ChildPlan make_plan(const SpawnOptions& options, int rank, int port, const std::string& program, int restart) {
+  std::vector<std::pair<std::string, std::string>> set = {
       {"RANK", std::to_string(rank)},
       {"WORLD_SIZE", std::to_string(options.nproc)},
       {"LOCAL_RANK", std::to_string(rank)},
@@ -160,10 +160,14 @@ ChildPlan make_plan(const SpawnOptions& options, int rank, int port, const std::
       {"MASTER_ADDR", options.master_addr},
       {"MASTER_PORT", std::to_string(port)},
       {"STRATA_SPAWNED", "1"},
+      {"STRATA_RESTART_COUNT", std::to_string(restart)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart)},
   };
+  set.insert(set.end(), options.env.begin(), options.env.end());
   ChildPlan plan;
   plan.strings.push_back(program);
-  plan.strings.insert(plan.strings.end(), options.args.begin(), options.args.end());
+  const auto& args = restart > 0 && !options.restart_args.empty() ? options.restart_args : options.args;
+  plan.strings.insert(plan.strings.end(), args.begin(), args.end());
   const std::size_t argc = plan.strings.size();
   bool user_wait_policy = false, user_log_level = false;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
@@ -250,10 +254,10 @@ void kill_and_reap(std::vector<Child>& children) {
   }
 }
 
-std::vector<Child> start_ranks(const SpawnOptions& options, int port, const SignalPipe& signals) {
+std::vector<Child> start_ranks(const SpawnOptions& options, int port, const SignalPipe& signals, int restart) {
   const std::string program = program_path();
   std::vector<ChildPlan> plans;
-  for (int rank = 0; rank < options.nproc; ++rank) plans.push_back(make_plan(options, rank, port, program));
+  for (int rank = 0; rank < options.nproc; ++rank) plans.push_back(make_plan(options, rank, port, program, restart));
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const pid_t parent = ::getpid();
   std::vector<Child> children;
@@ -310,6 +314,8 @@ class Supervisor {
     }
     return result_.value_or(0);
   }
+  /// Whether the launcher itself was told to stop (SIGINT, SIGTERM): no restart then.
+  bool interrupted() const noexcept { return interrupted_; }
 
  private:
   int alive() const {
@@ -345,6 +351,7 @@ class Supervisor {
       return;
     }
     std::fprintf(stderr, "strata: received %s, stopping the ranks\n", signal_name(sig));
+    interrupted_ = true;
     // Forward the signal itself (a rank may handle SIGINT by stopping cleanly); SIGKILL follows
     // after the grace period.
     stop(128 + sig, sig, nullptr);
@@ -379,6 +386,7 @@ class Supervisor {
   std::optional<int> result_;                // exit code, set when stopping begins
   std::optional<Clock::time_point> kill_at_;  // when survivors get SIGKILL
   bool killed_ = false;
+  bool interrupted_ = false;
 };
 
 void validate(const SpawnOptions& options) {
@@ -390,6 +398,10 @@ void validate(const SpawnOptions& options) {
     throw UsageError("the master port must be in 0..65535, got " + std::to_string(options.master_port),
                      "Use 0 to let strata pick a free port.");
   }
+  if (options.max_restarts < 0) {
+    throw UsageError("--max-restarts must not be negative, got " + std::to_string(options.max_restarts),
+                     "Use 0 for no restarts.");
+  }
   if (options.grace.count() < 0) {
     throw UsageError("the grace period must not be negative", "Use 0 to kill the other ranks at once.");
   }
@@ -399,11 +411,21 @@ void validate(const SpawnOptions& options) {
 
 int spawn_and_supervise(const SpawnOptions& options) {
   validate(options);
-  const int port = options.master_port != 0 ? options.master_port : free_port(options.master_addr);
-  std::fflush(nullptr);  // buffered output must not be written twice by the children
   SignalPipe signals;
-  Supervisor supervisor(start_ranks(options, port, signals), options.grace, signals);
-  return supervisor.run();
+  for (int restart = 0;; ++restart) {
+    // A fresh port per attempt: the old store's port may linger in TIME_WAIT.
+    const int port = options.master_port != 0 ? options.master_port : free_port(options.master_addr);
+    std::fflush(nullptr);  // buffered output must not be written twice by the children
+    Supervisor supervisor(start_ranks(options, port, signals, restart), options.grace, signals);
+    const int code = supervisor.run();
+    if (code == 0 || supervisor.interrupted() || restart >= options.max_restarts) return code;
+    if (code == 2) {
+      std::fprintf(stderr, "strata: not restarting: exit status 2 is a configuration or usage error\n");
+      return code;
+    }
+    std::fprintf(stderr, "strata: restarting all %d ranks from the latest checkpoint (restart %d of %d)\n",
+                 options.nproc, restart + 1, options.max_restarts);
+  }
 }
 
 int free_port(const std::string& addr) {

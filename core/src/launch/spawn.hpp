@@ -14,6 +14,11 @@ struct SpawnOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;             ///< 0: pick a free port on master_addr
   std::chrono::seconds grace{5};   ///< time between SIGTERM and SIGKILL when stopping the others
+  /// After a failure, stop every rank and start them all again, up to this many times (torchrun's
+  /// --max-restarts); not after an interrupt of the launcher or a configuration error (exit 2).
+  int max_restarts = 0;
+  std::vector<std::string> restart_args;  ///< arguments of the ranks of a restart; empty: args
+  std::vector<std::pair<std::string, std::string>> env;  ///< extra variables for every rank
 };
 
 /// Starts `nproc` children of this executable with RANK, WORLD_SIZE, LOCAL_RANK,
@@ -21,8 +26,10 @@ struct SpawnOptions {
 /// exits non-zero or is killed makes it stop the others (SIGTERM, then SIGKILL after `grace`)
 /// and print which rank failed and how ("rank 1 was killed by signal 9 (SIGKILL)"). SIGINT and
 /// SIGTERM to this process are forwarded to every child. Children die with their parent
-/// (PR_SET_PDEATHSIG). Returns the exit code for this process: 0 when all succeeded, else the
-/// failed rank's exit code, or 128 + signal.
+/// (PR_SET_PDEATHSIG). With max_restarts, a failed group is restarted whole (each restart on a
+/// fresh port, with STRATA_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT set to its number, and
+/// logged). Returns the exit code for this process: 0 when all succeeded, else the last failed
+/// rank's exit code, or 128 + signal.
 int spawn_and_supervise(const SpawnOptions& options);
 
 /// A TCP port on `addr` that was free a moment ago (bind to port 0, read it, close).

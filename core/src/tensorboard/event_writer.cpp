@@ -25,6 +25,9 @@ constexpr std::uint32_t kEventWallTime = 1;     // double
 constexpr std::uint32_t kEventStep = 2;         // int64
 constexpr std::uint32_t kEventFileVersion = 3;  // string (oneof what)
 constexpr std::uint32_t kEventSummary = 5;      // Summary (oneof what)
+constexpr std::uint32_t kEventSessionLog = 7;   // SessionLog (oneof what)
+constexpr std::uint32_t kSessionLogStatus = 1;  // enum SessionStatus
+constexpr std::int64_t kSessionLogStart = 1;    // START
 // Summary / Summary.Value
 constexpr std::uint32_t kSummaryValue = 1;
 constexpr std::uint32_t kValueTag = 1;
@@ -224,6 +227,14 @@ void EventWriter::end_hparams_session(bool success) {
   end.int_field(kSessionEndStatus, success ? kStatusSuccess : kStatusFailure);
   end.double_field(kSessionEndTime, now_seconds());
   write_event(summary_event(hparams_value(kSessionEndTag, kPluginDataSessionEnd, end), 0));
+}
+
+void EventWriter::add_session_start(std::int64_t step) {
+  ProtoWriter event = event_header(step);
+  ProtoWriter log;
+  log.int_field(kSessionLogStatus, kSessionLogStart);
+  event.message_field(kEventSessionLog, log);
+  write_event(event.bytes());
 }
 
 void EventWriter::flush() {

@@ -64,6 +64,11 @@ class EventWriter {
   /// else STATUS_FAILURE, and the current time as end time.
   void end_hparams_session(bool success);
 
+  /// A SessionLog START event at `step`: TensorBoard then discards the points at `step` and
+  /// after that earlier event files of the directory hold (a run resumed from a checkpoint
+  /// continues the step axis without the steps of an abandoned attempt).
+  void add_session_start(std::int64_t step);
+
   /// Pushes everything written so far to the operating system (std::ofstream::flush). Throws
   /// strata::Error if the file can no longer be written (for example a full disk).
   void flush();

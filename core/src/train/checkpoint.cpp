@@ -283,13 +283,14 @@ std::string load_state_dict(Model& model, const std::filesystem::path& path, boo
   return skipped;
 }
 
-SavedModel write_final_model(const Model& model, const StateDict& state, const std::filesystem::path& run_dir,
-                             const std::string& format) {
-  if (format == "pt") {
-    save_state_dict(state, run_dir / "final_model.pt");
-    return {"final_model.pt", ""};
+std::string write_model(const Model& model, const StateDict& state, const std::filesystem::path& target,
+                        const std::string& form) {
+  if (form == "pt") {
+    save_state_dict(state, target);
+    return "";
   }
-  if (format != "safetensors") throw Error("unknown save format \"" + format + "\"; available: pt, safetensors.");
+  if (form != "safetensors" && form != "directory")
+    throw Error("unknown model form \"" + form + "\"; available: pt, safetensors, directory.");
   std::map<std::string, std::string> external;  // the first external name of each tensor
   for (const auto& [strata_name, external_name] : model.external_names()) external.emplace(strata_name, external_name);
   std::set<std::string> buffers;
@@ -307,16 +308,26 @@ SavedModel write_final_model(const Model& model, const StateDict& state, const s
     out = state;
     if (!external.empty()) note = ", Strata names: the model gives " + unnamed + " no external name";
   }
-  const fs::path dir = run_dir / "final_model";
+  if (form == "safetensors") {
+    write_safetensors(target, out, {{"format", "pt"}});
+    return note;
+  }
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error("cannot create " + dir.string() + ": " + ec.message() + ".", "Check permissions.");
-  write_safetensors(dir / "model.safetensors", out, {{"format", "pt"}});
+  fs::create_directories(target, ec);
+  if (ec) throw Error("cannot create " + target.string() + ": " + ec.message() + ".", "Check permissions.");
+  write_safetensors(target / "model.safetensors", out, {{"format", "pt"}});
   if (const auto config = model.external_config(); !config.empty()) {
-    write_text_file(dir / "config.json", config);
+    write_text_file(target / "config.json", config);
     note += ", config.json";
   }
-  return {"final_model", note};
+  return note;
+}
+
+SavedModel write_final_model(const Model& model, const StateDict& state, const std::filesystem::path& run_dir,
+                             const std::string& format) {
+  if (format == "pt") return {"final_model.pt", write_model(model, state, run_dir / "final_model.pt", "pt")};
+  if (format != "safetensors") throw Error("unknown save format \"" + format + "\"; available: pt, safetensors.");
+  return {"final_model", write_model(model, state, run_dir / "final_model", "directory")};
 }
 
 }  // namespace strata

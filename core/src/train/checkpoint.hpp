@@ -41,20 +41,25 @@ std::map<std::string, torch::Tensor> read_state_dict(const std::filesystem::path
 /// Mis-shaped tensors are an error either way.
 std::string load_state_dict(Model& model, const std::filesystem::path& path, bool partial = false);
 
+/// Writes `state` of `model` to `target` in `form`: "pt" a torch.save file (save_state_dict);
+/// "safetensors" one safetensors file (metadata {"format": "pt"}) under the model's external names
+/// when every parameter has one (buffers without one, derived state, are left out; otherwise every
+/// tensor keeps its Strata name); "directory" that file as `target`/model.safetensors with, when
+/// Model::external_config() is not empty, config.json beside it (a Hugging Face model directory).
+/// Returns a remark for the log ("" or ", external names, config.json"). Throws strata::Error.
+std::string write_model(const Model& model, const StateDict& state, const std::filesystem::path& target,
+                        const std::string& form);
+
 /// What write_final_model() wrote.
 struct SavedModel {
   std::string name;  ///< relative to the run directory: "final_model.pt" or the directory "final_model"
   std::string note;  ///< "" or a remark for the log line (e.g. why Strata names were kept)
 };
 
-/// Writes the final model `state` of `model` into `run_dir` in `format`:
-///  - "pt": final_model.pt (save_state_dict);
-///  - "safetensors": the directory final_model/ with model.safetensors (metadata {"format": "pt"},
-///    as transformers requires) under the model's external names when every parameter has one
-///    (buffers without one, derived state, are left out; otherwise every tensor keeps its Strata
-///    name) and, when Model::external_config() is not empty, config.json beside it; so
-///    `transformers.AutoModelForCausalLM.from_pretrained(<run>/final_model)` and
-///    `[train] init_from = "<run>/final_model"` both load it.
+/// Writes the final model `state` of `model` into `run_dir` in `format`: "pt": final_model.pt;
+/// "safetensors": the directory final_model/ (write_model's "directory"), so
+/// `transformers.AutoModelForCausalLM.from_pretrained(<run>/final_model)` and
+/// `[train] init_from = "<run>/final_model"` both load it.
 /// Throws strata::Error.
 SavedModel write_final_model(const Model& model, const StateDict& state, const std::filesystem::path& run_dir,
                              const std::string& format);

@@ -16,8 +16,10 @@
 #include "tensorboard/event_writer.hpp"
 #include "train/batches.hpp"
 #include "train/checkpoint.hpp"
+#include "train/checkpointing.hpp"
 #include "train/device_memory.hpp"
 #include "train/median.hpp"
+#include "train/progress.hpp"
 #include "train/schedule.hpp"
 #include "train/step_stats.hpp"
 #include "train/tensor_memory.hpp"
@@ -30,12 +32,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string format_duration(double seconds) {
-  auto s = static_cast<std::int64_t>(std::max(0.0, seconds) + 0.5);
-  if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
-  return fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
 struct EvalResult {
@@ -55,43 +51,6 @@ struct EvalResult {
   }
 };
 
-/// The progress display: a self-rewriting line on a terminal, plain log lines otherwise.
-class Progress {
- public:
-  Progress(const Logger& log, std::int64_t total) : log_(log), total_(total), tty_(isatty(STDOUT_FILENO) == 1) {}
-  bool tty() const { return tty_; }
-  void update(std::int64_t step, double loss, double lr, double samples_per_s, double eta_s, bool log_step) {
-    const std::string text = fmt::format("step {:>{}}/{}  loss {:.4f}  lr {:.2e}  {:.0f} samples/s  eta {}", step,
-                                         std::to_string(total_).size(), total_, loss, lr, samples_per_s,
-                                         format_duration(eta_s));
-    if (log_.rank() != 0) return;
-    if (tty_) {
-      const auto now = Clock::now();
-      if (step != total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
-      last_draw_ = now;
-      std::fprintf(stdout, "\r\033[K%s", text.c_str());
-      std::fflush(stdout);
-    } else if (log_step) {
-      log_.info(text);
-    }
-  }
-  /// Prints a full line without disturbing the progress line.
-  void line(const std::string& text) {
-    if (log_.rank() != 0) return;
-    if (tty_) std::fprintf(stdout, "\r\033[K");
-    log_.info(text);
-  }
-  void finish() {
-    if (tty_ && log_.rank() == 0) std::fprintf(stdout, "\n");
-  }
-
- private:
-  const Logger& log_;
-  std::int64_t total_;
-  bool tty_;
-  Clock::time_point last_draw_{};
-};
-
 class Loop {
  public:
   explicit Loop(TrainerParts parts)
@@ -103,7 +62,10 @@ class Loop {
   void setup();
   void train_step(std::int64_t step);
   torch::Tensor loss_scale(const std::vector<Batch>& batches);
-  void read_steps(double lr);
+  void read_steps(double lr, bool log_point = true);
+  void save_checkpoint(std::int64_t step);
+  Json trainer_state() const;
+  void restore(const Resumed& resumed);
   EvalResult evaluate();
   void log_eval(std::int64_t step);
   void log_scalars(const StepStats::Row& row, double lr);
@@ -127,6 +89,8 @@ class Loop {
   torch::Tensor fixed_scale_;  // loss_scale when every sample has the same number of targets
   std::unique_ptr<tb::EventWriter> events_;  // rank 0 only
   Progress progress_;
+  std::optional<Checkpointer> checkpoints_;
+  std::int64_t start_step_ = 0;  // steps done before this process (a resumed run)
 
   // Measurements (host values, read at log steps).
   std::vector<double> step_times_;
@@ -220,7 +184,7 @@ void Loop::setup() {
   model_params_ = p_.model->parameter_count();
   model_tensors_ = static_cast<std::int64_t>(p_.model->parameters().size());
 
-  if (!t.init_from.empty()) {
+  if (!t.init_from.empty() && !p_.resume) {  // a resumed run takes its values from the checkpoint
     std::string skipped;
     try {
       skipped = load_state_dict(*p_.model, t.init_from, t.init_partial);
@@ -247,6 +211,9 @@ void Loop::setup() {
   p_.log->info("precision: " + setup.precision.describe());
   p_.comm->set_phase(CommPhase::kSetup);
   p_.strategy->setup(setup);
+  checkpoints_.emplace(e_, *p_.strategy, *p_.comm, *p_.log, p_.run_dir,
+                       e_.checkpoint.every > 0 || e_.checkpoint.at_end || p_.resume.has_value());
+  if (p_.resume) restore(checkpoints_->load(*p_.resume));
   p_.comm->set_phase(CommPhase::kTrain);
   if (const auto* multi = dynamic_cast<const MultiDevice*>(p_.strategy.get()))
     devices_ = p_.comm->world_size() * multi->devices_per_rank();
@@ -255,6 +222,9 @@ void Loop::setup() {
 
   if (rank0_) {
     events_ = std::make_unique<tb::EventWriter>(p_.run_dir);
+    // TensorBoard drops the points at and after this step that an earlier attempt logged (a run
+    // resumed, or restarted, in its own directory).
+    events_->add_session_start(start_step_ + 1);
     std::map<std::string, tb::HParamValue> hparams{
         {"strategy", e_.strategy.name},
         {"world_size", static_cast<double>(p_.comm->world_size())},
@@ -311,8 +281,9 @@ void Loop::train_step(std::int64_t step) {
   const bool log_step = step1 % e_.log.every == 0 || step1 == t.steps || step1 == 1;
   if (log_step) read_steps(lr);
   const double elapsed = seconds_since(started_);
-  const double samples_per_s = static_cast<double>(step1 * t.global_batch_size) / std::max(1e-9, elapsed);
-  const double eta = elapsed / static_cast<double>(step1) * static_cast<double>(t.steps - step1);
+  const std::int64_t here = step1 - start_step_;  // steps of this process
+  const double samples_per_s = static_cast<double>(here * t.global_batch_size) / std::max(1e-9, elapsed);
+  const double eta = elapsed / static_cast<double>(here) * static_cast<double>(t.steps - step1);
   progress_.update(step1, last_loss_, lr, samples_per_s, eta, log_step);
 }
 
@@ -328,7 +299,7 @@ torch::Tensor Loop::loss_scale(const std::vector<Batch>& batches) {
 
 /// Reads the figures of the steps since the last log step (the one host sync of a log interval)
 /// and stops the run at the first non-finite loss or gradient norm, naming its step.
-void Loop::read_steps(double lr) {
+void Loop::read_steps(double lr, bool log_point) {
   const auto rows = stats_->read();
   for (const auto& row : rows) {
     if (!std::isfinite(row.loss))
@@ -344,7 +315,7 @@ void Loop::read_steps(double lr) {
     last_grad_norm_ = row.grad_norm;
     steps_done_ = row.step;
   }
-  if (rows.empty()) return;
+  if (rows.empty() || !log_point) return;
   loss_curve_.emplace_back(rows.back().step, rows.back().loss);
   log_scalars(rows.back(), lr);
 }
@@ -365,9 +336,10 @@ void Loop::log_scalars(const StepStats::Row& row, double lr) {
   events_->add_scalar("memory/peak_bytes", static_cast<double>(peak_memory_bytes(p_.device)), step);
   events_->add_scalar("memory/peak_tensor_bytes", static_cast<double>(tensor_memory::peak_bytes(p_.device)), step);
   const auto c = p_.comm->counters(CommPhase::kTrain);
-  events_->add_scalar("comm/payload_bytes_per_step", static_cast<double>(c.payload_bytes) / static_cast<double>(step), step);
-  events_->add_scalar("comm/bus_bytes_per_step", c.bus_bytes / static_cast<double>(step), step);
-  events_->add_scalar("comm/calls_per_step", static_cast<double>(c.calls) / static_cast<double>(step), step);
+  const auto here = static_cast<double>(step - start_step_);  // the counters are this process's
+  events_->add_scalar("comm/payload_bytes_per_step", static_cast<double>(c.payload_bytes) / here, step);
+  events_->add_scalar("comm/bus_bytes_per_step", c.bus_bytes / here, step);
+  events_->add_scalar("comm/calls_per_step", static_cast<double>(c.calls) / here, step);
   events_->flush();
 }
 
@@ -431,7 +403,7 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   const auto setup = p_.comm->counters(CommPhase::kSetup);
   const auto train = p_.comm->counters(CommPhase::kTrain);
   const auto eval = p_.comm->counters(CommPhase::kEval);
-  const double steps = std::max<double>(1.0, static_cast<double>(steps_done_));
+  const double steps = std::max<double>(1.0, static_cast<double>(steps_done_ - start_step_));  // of this process
   Json s = Json::object();
   s["status"] = status;
   if (!error.empty()) s["error"] = error;
@@ -483,11 +455,59 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   Json curve = Json::array();
   for (const auto& [step, loss] : loss_curve_) curve.push_back(Json::Array{Json(step), Json(loss)});
   s["loss_curve"] = curve;
+  s["restarts"] = p_.restarts;
+  s["checkpoint"] = checkpoints_ ? checkpoints_->summary() : Json();
   return s;
 }
 
 void Loop::write_summary(const Json& summary) const {
   if (rank0_) write_text_file(p_.run_dir / "summary.json", summary.dump() + "\n");
+}
+
+/// Saves a checkpoint after `step` steps (collective), with every figure up to it read first.
+void Loop::save_checkpoint(std::int64_t step) {
+  read_steps(schedule_.at(step - 1), /*log_point=*/false);
+  p_.comm->set_phase(CommPhase::kEval);
+  const auto saved = checkpoints_->save(step, trainer_state());
+  p_.comm->set_phase(CommPhase::kTrain);
+  if (!events_) return;
+  events_->add_scalar("checkpoint/save_time_s", saved.seconds, step);
+  events_->add_scalar("checkpoint/bytes_per_rank", static_cast<double>(saved.max_rank_bytes), step);
+  events_->flush();
+}
+
+/// What the loop needs to continue where it stopped (rank 0 saves it as trainer.json). The data
+/// position follows from the step: the sampler's order depends only on the seed and the epoch.
+Json Loop::trainer_state() const {
+  Json s = Json::object();
+  s["step"] = steps_done_;
+  s["epoch"] = steps_done_ / sampler_->steps_per_epoch();
+  s["samples"] = steps_done_ * e_.train.global_batch_size;
+  s["lr"] = steps_done_ > 0 ? schedule_.at(steps_done_ - 1) : 0.0;
+  s["train_time_s"] = train_time_s_;
+  s["last_loss"] = last_loss_;
+  s["last_grad_norm"] = last_grad_norm_;
+  Json curve = Json::array();
+  for (const auto& [step, loss] : loss_curve_) curve.push_back(Json::Array{Json(step), Json(loss)});
+  s["loss_curve"] = curve;
+  s["restarts"] = p_.restarts;
+  s["data"] = data_spec_json(data_);  // to rebuild the model without the dataset (strata export)
+  s["config_dir"] = std::filesystem::absolute(e_.directory()).lexically_normal().string();
+  return s;
+}
+
+void Loop::restore(const Resumed& r) {
+  const Json& t = r.trainer;
+  const auto number = [&](const char* key) { return t.find(key) ? t.find(key)->number_or(NAN) : NAN; };
+  start_step_ = steps_done_ = r.step;
+  train_time_s_ = number("train_time_s");
+  last_loss_ = number("last_loss");
+  last_grad_norm_ = number("last_grad_norm");
+  loss_curve_.clear();
+  if (const Json* curve = t.find("loss_curve"); curve && curve->elements())
+    for (const auto& point : *curve->elements())
+      loss_curve_.emplace_back(static_cast<std::int64_t>((*point.elements())[0].number_or(0)),
+                               (*point.elements())[1].number_or(NAN));
 }
 
 Json Loop::run() {
@@ -498,7 +518,7 @@ Json Loop::run() {
   const auto& t = e_.train;
   try {
     started_ = Clock::now();
-    for (std::int64_t step = 0; step < t.steps; ++step) {
+    for (std::int64_t step = start_step_; step < t.steps; ++step) {
       train_step(step);
       const std::int64_t step1 = step + 1;
       if (e_.eval.every > 0 && step1 % e_.eval.every == 0 && step1 != t.steps) {
@@ -506,6 +526,7 @@ Json Loop::run() {
         log_eval(step1);
         progress_.line(fmt::format("eval at step {}: {}", step1, last_eval_->describe()));
       }
+      if (checkpoints_->due(step1)) save_checkpoint(step1);
     }
   } catch (const TrainingError& err) {
     progress_.finish();

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "config/experiment.hpp"
 #include "io/json.hpp"
@@ -28,6 +29,9 @@ struct TrainerParts {
   int local_world_size = 1;           ///< ranks on this host
   std::function<std::shared_ptr<Model>()> make_model;  ///< another model instance (StrategySetup::make_model)
   std::filesystem::path run_dir;      ///< outputs go here (rank 0 writes)
+  /// A checkpoint to resume from (after the strategy's setup), or none.
+  std::optional<std::filesystem::path> resume;
+  int restarts = 0;                   ///< restarts of this job so far (the launcher's count), for the summary
 };
 
 /// Runs the experiment on this rank and returns the summary (DESIGN §7 keys). Rank 0 writes

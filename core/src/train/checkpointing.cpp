@@ -1,0 +1,304 @@
+#include "train/checkpointing.hpp"
+
+#include <ATen/Context.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "io/safetensors.hpp"
+#include "strata/errors.hpp"
+#include "strata/replica.hpp"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+fs::path checkpoint_root(const Experiment& e, const fs::path& run_dir) {
+  if (e.checkpoint.dir.empty()) return run_dir / "checkpoints";
+  const fs::path dir = e.checkpoint.dir;
+  return dir.is_absolute() ? dir : run_dir / dir;
+}
+
+namespace {
+
+std::optional<fs::path> latest_in(const fs::path& root) {
+  auto all = ckpt::complete_checkpoints(root);
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+const char* kResumeFix =
+    "Give --resume a checkpoint directory (step_N with a metadata.json), a directory of them, a run directory "
+    "(its checkpoints/), or `auto` with --out RUN_DIR.";
+
+}  // namespace
+
+std::optional<fs::path> resolve_resume(const std::string& resume, const Experiment& e, const fs::path& run_dir) {
+  if (resume.empty()) return std::nullopt;
+  if (resume == "auto") {
+    if (auto latest = latest_in(checkpoint_root(e, run_dir))) return latest;
+    const char* fallback = std::getenv("STRATA_RESUME_FALLBACK");
+    if (fallback != nullptr && *fallback != '\0') return resolve_resume(fallback, e, run_dir);
+    return std::nullopt;
+  }
+  const fs::path path = fs::absolute(resume).lexically_normal();
+  std::error_code ec;
+  if (!fs::is_directory(path, ec))
+    throw UsageError(fmt::format("--resume {}: no such directory.", resume), kResumeFix);
+  if (fs::is_regular_file(path / ckpt::kMetadataFile, ec)) return path;
+  if (path.filename().string().rfind("step_", 0) == 0)
+    throw UsageError(fmt::format("--resume {}: this checkpoint is incomplete (it has no {}: its save did not "
+                                 "finish), so it cannot be resumed.",
+                                 resume, ckpt::kMetadataFile),
+                     "Resume from an older complete checkpoint, or from the run directory (its latest complete one).");
+  if (auto latest = latest_in(path)) return latest;
+  if (auto latest = latest_in(path / "checkpoints")) return latest;
+  throw UsageError(fmt::format("--resume {}: no complete checkpoint in it or in its checkpoints/.", resume), kResumeFix);
+}
+
+fs::path saving_run_dir(const fs::path& checkpoint) {
+  const ckpt::Checkpoint c(checkpoint);
+  const Json* dir = c.metadata().find("run_dir");
+  const fs::path run_dir = dir != nullptr ? fs::path(dir->string_or("")) : fs::path();
+  std::error_code ec;
+  if (run_dir.empty() || !fs::is_directory(run_dir, ec))
+    throw UsageError(fmt::format("checkpoint {} was saved by the run in {}, which no longer exists.",
+                                 checkpoint.string(), run_dir.string()),
+                     "Give the resumed run a directory with --out DIR.");
+  return run_dir;
+}
+
+Json training_keys(const Experiment& e) {
+  // Keys that change where things go or how fast, not what is computed; steps may grow.
+  static const std::set<std::string> free_keys = {
+      "train.steps",       "train.save_final", "train.save_format",   "train.sync_timing", "train.device",
+      "train.threads",     "train.init_from",  "train.init_partial",  "train.micro_batches",
+      "dataset.path"};
+  Json keys = Json::object();
+  for (const auto& [key, value] : resolved_values(e)) {
+    const std::string section = key.substr(0, key.find('.'));
+    const bool training = section == "model" || section == "dataset" || section == "optimizer" ||
+                          section == "train" || section == "precision";
+    if (training && !free_keys.count(key)) keys[key] = value;
+  }
+  return keys;
+}
+
+Json data_spec_json(const DataSpec& spec) {
+  Json j = Json::object();
+  Json shape = Json::array();
+  for (const auto d : spec.input_shape) shape.push_back(Json(d));
+  j["input_shape"] = shape;
+  j["input_dtype"] = safetensors_dtype_name(spec.input_dtype);
+  j["num_classes"] = spec.num_classes;
+  j["vocab_size"] = spec.vocab_size;
+  j["seq_len"] = spec.seq_len;
+  j["pad_id"] = spec.pad_id;
+  j["ignored_targets"] = spec.ignored_targets;
+  j["targets_per_sample"] = spec.targets_per_sample;
+  return j;
+}
+
+DataSpec data_spec_from(const Json& j) {
+  DataSpec spec;
+  const auto integer = [&](const char* key, std::int64_t fallback) {
+    const Json* v = j.find(key);
+    return v != nullptr ? static_cast<std::int64_t>(v->number_or(static_cast<double>(fallback))) : fallback;
+  };
+  if (const Json* shape = j.find("input_shape"); shape != nullptr && shape->elements() != nullptr)
+    for (const auto& d : *shape->elements()) spec.input_shape.push_back(static_cast<std::int64_t>(d.number_or(0)));
+  if (const Json* dtype = j.find("input_dtype")) spec.input_dtype = safetensors_dtype(dtype->string_or("F32"));
+  spec.num_classes = integer("num_classes", 0);
+  spec.vocab_size = integer("vocab_size", 0);
+  spec.seq_len = integer("seq_len", 0);
+  spec.pad_id = integer("pad_id", -1);
+  spec.ignored_targets = j.find("ignored_targets") != nullptr && j.find("ignored_targets")->bool_or(false);
+  spec.targets_per_sample = integer("targets_per_sample", 1);
+  return spec;
+}
+
+namespace {
+
+/// Throws a ConfigError naming every training key that differs from the checkpoint's.
+void check_training_keys(const Experiment& e, const Json& saved, const fs::path& dir, std::int64_t step) {
+  const Json now = training_keys(e);
+  std::vector<std::string> differ;
+  std::string first;
+  const auto value = [](const Json& keys, const std::string& key) {
+    const Json* v = keys.find(key);
+    return v != nullptr ? v->string_or("?") : std::string("(absent)");
+  };
+  std::set<std::string> all;
+  for (const auto* keys : {&now, &saved})
+    if (keys->members())
+      for (const auto& [key, v] : *keys->members()) all.insert(key);
+  for (const auto& key : all) {
+    const std::string a = value(saved, key), b = value(now, key);
+    if (a == b) continue;
+    if (first.empty()) first = key;
+    differ.push_back(fmt::format("{} = {} (checkpoint: {})", key, b, a));
+  }
+  if (!differ.empty())
+    throw e.error(first,
+                  fmt::format("this experiment differs from the one that saved checkpoint {} in {} training key{}: "
+                              "{}.",
+                              dir.string(), differ.size(), differ.size() == 1 ? "" : "s", fmt::join(differ, "; ")),
+                  fmt::format("Resume with the experiment that saved it ({} is its resolved config), or start a new "
+                              "run; strategy, world size, micro_batches, evaluation, logging and outputs may change, "
+                              "and steps may grow.",
+                              (dir / "config.toml").string()));
+  if (e.train.steps < step)
+    throw e.error("train.steps",
+                  fmt::format("steps = {} is below the checkpoint's step {} ({}).", e.train.steps, step, dir.string()),
+                  "Resume with at least as many steps as the checkpoint has done.");
+}
+
+/// The generators a rank's training draws from: the CPU's and its CUDA device's.
+std::vector<std::pair<std::string, at::Generator>> generators(const torch::Device& device) {
+  std::vector<std::pair<std::string, at::Generator>> out{{"cpu", at::globalContext().defaultGenerator(torch::kCPU)}};
+  if (device.is_cuda()) out.emplace_back("cuda", at::globalContext().defaultGenerator(device));
+  return out;
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(const Experiment& e, Strategy& strategy, Comm& comm, const Logger& log, fs::path run_dir,
+                           bool asked)
+    : e_(e), strategy_(strategy), comm_(comm), log_(log), run_dir_(std::move(run_dir)), root_(checkpoint_root(e, run_dir_)) {
+  state_ = dynamic_cast<ShardedState*>(&strategy_);
+  if (asked && state_ == nullptr)
+    throw e_.error(e_.checkpoint.every > 0 ? "checkpoint.every" : "checkpoint.at_end",
+                   fmt::format("strategy '{}' cannot be checkpointed: it does not implement strata::ShardedState.",
+                               e_.strategy.name),
+                   "Turn checkpoints off for this strategy, or implement ShardedState (strata/sharded_state.hpp); "
+                   "strategies built on ReplicaStrategy or ShardedStrategy have it.");
+}
+
+bool Checkpointer::due(std::int64_t step) const {
+  if (state_ == nullptr || step == last_step_) return false;
+  return (e_.checkpoint.every > 0 && step % e_.checkpoint.every == 0) || (e_.checkpoint.at_end && step == e_.train.steps);
+}
+
+std::vector<TensorPiece> Checkpointer::rng_pieces(bool save) const {
+  std::vector<TensorPiece> pieces;
+  for (auto& [kind, gen] : generators(comm_.device())) {
+    torch::Tensor state;
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      state = gen.get_state();
+    }
+    if (!save) state = torch::empty_like(state);
+    pieces.push_back({fmt::format("rng/{}/{}", comm_.rank(), kind), {state.numel()}, 0, state.numel(), state});
+  }
+  return pieces;
+}
+
+ckpt::SaveResult Checkpointer::save(std::int64_t step, Json trainer) {
+  ckpt::SaveInput in;
+  in.root = root_;
+  in.step = step;
+  in.keep = e_.checkpoint.keep;
+  in.pieces = state_->state_pieces(StateAccess::kSave, /*optimizer=*/true);
+  for (auto& p : rng_pieces(true)) in.pieces.push_back(std::move(p));
+  if (comm_.rank() == 0) {
+    trainer["training_keys"] = training_keys(e_);
+    in.files = {{"trainer.json", trainer.dump(1) + "\n"}, {"config.toml", resolved_toml(e_)}};
+    in.info["strategy"] = e_.strategy.name;
+    in.info["experiment"] = e_.experiment.name;
+    in.info["run_dir"] = fs::absolute(run_dir_).lexically_normal().string();
+  }
+  last_ = ckpt::save(in, comm_);
+  last_step_ = step;
+  ++saves_;
+  save_time_s_ += last_.seconds;
+  if (comm_.rank() == 0) {
+    log_.info(fmt::format("checkpoint at step {}: {} ({:.1f} MiB, at most {:.1f} MiB per rank, {:.2f} s)", step,
+                          last_.dir.string(), static_cast<double>(last_.total_bytes) / (1 << 20),
+                          static_cast<double>(last_.max_rank_bytes) / (1 << 20), last_.seconds));
+    if (!last_.removed.empty()) log_.info("removed older checkpoints: " + fmt::format("{}", fmt::join(last_.removed, ", ")));
+  }
+  return last_;
+}
+
+Resumed Checkpointer::load(const fs::path& dir) {
+  const ckpt::Checkpoint c(dir);
+  Resumed r{dir, c.step(), Json::parse(c.file_text("trainer.json"))};
+  const Json* keys = r.trainer.find("training_keys");
+  check_training_keys(e_, keys != nullptr ? *keys : Json::object(), dir, r.step);
+  if (state_ == nullptr)
+    throw e_.error("strategy.name", fmt::format("strategy '{}' cannot resume a checkpoint: it does not implement "
+                                                "strata::ShardedState.",
+                                                e_.strategy.name),
+                   "Resume under a strategy that has it (every built-in strategy does).");
+
+  // The model must be the one saved: the same tensors by name (the pieces then check shapes).
+  std::set<std::string> expected, saved;
+  const Model& model = strategy_.model();
+  for (const auto& [name, p] : unique_trainable_parameters(model)) expected.insert("model/" + name);
+  for (const auto& p : model.named_parameters())
+    if (!p.value().requires_grad()) expected.insert("model/" + p.key());
+  for (const auto& b : model.named_buffers()) expected.insert("model/" + b.key());
+  bool optimizer = false;
+  for (const auto& name : c.names()) {
+    if (name.rfind("model/", 0) == 0) saved.insert(name);
+    optimizer = optimizer || name.rfind("optim/", 0) == 0;
+  }
+  if (expected != saved) {
+    std::vector<std::string> missing, extra;
+    std::set_difference(expected.begin(), expected.end(), saved.begin(), saved.end(), std::back_inserter(missing));
+    std::set_difference(saved.begin(), saved.end(), expected.begin(), expected.end(), std::back_inserter(extra));
+    throw Error(fmt::format("checkpoint {} does not hold this model: missing {}; not in the model {}.", dir.string(),
+                            missing.empty() ? "none" : fmt::format("{}", fmt::join(missing, ", ")),
+                            extra.empty() ? "none" : fmt::format("{}", fmt::join(extra, ", "))),
+                "Resume with the model that saved it.");
+  }
+  c.read_into(state_->state_pieces(StateAccess::kLoad, optimizer));
+  state_->state_loaded();
+
+  const auto saved_world = static_cast<int>(c.metadata().find("world_size")->number_or(0));
+  if (saved_world == comm_.world_size()) {
+    auto pieces = rng_pieces(false);
+    std::vector<TensorPiece> present;
+    for (auto& p : pieces)
+      if (c.has(p.name)) present.push_back(p);
+    c.read_into(present);
+    auto gens = generators(comm_.device());
+    for (auto& p : present)
+      for (auto& [kind, gen] : gens)
+        if (p.name.substr(p.name.rfind('/') + 1) == kind) {
+          std::lock_guard<std::mutex> lock(gen.mutex());
+          gen.set_state(p.data);
+        }
+  } else if (comm_.rank() == 0) {
+    log_.info(fmt::format("random generators not restored: the checkpoint was saved by {} ranks, this run has {} "
+                          "(dropout draws new masks; data order and parameters are unaffected)",
+                          saved_world, comm_.world_size()));
+  }
+  last_step_ = r.step;
+  resumed_ = r;
+  if (comm_.rank() == 0)
+    log_.info(fmt::format("resumed from {} (step {}, saved by {} at world size {})", dir.string(), r.step,
+                          c.metadata().find("strategy") ? c.metadata().find("strategy")->string_or("?") : "?",
+                          saved_world));
+  return r;
+}
+
+Json Checkpointer::summary() const {
+  Json s = Json::object();
+  s["dir"] = root_.string();
+  s["saves"] = saves_;
+  s["save_time_s"] = save_time_s_;
+  s["last_step"] = saves_ > 0 ? Json(last_step_) : Json();
+  s["last_save_s"] = saves_ > 0 ? Json(last_.seconds) : Json();
+  s["bytes_per_rank"] = saves_ > 0 ? Json(last_.max_rank_bytes) : Json();  // the most any rank wrote, last save
+  s["total_bytes"] = saves_ > 0 ? Json(last_.total_bytes) : Json();
+  s["resumed_from"] = resumed_ ? Json(resumed_->dir.string()) : Json();
+  s["resumed_step"] = resumed_ ? Json(resumed_->step) : Json();
+  return s;
+}
+
+}  // namespace strata
