@@ -294,8 +294,10 @@ int run_experiment(const RunRequest& request) {
     run_rank(request, std::move(e), world);
     return 0;
   }
-  prepare(e, world);  // every configuration error surfaces once, before any rank starts
+  // Every configuration error surfaces once, before any rank starts.
+  const auto prepared = prepare(e, world);
   const auto [run_dir, checkpoint] = run_dir_and_resume(request, e);
+  if (checkpoint) check_resumable(prepared->experiment, *checkpoint);
   SpawnOptions spawn;
   spawn.nproc = nproc;
   spawn.max_restarts = static_cast<int>(e.distributed.max_restarts);

@@ -224,6 +224,13 @@ ckpt::SaveResult Checkpointer::save(std::int64_t step, Json trainer) {
   return last_;
 }
 
+void check_resumable(const Experiment& e, const fs::path& dir) {
+  const ckpt::Checkpoint c(dir);
+  const Json trainer = Json::parse(c.file_text("trainer.json"));
+  const Json* keys = trainer.find("training_keys");
+  check_training_keys(e, keys != nullptr ? *keys : Json::object(), dir, c.step());
+}
+
 Resumed Checkpointer::load(const fs::path& dir) {
   const ckpt::Checkpoint c(dir);
   Resumed r{dir, c.step(), Json::parse(c.file_text("trainer.json"))};

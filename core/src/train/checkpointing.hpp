@@ -40,6 +40,11 @@ std::filesystem::path saving_run_dir(const std::filesystem::path& checkpoint);
 /// steps and the output and performance keys), as {"section.key": "toml value"}.
 Json training_keys(const Experiment& e);
 
+/// Throws ConfigError (exit 2) naming every training key of `e` that differs from checkpoint
+/// `dir`'s, or when its steps are below the checkpoint's (what load() checks first; the launcher
+/// checks it once before starting the ranks).
+void check_resumable(const Experiment& e, const std::filesystem::path& dir);
+
 /// A dataset's description as JSON (saved with a checkpoint, so that its model can be rebuilt
 /// without the data), and back.
 Json data_spec_json(const DataSpec& spec);
