@@ -69,6 +69,8 @@ class Comm {
   virtual std::shared_ptr<CommWork> all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum,
                                                bool async = false) = 0;
   /// `output` (numel = input.numel() / world_size) receives this rank's slice of the reduction.
+  /// `output` may be that slice of `input` itself (in place: no staging copy on any backend);
+  /// the rest of `input` is undefined afterwards.
   virtual std::shared_ptr<CommWork> reduce_scatter(torch::Tensor& output, const torch::Tensor& input,
                                                    ReduceOp op = ReduceOp::kSum, bool async = false) = 0;
   /// `output` (numel = input.numel() * world_size) receives every rank's `input`, in rank order.

@@ -241,8 +241,23 @@ class C10dComm final : public ProcessGroupComm {
     check_comm_device(*this, "reduce_scatter", input);
     check_sizes("reduce_scatter", output, input, output.numel() * world_size() == input.numel(),
                 "output numel * world size == input numel");
-    Staged out(output);
     auto in = input.contiguous().view({-1});
+    if (in_place_chunk(output, input) && options_.backend != "nccl") {
+      // Gloo's reduce-scatter is an all-reduce of a clone of the input followed by a copy of this
+      // rank's chunk: in place, the caller's buffer is the all-reduce's (no clone, no copy). It is
+      // still booked as the reduce-scatter it is (the bus factor is the algorithm's, not Gloo's).
+      return launch("reduce_scatter", static_cast<std::int64_t>(input.nbytes()),
+                    gather_scatter_bus_factor(world_size()), async,
+                    [&] {
+                      std::vector<at::Tensor> tensors{in};
+                      c10d::AllreduceOptions opts;
+                      opts.reduceOp = to_c10d(op);
+                      opts.timeout = options_.timeout;
+                      return backend_->allreduce(tensors, opts);
+                    },
+                    finish_for(Staged(output), in));
+    }
+    Staged out(output);  // NCCL reduces in place when the output is this rank's chunk of the input
     return launch("reduce_scatter", static_cast<std::int64_t>(input.nbytes()),
                   gather_scatter_bus_factor(world_size()), async,
                   [&] {
@@ -354,6 +369,13 @@ class C10dComm final : public ProcessGroupComm {
   /// Also keeps `input` (possibly a contiguous copy made here) alive until the op has completed.
   static Finish finish_for(const Staged& s, const torch::Tensor& input) {
     return [s, input] { s.copy_back(); };
+  }
+
+  /// Whether `output` is this rank's chunk of `input` itself (a reduce-scatter in place).
+  bool in_place_chunk(const torch::Tensor& output, const torch::Tensor& input) const {
+    return input.is_contiguous() && output.is_contiguous() && output.is_alias_of(input) &&
+           output.data_ptr() == static_cast<const char*>(input.data_ptr()) +
+                                    static_cast<std::ptrdiff_t>(rank()) * static_cast<std::ptrdiff_t>(output.nbytes());
   }
 
   /// Local argument check, before anything is sent (so a bad call cannot desynchronize ranks).

@@ -55,7 +55,7 @@ class LocalComm final : public Comm {
                                            bool) override {
     check_comm_device(*this, "reduce_scatter", output);
     check_comm_device(*this, "reduce_scatter", input);
-    if (!output.is_same(input)) output.copy_(input.view_as(output));
+    if (!output.is_same(input) && output.data_ptr() != input.data_ptr()) output.copy_(input.view_as(output));
     return count(input.nbytes());
   }
   std::shared_ptr<CommWork> all_gather(torch::Tensor& output, const torch::Tensor& input, bool) override {

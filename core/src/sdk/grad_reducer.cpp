@@ -96,7 +96,9 @@ void GradReducer::launch(std::size_t g) {
   r->groups = {g};
   r->input = precision_.wire(group.full_grad());
   if (options_.shard != nullptr) {
-    r->output = torch::empty({group.chunk()}, r->input.options());
+    // In place: the chunk this rank keeps is the result; the rest of the buffer is zeroed with
+    // the gradients after the step (only the last micro-batch of a step communicates).
+    r->output = group.chunk_of(r->input, group.shard_rank());
     r->work = options_.shard->reduce_scatter(r->output, r->input, ReduceOp::kAvg, /*async=*/true);
   } else {
     r->output = r->input;
@@ -133,7 +135,8 @@ void GradReducer::flush(bool all) {
     r->input = columns.size() == 1 ? columns.front().reshape({-1}) : torch::cat(columns, 1).reshape({-1});
     columns.clear();
     if (n > 1) {
-      r->output = torch::empty({width}, r->input.options());
+      // In place: this rank's columns are the result; the staging buffer is the collective's own.
+      r->output = r->input.narrow(0, static_cast<std::int64_t>(options_.shard->rank()) * width, width);
       r->work = options_.shard->reduce_scatter(r->output, r->input, ReduceOp::kAvg, /*async=*/true);
     } else {
       r->output = r->input;
@@ -158,9 +161,10 @@ void GradReducer::complete_oldest() {
     return;
   }
   auto& group = *groups_[r->groups.front()];
-  if (options_.shard != nullptr)
-    group.chunk_of(group.full_grad(), group.shard_rank()).copy_(r->output);
-  else if (!r->output.is_same(group.full_grad()))
+  if (options_.shard != nullptr) {
+    auto mine = group.chunk_of(group.full_grad(), group.shard_rank());
+    if (!r->output.is_alias_of(mine) || r->output.data_ptr() != mine.data_ptr()) mine.copy_(r->output);
+  } else if (!r->output.is_same(group.full_grad()))
     group.full_grad().copy_(r->output);
 }  // the buffers of `r` are released here
 
