@@ -257,6 +257,8 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   TrainerParts parts;
   parts.experiment = &e;
   parts.dataset = p->dataset;
+  if (e.train.activation_checkpointing == "full")
+    p->model->set_activation_checkpointing(static_cast<int>(e.train.activation_checkpointing_every));
   parts.model = p->model;
   parts.strategy = p->strategy;
   parts.comm = comm.get();
@@ -267,7 +269,9 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   parts.make_model = [p = p.get()] {
     const auto& x = p->experiment;
     const ModelContext context{p->dataset->spec(), x.directory()};
-    return p->registry.create_model(x.model.name, x.model.options, context);
+    auto replica = p->registry.create_model(x.model.name, x.model.options, context);
+    replica->set_activation_checkpointing(p->model->activation_checkpointing());
+    return replica;
   };
   parts.run_dir = run_dir;
   parts.resume = resume;

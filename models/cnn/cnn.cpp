@@ -85,7 +85,7 @@ std::shared_ptr<strata::Model> make_cnn(const CnnOptions& o, const strata::Model
   }
   model->add_unit("head", std::make_shared<DenseUnit>(width, context.data.num_classes, false));
   macs += width * context.data.num_classes;
-  model->set_flops_per_sample(6 * macs);
+  model->set_flops_per_sample(6 * macs, "6 x (sum of 9 C_in C_out H W over the 3x3 convolutions + in x out over the dense layers) (2 FLOPs per multiply-add forward, twice that backward)");
   return model;
 }
 

@@ -262,7 +262,7 @@ std::shared_ptr<Model> make_llama(const LlamaOptions& options, const ModelContex
   // share one TensorImpl: replica strategies hold it once (see replica.hpp's aliases).
   const bool tied = c.causal_lm && c.tie_word_embeddings;
   model->add_unit("head", std::make_shared<HeadUnit>(c, tied ? embed->weight : torch::Tensor()));
-  model->set_flops_per_sample(flops_per_sample(c));
+  model->set_flops_per_sample(flops_per_sample(c), "T (6 N + 12 L H Q T) + 6 x head (PaLM appendix B: N matmul weights, L layers, H heads, Q head_dim, T tokens per sample)");
   return model;
 }
 

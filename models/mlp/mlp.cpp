@@ -61,7 +61,7 @@ std::shared_ptr<strata::Model> make_mlp(const MlpOptions& o, const strata::Model
   }
   model->add_unit("head", std::make_shared<DenseUnit>(width, context.data.num_classes, "", false, o.hidden.empty()));
   macs += width * context.data.num_classes;
-  model->set_flops_per_sample(6 * macs);  // forward 2 FLOPs per MAC, backward twice that
+  model->set_flops_per_sample(6 * macs, "6 x sum of in x out over the dense layers (2 FLOPs per multiply-add forward, twice that backward; biases and activations not counted)");
   return model;
 }
 

@@ -151,7 +151,7 @@ std::shared_ptr<strata::Model> make_vit(const VitOptions& o, const strata::Model
                                   + tokens * o.dim * o.dim       // output projection
                                   + 2 * tokens * o.dim * hidden; // fc1, fc2
   const std::int64_t macs = patches * channels * p * p * o.dim + o.depth * block_macs + o.dim * classes;
-  model->set_flops_per_sample(3 * 2 * macs);
+  model->set_flops_per_sample(3 * 2 * macs, "6 x (patch projection + depth x (4 T d^2 + 2 T^2 d + 2 T d h) + d classes) multiply-adds, T tokens, d dim, h MLP width (2 FLOPs per multiply-add forward, twice that backward)");
   return model;
 }
 

@@ -65,8 +65,22 @@ class Model : public torch::nn::Module {
   /// Names of the units, in the same order.
   const std::vector<std::string>& unit_names() const noexcept { return unit_names_; }
 
-  /// Runs every unit in order.
+  /// Runs every unit in order (run_unit).
   torch::Tensor forward(torch::Tensor x, const BatchContext& context = {});
+  /// Runs unit `u` on `x`. When the unit is checkpointed and grad mode is on, its activations are
+  /// not kept: only `x` is saved, and backward runs the unit's forward again (with grad) before
+  /// going through it, so memory holds one unit's activations at a time instead of every
+  /// checkpointed unit's. Gradients are the same, tensor by tensor (models are deterministic).
+  /// Strategies that run the units themselves (zero3, fsdp) call this for each unit.
+  torch::Tensor run_unit(std::size_t u, const torch::Tensor& x, const BatchContext& context);
+  /// Activation checkpointing: every `every`-th unit (units 0, k, 2k, ...) is checkpointed; 1:
+  /// every unit ("full"); 0: none (the default). Set by the host from [train] activation_checkpointing.
+  void set_activation_checkpointing(int every) noexcept { checkpoint_every_ = every < 0 ? 0 : every; }
+  int activation_checkpointing() const noexcept { return checkpoint_every_; }
+  /// Whether unit `u` is checkpointed.
+  bool checkpointed(std::size_t u) const noexcept {
+    return checkpoint_every_ > 0 && u % static_cast<std::size_t>(checkpoint_every_) == 0;
+  }
   /// Summed loss over the batch's target elements (kIgnoreIndex skipped): `output` is the last
   /// unit's output (float32). The trainer divides by Batch::target_count() summed globally.
   virtual torch::Tensor loss(const torch::Tensor& output, const Batch& batch) const;
@@ -86,14 +100,22 @@ class Model : public torch::nn::Module {
 
   /// Number of parameter elements.
   std::int64_t parameter_count() const;
-  /// Training FLOPs per sample (forward + backward), exact where the model knows them; 0 when unknown.
+  /// Training FLOPs per sample (forward + backward, no recomputation: the "model FLOPs" of MFU),
+  /// exact where the model knows them; 0 when unknown.
   std::int64_t flops_per_sample() const noexcept { return flops_per_sample_; }
-  void set_flops_per_sample(std::int64_t flops) noexcept { flops_per_sample_ = flops; }
+  /// How flops_per_sample() is computed, in one line (printed beside achieved TFLOP/s and MFU).
+  const std::string& flops_formula() const noexcept { return flops_formula_; }
+  void set_flops_per_sample(std::int64_t flops, std::string formula = "") {
+    flops_per_sample_ = flops;
+    flops_formula_ = std::move(formula);
+  }
 
  private:
   std::vector<std::shared_ptr<Unit>> units_;
   std::vector<std::string> unit_names_;
   std::int64_t flops_per_sample_ = 0;
+  std::string flops_formula_;
+  int checkpoint_every_ = 0;
 };
 
 /// Summable classification counts of logits [..., C] against targets [...] (kIgnoreIndex

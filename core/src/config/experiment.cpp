@@ -84,6 +84,17 @@ const Schema<TrainSection>& train_schema() {
                 "start from a saved model (relative to this file): a save_final output, a Hugging Face model "
                 "directory, a .safetensors file or a *.index.json of shards; \"\" = fresh initialization",
                 file_path())
+        .option("activation_checkpointing", &TrainSection::activation_checkpointing,
+                "full: keep only each checkpointed unit's input in forward and recompute the unit in backward "
+                "(less activation memory, one more forward of those units); none: keep every activation",
+                one_of({"none", "full"}))
+        .option("activation_checkpointing_every", &TrainSection::activation_checkpointing_every,
+                "with activation_checkpointing = full, checkpoint every k-th unit (units 0, k, 2k, ...); 1 = all",
+                at_least(1))
+        .option("peak_tflops", &TrainSection::peak_tflops,
+                "dense peak TFLOP/s of one device for MFU (0: the GPU's datasheet figure for the compute dtype; "
+                "on a CPU, the peak `strata bench gemm` measured, else no MFU)",
+                at_least(0))
         .option("init_partial", &TrainSection::init_partial,
                 "init_from may miss tensors (they keep their fresh initialization, e.g. a new classifier "
                 "head) and hold others (left unread, e.g. a language-model head); both are listed in the log");
@@ -353,6 +364,12 @@ void check_consistency(const Experiment& e) {
     throw e.error("train.warmup_steps",
                   fmt::format("warmup_steps {} exceeds steps {}.", t.warmup_steps, t.steps),
                   "Use at most as many warmup steps as training steps.");
+  if (t.activation_checkpointing == "none" && t.activation_checkpointing_every != 1)
+    throw e.error("train.activation_checkpointing_every",
+                  fmt::format("activation_checkpointing_every = {} has no effect while activation_checkpointing is "
+                              "\"none\".",
+                              t.activation_checkpointing_every),
+                  "Set activation_checkpointing = \"full\" as well, or remove activation_checkpointing_every.");
   static const std::regex device_pattern("auto|cpu|cuda(:[0-9]+)?");
   if (!std::regex_match(t.device, device_pattern))
     throw e.error("train.device", "device must be auto, cpu, cuda or cuda:N; got \"" + t.device + "\".",

@@ -40,6 +40,9 @@ struct TrainSection {
   bool sync_timing = false;              ///< CUDA: synchronize after every step (host-clock step time)
   bool save_final = false;               ///< write the final full model into the run directory
   std::string save_format = "pt";        ///< "pt": final_model.pt; "safetensors": final_model/ (Hugging Face layout)
+  std::string activation_checkpointing = "none";  ///< "none" or "full": recompute units' activations in backward
+  std::int64_t activation_checkpointing_every = 1;  ///< with "full": checkpoint units 0, k, 2k, ... (1 = every unit)
+  double peak_tflops = 0;                ///< dense peak TFLOP/s per device for MFU; 0 = the device's table entry
   bool init_partial = false;             ///< init_from may lack tensors (fresh) or hold extra ones (unread)
   std::string init_from;                 ///< start from a saved model (save_final output, Hugging Face
                                          ///< directory, safetensors file or index); "" = fresh init

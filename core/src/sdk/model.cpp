@@ -2,9 +2,58 @@
 
 #include <set>
 
+#include <ATen/core/ivalue.h>
+#include <torch/autograd.h>
 #include <torch/nn/functional/loss.h>
 
 namespace strata {
+
+namespace {
+
+/// What the backward of a checkpointed unit needs besides its input: the unit and the batch facts.
+struct UnitCall final : torch::CustomClassHolder {
+  UnitCall(std::shared_ptr<Unit> u, BatchContext c) : unit(std::move(u)), context(std::move(c)) {}
+  std::shared_ptr<Unit> unit;
+  BatchContext context;
+};
+
+/// A unit run without keeping its activations (Chen et al. 2016, "Training Deep Nets with
+/// Sublinear Memory Cost"; torch.utils.checkpoint's reentrant form). forward runs the unit with
+/// grad off and saves only its input; backward runs the unit again with grad on and
+/// back-propagates through that graph (a nested backward: parameter gradients accumulate, and
+/// their hooks fire, as in an ordinary backward), returning the input's gradient. Strategies that
+/// gather a unit's parameters for its backward (zero3, fsdp) do it from a hook on this function's
+/// output, which runs first.
+class Recomputed final : public torch::autograd::Function<Recomputed> {
+ public:
+  /// `anchor`: an empty leaf that requires grad, so that the output requires grad even when `x`
+  /// does not (the first unit's input); the unit's parameters reach autograd through the
+  /// recomputed graph, not as inputs of this function.
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& /*anchor*/, const std::shared_ptr<Unit>& unit,
+                               const BatchContext& context) {
+    ctx->save_for_backward({x});
+    ctx->saved_data["call"] = c10::IValue::make_capsule(c10::make_intrusive<UnitCall>(unit, context));
+    ctx->saved_data["input_grad"] = x.requires_grad();
+    return unit->forward(x, context);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto call = c10::static_intrusive_pointer_cast<UnitCall>(ctx->saved_data["call"].toCapsule());
+    const bool input_grad = ctx->saved_data["input_grad"].toBool();
+    auto input = ctx->get_saved_variables().at(0).detach().requires_grad_(input_grad);
+    torch::Tensor output;
+    {
+      torch::AutoGradMode grad_on(true);
+      output = call->unit->forward(input, call->context);
+    }
+    if (output.requires_grad()) torch::autograd::backward({output}, {grads.at(0)});
+    return {input_grad ? input.grad() : torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
 
 BatchContext BatchContext::of(const Batch& batch) {
   BatchContext c;
@@ -21,8 +70,15 @@ void Model::add_unit(const std::string& name, std::shared_ptr<Unit> unit) {
 }
 
 torch::Tensor Model::forward(torch::Tensor x, const BatchContext& context) {
-  for (const auto& unit : units_) x = unit->forward(x, context);
+  for (std::size_t u = 0; u < units_.size(); ++u) x = run_unit(u, x, context);
   return x;
+}
+
+torch::Tensor Model::run_unit(std::size_t u, const torch::Tensor& x, const BatchContext& context) {
+  const auto& unit = units_.at(u);
+  if (!checkpointed(u) || !torch::GradMode::is_enabled()) return unit->forward(x, context);
+  const auto anchor = torch::empty({0}, x.options().dtype(torch::kFloat32).requires_grad(true));
+  return Recomputed::apply(x, anchor, unit, context);
 }
 
 torch::Tensor Model::loss(const torch::Tensor& output, const Batch& batch) const {

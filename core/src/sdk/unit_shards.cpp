@@ -170,7 +170,7 @@ torch::Tensor UnitShards::forward(const torch::Tensor& input, const BatchContext
   const bool backward = train && torch::GradMode::is_enabled();
   for (std::size_t u = 0; u < units.size(); ++u) {
     if (units_[u].groups.empty()) {
-      x = units[u]->forward(x, context);
+      x = model_->run_unit(u, x, context);
       continue;
     }
     gather(u);
@@ -182,7 +182,7 @@ torch::Tensor UnitShards::forward(const torch::Tensor& input, const BatchContext
         ++issued;
       }
     wait_gathered(u);
-    x = units[u]->forward(x, context);
+    x = model_->run_unit(u, x, context);
     if (backward && x.requires_grad()) x.register_hook([this, u](const torch::Tensor&) { pre_backward(u); });
     if (!backward || options_.reshard_after_forward) release(u);
   }
