@@ -10,7 +10,9 @@
 
 #include <boost/program_options.hpp>
 
+#include "bench/bench.hpp"
 #include "check/check.hpp"
+#include "compare/report.hpp"
 #include "run.hpp"
 #include "strata/errors.hpp"
 #include "text/errors_text.hpp"
@@ -33,11 +35,26 @@ commands:
   validate FILE [--set KEY=VALUE]...          check FILE, its plugins and data without training
   compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run]
                                               run every combination of the sweep file SWEEP and
-                                              write results.csv, results.json and results.md
+                                              write results.csv, results.json, results.md and
+                                              report.html (charts and tables in one page)
+  plot RUN_DIR... [--out FILE] [--baseline DIR]
+                                              report.html (or FILE) from run directories made by
+                                              `strata run`: time, speedup, efficiency, memory,
+                                              communication, loss; baseline: DIR, else `single`,
+                                              else the smallest world size
   check NAME [--world-sizes 1,2,3] [--models standard|transformers] [--out DIR]
                                               conformance suite of strategy NAME on small CPU
                                               models (equivalence with single, memory,
                                               communication, state dict, bad options)
+  bench comms [--nproc N] [--backend gloo|nccl] [--device cpu|cuda] [--collective NAME|all]
+              [--min-bytes 8] [--max-bytes 64M] [--factor 2] [--iters 20] [--warmup 5]
+              [--dtype float32] [--op sum|avg|max] [--csv FILE] [--json FILE] [--timeout-s 300]
+                                              bandwidth of all_reduce, all_gather, reduce_scatter and
+                                              broadcast by size, as nccl-tests prints it
+  bench gemm [-m LIST -n LIST -k LIST] [--dtype float32|tf32|bfloat16|float16] [--device cpu|cuda]
+             [--steps N] [--warmup 5] [--threads N] [--csv FILE] [--json FILE]
+                                              matmul time and TFLOP/s by shape; records the best
+                                              rate as this device's measured peak (for MFU)
   plugins                                     list the plugins found (kind, name, description, library)
   describe NAME                               options of a plugin or a core section (e.g. train)
 
@@ -65,6 +82,61 @@ std::optional<po::variables_map> parse(const std::vector<std::string>& args, con
     return std::nullopt;
   }
   return vars;
+}
+
+/// `strata bench comms|gemm [options]`.
+int bench(std::vector<std::string> args, po::options_description& options, po::positional_options_description& positional) {
+  const std::string what = args.empty() ? "" : args.front();
+  if (what == "-h" || what == "--help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (what != "comms" && what != "gemm")
+    throw strata::UsageError(what.empty() ? "`strata bench` needs a benchmark." : "unknown benchmark '" + what + "'.",
+                             "Write `strata bench comms` (collectives) or `strata bench gemm` (matmul).");
+  args.erase(args.begin());
+  options.add_options()("dtype", po::value<std::string>(), "element type")(
+      "device", po::value<std::string>(), "cpu or cuda")("warmup", po::value<int>(), "untimed calls per size")(
+      "csv", po::value<std::string>(), "CSV output")("json", po::value<std::string>(), "JSON output");
+  if (what == "comms") {
+    options.add_options()("nproc", po::value<int>(), "ranks on this host")("backend", po::value<std::string>(), "gloo or nccl")(
+        "collective", po::value<std::string>(), "collective or all")("min-bytes", po::value<std::string>(), "smallest size")(
+        "max-bytes", po::value<std::string>(), "largest size")("factor", po::value<int>(), "size multiplier")(
+        "iters", po::value<int>(), "timed calls per size")("op", po::value<std::string>(), "sum, avg or max")(
+        "timeout-s", po::value<double>(), "rendezvous and collective timeout");
+    const auto parsed = parse(args, options, positional);
+    if (!parsed) return 0;
+    const auto& vars = *parsed;
+    strata::CommsBenchRequest request;
+    for (const auto& [key, field] : {std::pair{"nproc", &request.nproc}, std::pair{"factor", &request.factor},
+                                     std::pair{"iters", &request.iters}, std::pair{"warmup", &request.warmup}})
+      if (vars.count(key)) *field = vars[key].as<int>();
+    for (const auto& [key, field] :
+         {std::pair{"backend", &request.backend}, std::pair{"device", &request.device},
+          std::pair{"collective", &request.collective}, std::pair{"min-bytes", &request.min_bytes},
+          std::pair{"max-bytes", &request.max_bytes}, std::pair{"dtype", &request.dtype}, std::pair{"op", &request.op},
+          std::pair{"csv", &request.csv}, std::pair{"json", &request.json}})
+      if (vars.count(key)) *field = vars[key].as<std::string>();
+    if (vars.count("timeout-s")) request.timeout_s = vars["timeout-s"].as<double>();
+    return strata::bench_comms(request);
+  }
+  options.add_options()(",m", po::value<std::string>(), "M list")(",n", po::value<std::string>(), "N list")(
+      ",k", po::value<std::string>(), "K list")("steps", po::value<int>(), "timed matmuls per shape")(
+      "threads", po::value<int>(), "CPU threads (a rank's share of the cores)");
+  const auto parsed = parse(args, options, positional);
+  if (!parsed) return 0;
+  const auto& vars = *parsed;
+  strata::GemmBenchRequest request;
+  for (const auto& [key, list] : {std::pair{"-m", &request.m}, std::pair{"-n", &request.n}, std::pair{"-k", &request.k}})
+    if (vars.count(key)) *list = strata::parse_int_list(vars[key].as<std::string>(), key);  // short-only keys keep the dash
+  if (vars.count("dtype")) request.dtype = vars["dtype"].as<std::string>();
+  if (vars.count("device")) request.device = vars["device"].as<std::string>();
+  if (vars.count("steps")) request.steps = vars["steps"].as<int>();
+  if (vars.count("warmup")) request.warmup = vars["warmup"].as<int>();
+  if (vars.count("threads")) request.threads = vars["threads"].as<int>();
+  if (vars.count("csv")) request.csv = vars["csv"].as<std::string>();
+  if (vars.count("json")) request.json = vars["json"].as<std::string>();
+  return strata::bench_gemm(request);
 }
 
 int dispatch(int argc, char** argv) {
@@ -138,6 +210,24 @@ int dispatch(int argc, char** argv) {
     request.dry_run = vars.count("dry-run") > 0;
     return strata::compare_strategies(request);
   }
+  if (command == "plot") {
+    options.add_options()("runs", po::value<std::vector<std::string>>(), "run directories")(
+        "out", po::value<std::string>(), "HTML file (default ./report.html)")(
+        "baseline", po::value<std::string>(), "run directory of the baseline");
+    positional.add("runs", -1);
+    const auto parsed = parse(args, options, positional);
+    if (!parsed) return 0;
+    const auto& vars = *parsed;
+    if (!vars.count("runs"))
+      throw strata::UsageError("`strata plot` needs run directories.", "Write `strata plot runs/a runs/b --out report.html`.");
+    strata::PlotRequest request;
+    for (const auto& dir : vars["runs"].as<std::vector<std::string>>()) request.runs.emplace_back(dir);
+    if (vars.count("out")) request.out = vars["out"].as<std::string>();
+    if (vars.count("baseline")) request.baseline = vars["baseline"].as<std::string>();
+    const auto written = strata::plot_runs(request);
+    std::cout << "report: " << written.string() << "\n";
+    return 0;
+  }
   if (command == "check") {
     options.add_options()("name", po::value<std::string>(), "strategy name")(
         "world-sizes", po::value<std::string>(), "comma-separated world sizes (default 1,2)")(
@@ -171,6 +261,7 @@ int dispatch(int argc, char** argv) {
     strata::export_checkpoint({vars["checkpoint"].as<std::string>(), vars["to"].as<std::string>()});
     return 0;
   }
+  if (command == "bench") return bench(args, options, positional);
   if (command == "plugins") {
     const auto parsed = parse(args, options, positional);
     if (!parsed) return 0;
@@ -188,7 +279,7 @@ int dispatch(int argc, char** argv) {
     return 0;
   }
   throw strata::UsageError("unknown command '" + command + "'.",
-                           "Commands: run, validate, compare, check, export, plugins, describe.");
+                           "Commands: run, validate, compare, plot, check, export, bench, plugins, describe.");
 }
 
 }  // namespace

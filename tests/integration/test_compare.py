@@ -98,6 +98,9 @@ def small_sweep_end_to_end():
     for fragment in ("| strategy |", "time s @1", "speedup @2", "state @2", "| zero3 ", "not run: single-w2"):
         st.expect_in(fragment, markdown, result, "results.md")
         st.expect_in(fragment, result.stdout, result, "stdout (the table is printed)")
+    # report.html (its charts are checked in test_report.py) is written and named.
+    st.check(os.path.isfile(os.path.join(out, "report.html")), "no report.html in %s" % out, result)
+    st.expect_in("report.html", result.stdout, result, "stdout (the results line)")
 
 
 def weak_scaling_grows_the_batch():

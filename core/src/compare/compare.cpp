@@ -1,20 +1,19 @@
 // `strata compare`: validates a whole sweep, runs every combination as a real `strata run` (a
 // child process each, so a crash or a failed rank costs one row, not the comparison), and writes
-// results.csv, results.json and results.md next to the runs' own directories.
+// results.csv, results.json, results.md and report.html next to the runs' own directories.
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <ctime>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 
+#include "compare/report.hpp"
 #include "compare/sweep.hpp"
 #include "config/experiment.hpp"
 #include "io/json.hpp"
@@ -47,33 +46,6 @@ struct Row {
            number("memory.model_state_bytes.optimizer");
   }
 };
-
-/// "Intel(R) Xeon(R) ... , 2 cores": the CPU model and the cores this process may use.
-std::string machine_description() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line, model = "unknown CPU";
-  while (std::getline(cpuinfo, line))
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
-  return fmt::format("{}, {} cores", model, std::thread::hardware_concurrency());
-}
-
-std::string bytes_text(double bytes) {
-  if (!std::isfinite(bytes)) return "-";
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (std::abs(bytes) >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.{}f} {}", bytes, bytes < 10 ? 2 : 1, units[u]);
-}
-
-std::string number_text(double v, const char* format) {
-  return std::isfinite(v) ? fmt::format(fmt::runtime(format), v) : std::string("-");
-}
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -163,12 +135,13 @@ class Comparison {
     }
   }
 
-  /// Writes results.csv, results.json and results.md; returns the latter's text.
+  /// Writes results.csv, results.json, results.md and report.html; returns results.md's text.
   std::string write_outputs() const {
     write_text_file(dir_ / "results.csv", csv());
     write_text_file(dir_ / "results.json", json().dump() + "\n");
     std::string md = markdown();
     write_text_file(dir_ / "results.md", md);
+    write_text_file(dir_ / "report.html", render_report(report()));
     return md;
   }
 
@@ -190,6 +163,31 @@ class Comparison {
   }
 
   std::string markdown() const;
+  Report report() const;
+
+  /// The rows as the tables and report.html see them.
+  std::vector<ReportRun> report_runs() const {
+    std::vector<ReportRun> runs;
+    for (const auto& r : rows_)
+      runs.push_back({row_key(*r.run), r.run->label, r.run->label, r.run->world_size, r.result, r.speedup, r.efficiency});
+    return runs;
+  }
+
+  /// Failed runs and skipped combinations, a line each.
+  std::vector<std::string> notes() const {
+    std::vector<std::string> out;
+    for (const auto& r : rows_)
+      if (r.status() != "ok") out.push_back(fmt::format("{} {}: {}", r.run->label, r.status(), r.result.error));
+    for (const auto& s : plan_.skipped) out.push_back("not run: " + s);
+    return out;
+  }
+
+  /// The baseline in words: "strategy single, world_size 1", or "first run".
+  std::string baseline_text() const {
+    std::string baseline;
+    for (const auto& [k, v] : sweep_.baseline) baseline += (baseline.empty() ? "" : ", ") + k + " " + v;
+    return baseline.empty() ? "first run" : baseline;
+  }
 
   std::vector<std::string> extra_axes() const {
     std::vector<std::string> keys;
@@ -282,79 +280,34 @@ class Comparison {
 };
 
 std::string Comparison::markdown() const {
-  // World sizes in order, and the table rows (strategy + other axes) in order of appearance.
-  std::vector<int> worlds;
-  std::vector<std::string> keys;
-  for (const auto& r : rows_) {
-    if (std::find(worlds.begin(), worlds.end(), r.run->world_size) == worlds.end()) worlds.push_back(r.run->world_size);
-    const auto key = row_key(*r.run);
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
-  }
-  std::sort(worlds.begin(), worlds.end());
-  // The median over repeats of a measure, or a status word when no repeat succeeded.
-  const auto cell = [&](const std::string& key, int world, const std::function<double(const Row&)>& measure,
-                        const std::function<std::string(double)>& text) -> std::string {
-    std::vector<double> values;
-    std::string status;
-    for (const auto& r : rows_) {
-      if (row_key(*r.run) != key || r.run->world_size != world) continue;
-      if (r.status() == "ok") values.push_back(measure(r));
-      else status = r.status();
-    }
-    if (values.empty()) return status.empty() ? "n/a" : status;
-    return text(median(values));
-  };
-  struct Column {
-    const char* title;
-    std::function<double(const Row&)> measure;
-    std::function<std::string(double)> text;
-  };
-  const auto table = [&](const std::string& title, const std::vector<Column>& columns) {
-    std::vector<std::vector<std::string>> grid;
-    std::vector<std::string> header{"strategy"};
-    for (int w : worlds)
-      for (std::size_t c = 0; c < columns.size(); ++c)
-        header.push_back(fmt::format("{} @{}", columns[c].title, w));
-    grid.push_back(header);
-    for (const auto& key : keys) {
-      std::vector<std::string> line{key};
-      for (int w : worlds)
-        for (const auto& col : columns) line.push_back(cell(key, w, col.measure, col.text));
-      grid.push_back(line);
-    }
-    return fmt::format("### {}\n\n{}\n", title, detail::markdown_table(grid, "l" + std::string(header.size() - 1, 'r')));
-  };
-
-  std::string baseline;
-  for (const auto& [k, v] : sweep_.baseline) baseline += (baseline.empty() ? "" : ", ") + k + " " + v;
   std::string out = fmt::format("## Comparison: {}\n\n", sweep_.file.filename().string());
   out += fmt::format("- base experiment: `{}`; {} scaling; baseline: {}; {} repeat{} (medians shown)\n",
-                     sweep_.base.filename().string(), sweep_.scaling, baseline.empty() ? "first run" : baseline,
-                     sweep_.repeats, sweep_.repeats > 1 ? "s" : "");
+                     sweep_.base.filename().string(), sweep_.scaling, baseline_text(), sweep_.repeats,
+                     sweep_.repeats > 1 ? "s" : "");
   out += fmt::format("- machine: {}; {}\n", machine_, date_);
   out += "- `@N`: world size N (ranks, or dp's replicas in one process). Speedup = baseline time / time "
          "(weak scaling: throughput / baseline throughput); efficiency = speedup / (N / baseline N).\n\n";
-  const auto time_text = [](double v) { return number_text(v, "{:.2f}"); };
-  const auto ratio_text = [](double v) { return number_text(v, "{:.2f}"); };
-  const auto percent_text = [](double v) { return number_text(100 * v, "{:.0f}%"); };
-  out += table("Time", {{"time s", [](const Row& r) { return r.number("train_time_s"); }, time_text},
-                        {"speedup", [](const Row& r) { return r.speedup.value_or(NAN); }, ratio_text},
-                        {"eff.", [](const Row& r) { return r.efficiency.value_or(NAN); }, percent_text}});
-  out += table("Memory and communication per rank",
-               {{"state", [](const Row& r) { return r.model_state_bytes(); }, bytes_text},
-                {"tensor peak", [](const Row& r) { return r.number("memory.peak_tensor_bytes"); }, bytes_text},
-                {"peak", [](const Row& r) { return r.number("memory.peak_bytes"); }, bytes_text},
-                {"bus/step", [](const Row& r) { return r.number("comm.bus_bytes_per_step"); }, bytes_text}});
-  out += table("Result", {{"loss", [](const Row& r) { return r.number("final_loss"); },
-                           [](double v) { return number_text(v, "{:.4f}"); }},
-                          {"acc.", [](const Row& r) { return r.number("eval.accuracy"); },
-                           [](double v) { return number_text(v, "{:.4f}"); }}});
-  std::string notes;
-  for (const auto& r : rows_)
-    if (r.status() != "ok") notes += fmt::format("- {} {}: {}\n", r.run->label, r.status(), r.result.error);
-  for (const auto& s : plan_.skipped) notes += "- not run: " + s + "\n";
-  if (!notes.empty()) out += "### Notes\n\n" + notes + "\n";
+  for (const auto& t : report_tables(report_runs()))
+    out += fmt::format("### {}\n\n{}\n", t.title, detail::markdown_table(t.grid, t.align));
+  std::string lines;
+  for (const auto& n : notes()) lines += "- " + n + "\n";
+  if (!lines.empty()) out += "### Notes\n\n" + lines + "\n";
   return out;
+}
+
+Report Comparison::report() const {
+  Report r;
+  r.title = "Comparison: " + sweep_.file.filename().string();
+  r.facts = {"sweep: " + sweep_.file.string(), "base experiment: " + sweep_.base.string(),
+             fmt::format("repeats: {} (medians shown)", sweep_.repeats)};
+  r.scaling = sweep_.scaling;
+  r.baseline = baseline_text();
+  r.baseline_world_size = plan_.baseline_world_size;
+  r.date = date_;
+  r.machine = machine_;
+  r.runs = report_runs();
+  r.notes = notes();
+  return r;
 }
 
 /// A ConfigError about run `label`, at the same position.
@@ -411,7 +364,7 @@ int compare_strategies(const CompareRequest& request) {
   const int interrupted = comparison.run_all();
   comparison.compute_speedups();
   std::cout << "\n" << comparison.write_outputs();
-  std::cout << fmt::format("results: {} (results.csv, results.json, results.md)\n", dir.string());
+  std::cout << fmt::format("results: {} (results.csv, results.json, results.md, report.html)\n", dir.string());
   if (interrupted) {
     std::cerr << "strata: the comparison was interrupted; the results hold the runs that finished\n";
     return 128 + interrupted;

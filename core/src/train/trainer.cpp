@@ -18,9 +18,12 @@
 #include "train/checkpoint.hpp"
 #include "train/checkpointing.hpp"
 #include "train/device_memory.hpp"
+#include "train/evaluation.hpp"
+#include "train/flops.hpp"
 #include "train/median.hpp"
 #include "train/progress.hpp"
 #include "train/schedule.hpp"
+#include "train/step_breakdown.hpp"
 #include "train/step_stats.hpp"
 #include "train/tensor_memory.hpp"
 
@@ -33,23 +36,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-struct EvalResult {
-  double loss = 0;
-  Metrics metrics;  // the model's, e.g. accuracy, f1, perplexity
-  std::int64_t examples = 0;
-  double metric(const std::string& name) const {
-    for (const auto& [key, value] : metrics)
-      if (key == name) return value;
-    return NAN;
-  }
-  /// "loss 0.4123  accuracy 0.8812  f1 0.8401"
-  std::string describe() const {
-    std::string s = fmt::format("loss {:.4f}", loss);
-    for (const auto& [key, value] : metrics) s += fmt::format("  {} {:.4f}", key, value);
-    return s;
-  }
-};
 
 class Loop {
  public:
@@ -84,6 +70,8 @@ class Loop {
   std::optional<BatchSampler> sampler_;
   std::optional<BatchLoader> batches_;
   std::optional<StepStats> stats_;  // loss, norm and time of the steps since the last log step
+  std::optional<StepBreakdown> breakdown_;  // data, compute, exposed communication, optimizer
+  MfuPeak mfu_peak_;                        // the peak MFU is measured against, if any
   LrSchedule schedule_;
   DataSpec data_;
   torch::Tensor fixed_scale_;  // loss_scale when every sample has the same number of targets
@@ -175,6 +163,8 @@ void Loop::setup() {
                                   p_.comm->world_size(), p_.comm->rank(), static_cast<std::uint64_t>(t.seed)});
   batches_.emplace(*p_.dataset, *sampler_, p_.device, t.steps, t.micro_batches);
   stats_.emplace(p_.device, *p_.comm, t.sync_timing);
+  breakdown_.emplace(*p_.comm, p_.device, t.sync_timing);
+  mfu_peak_ = resolve_mfu_peak(e_, p_.device, e_.precision.param_dtype);
   data_ = p_.dataset->spec();
   if (!data_.ignored_targets)
     fixed_scale_ = torch::tensor(static_cast<double>(p_.comm->world_size()) /
@@ -251,6 +241,12 @@ void Loop::setup() {
       t.micro_batches > 1 ? fmt::format(" in {} micro-batches", t.micro_batches) : std::string(), e_.optimizer.name,
       e_.optimizer.lr,
       p_.run_dir.string()));
+  if (p_.model->flops_per_sample() > 0)
+    p_.log->info(fmt::format("flops: {:.4g} per sample = {}; MFU against {}", static_cast<double>(p_.model->flops_per_sample()),
+                             p_.model->flops_formula().empty() ? "the model's count" : p_.model->flops_formula(),
+                             mfu_peak_.peak ? fmt::format("{:g} TFLOP/s per device ({})", mfu_peak_.peak->tflops,
+                                                          mfu_peak_.peak->source)
+                                            : "nothing: " + mfu_peak_.note));
 }
 
 void Loop::train_step(std::int64_t step) {
@@ -263,18 +259,27 @@ void Loop::train_step(std::int64_t step) {
   std::vector<Batch> ahead;  // the step's micro-batches, when their targets must be counted first
   torch::Tensor scale = fixed_scale_;
   if (!scale.defined()) {
+    breakdown_->begin(StepBreakdown::kData);
     for (std::int64_t m = 0; m < t.micro_batches; ++m) ahead.push_back(batches_->next(step, m));
     scale = loss_scale(ahead);
+    breakdown_->end();
   }
   torch::Tensor loss;
   for (std::int64_t m = 0; m < t.micro_batches; ++m) {
+    breakdown_->begin(StepBreakdown::kData);
     Batch batch = ahead.empty() ? batches_->next(step, m) : std::move(ahead[static_cast<std::size_t>(m)]);
+    breakdown_->end();
+    breakdown_->begin(StepBreakdown::kCompute);
     torch::Tensor l = p_.strategy->forward_backward(
         batch, {static_cast<int>(m), static_cast<int>(t.micro_batches), scale});
     loss = loss.defined() ? loss + l : l;
+    breakdown_->end();
   }
+  breakdown_->begin(StepBreakdown::kOptimizer);
   const torch::Tensor grad_norm = p_.strategy->finish_gradients(t.clip_grad_norm);
   p_.strategy->step(lr);
+  breakdown_->end();
+  breakdown_->end_step();
   const std::int64_t step1 = step + 1;
   stats_->end_step(step1, loss * scale, grad_norm);
 
@@ -330,6 +335,17 @@ void Loop::log_scalars(const StepStats::Row& row, double lr) {
   events_->add_scalar("train/grad_norm", row.grad_norm, step);
   events_->add_scalar("perf/step_time_s", step_time, step);
   events_->add_scalar("perf/samples_per_s", static_cast<double>(e_.train.global_batch_size) / step_time, step);
+  const double tflops = achieved_tflops(p_.model->flops_per_sample(),
+                                        static_cast<double>(e_.train.global_batch_size) / step_time / devices_);
+  if (p_.model->flops_per_sample() > 0) events_->add_scalar("perf/tflops_per_device", tflops, step);
+  if (mfu_peak_.peak && p_.model->flops_per_sample() > 0) events_->add_scalar("perf/mfu", tflops / mfu_peak_.peak->tflops, step);
+  if (breakdown_->available()) {
+    const auto b = breakdown_->take_interval();
+    events_->add_scalar("perf/time_data_s", b.data, step);
+    events_->add_scalar("perf/time_compute_s", b.compute, step);
+    events_->add_scalar("perf/time_comm_wait_s", b.comm_wait, step);
+    events_->add_scalar("perf/time_optimizer_s", b.optimizer, step);
+  }
   events_->add_scalar("memory/params_bytes", static_cast<double>(model_state_.params), step);
   events_->add_scalar("memory/grads_bytes", static_cast<double>(model_state_.grads), step);
   events_->add_scalar("memory/optimizer_bytes", static_cast<double>(model_state_.optimizer), step);
@@ -351,51 +367,8 @@ void Loop::log_eval(std::int64_t step) {
 }
 
 EvalResult Loop::evaluate() {
-  p_.comm->set_phase(CommPhase::kEval);
-  const std::int64_t n = p_.dataset->size(Split::kEval);
   const std::int64_t batch = e_.eval.batch_size > 0 ? e_.eval.batch_size : e_.train.global_batch_size;
-  const std::int64_t batches = e_.eval.batches > 0 ? std::min(e_.eval.batches, (n + batch - 1) / batch)
-                                                   : (n + batch - 1) / batch;
-  // Sums on the device: loss, counted targets, examples, then the model's metric sums by name.
-  // Each rank takes its slice of every batch; a rank whose slice is empty evaluates one example
-  // with weight 0, so that every rank runs the same forwards (sharded strategies gather in them).
-  std::vector<std::string> names{"loss", "targets", "examples"};
-  std::vector<torch::Tensor> sums;
-  const Model& model = p_.strategy->model();
-  for (std::int64_t b = 0; b < batches; ++b) {
-    const std::int64_t start = b * batch, count = std::min(batch, n - start);
-    auto [lo, hi] = rank_slice(count, p_.comm->world_size(), p_.comm->rank());
-    const double weight = hi > lo ? 1.0 : 0.0;
-    if (hi <= lo) lo = 0, hi = 1;
-    Batch data;
-    {
-      tensor_memory::Untracked host_data;
-      data = p_.dataset->get(Split::kEval, torch::arange(start + lo, start + hi, torch::kInt64));
-    }
-    data = data.to(p_.device, /*non_blocking=*/true);
-    torch::NoGradGuard no_grad;
-    const torch::Tensor output = p_.strategy->evaluate(data);
-    const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(output.device());
-    std::vector<torch::Tensor> values{model.loss(output, data).to(torch::kFloat64), data.target_count(),
-                                      torch::full({}, static_cast<double>(hi - lo), f64)};
-    for (auto& [name, value] : model.metric_sums(output, data)) {
-      if (sums.empty()) names.push_back(name);
-      values.push_back(value.reshape({}).to(torch::kFloat64));
-    }
-    auto row = torch::stack(values).to(p_.comm->device()) * weight;
-    sums.push_back(row);
-  }
-  auto totals = torch::stack(sums).sum(0);
-  if (p_.comm->world_size() > 1) p_.comm->all_reduce(totals, ReduceOp::kSum);
-  p_.comm->set_phase(CommPhase::kTrain);
-  totals = totals.to(torch::kCPU);
-  std::map<std::string, double> by_name;
-  for (std::size_t i = 0; i < names.size(); ++i) by_name[names[i]] = totals[static_cast<std::int64_t>(i)].item<double>();
-  EvalResult r;
-  r.examples = static_cast<std::int64_t>(by_name["examples"]);
-  r.loss = by_name["loss"] / std::max(1.0, by_name["targets"]);  // mean over counted target elements
-  r.metrics = model.finalize_metrics(by_name, r.loss);
-  return r;
+  return strata::evaluate(*p_.strategy, *p_.dataset, *p_.comm, p_.device, {e_.eval.batches, batch});
 }
 
 Json Loop::summary(const std::string& status, const std::string& error) const {
@@ -425,6 +398,21 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   s["train_time_s"] = train_time_s_;
   s["step_time_s"] = step_times_.empty() ? 0.0 : median(step_times_);
   s["samples_per_s"] = train_time_s_ > 0 ? static_cast<double>(steps_done_ * t.global_batch_size) / train_time_s_ : 0.0;
+  const double step_time = step_times_.empty() ? 0.0 : median(step_times_);
+  s["flops"] = flops_summary(p_.model->flops_per_sample(), p_.model->flops_formula(),
+                             step_time > 0 ? static_cast<double>(t.global_batch_size) / step_time / devices_ : 0.0,
+                             mfu_peak_);
+  if (breakdown_ && breakdown_->available()) {
+    const auto b = breakdown_->total();
+    Json& d = s["time_breakdown_s"];
+    d = Json::object();
+    d["data"] = b.data;
+    d["compute"] = b.compute;
+    d["comm_wait"] = b.comm_wait;
+    d["optimizer"] = b.optimizer;
+  } else {
+    s["time_breakdown_s"] = Json();  // CUDA without sync_timing: the host clock would not tell
+  }
   s["step_timing"] = !p_.device.is_cuda() ? "host clock" : (t.sync_timing ? "synchronized host clock" : "cuda events");
   s["final_loss"] = last_loss_;
   s["final_grad_norm"] = last_grad_norm_;  // global, before clipping, of the last step
