@@ -95,8 +95,12 @@ class Strategy {
 
   /// Completes gradient synchronization after the last micro-batch, clips the global gradient
   /// norm to `max_norm` when `max_norm > 0`, and returns the global norm before clipping: a
-  /// scalar on the device (the same on every rank), not read on the host.
+  /// scalar on the device (the same on every rank), not read on the host. `max_norm ==
+  /// kNormNotNeeded`: nothing clips and nobody reads the norm this step (the trainer computes it
+  /// only at log steps or for clipping); a strategy may then skip it and return an undefined tensor.
   virtual torch::Tensor finish_gradients(double max_norm) = 0;
+  /// finish_gradients()'s `max_norm` of a step that needs no norm.
+  static constexpr double kNormNotNeeded = -1.0;
 
   /// Optimizer step with learning rate `lr`; clears gradients afterwards.
   virtual void step(double lr) = 0;

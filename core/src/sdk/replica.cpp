@@ -134,6 +134,7 @@ torch::Tensor ReplicaStrategy::forward_backward(const Batch& batch, MicroStep mi
 std::vector<torch::Tensor> ReplicaStrategy::masters() const { return group_masters(groups_); }
 
 torch::Tensor ReplicaStrategy::finish_gradients(double max_norm) {
+  if (max_norm == kNormNotNeeded) return {};  // one pass over every gradient saved
   const auto grads = group_master_grads(groups_);
   auto norm = (layout_.shard != nullptr ? global_square_sum(grads, *layout_.shard) : square_sum(grads, device_)).sqrt();
   clip_gradients(grads, norm, max_norm);

@@ -28,6 +28,7 @@ torch::Tensor ShardedStrategy::forward_backward(const Batch& batch, MicroStep mi
 }
 
 torch::Tensor ShardedStrategy::finish_gradients(double max_norm) {
+  if (max_norm == kNormNotNeeded) return {};
   auto norm = shards_->grad_square_norm().sqrt();
   clip_gradients(group_master_grads(shards_->groups()), norm, max_norm);
   return norm;

@@ -23,7 +23,12 @@ void StepStats::begin_step() {
 }
 
 void StepStats::end_step(std::int64_t step, const torch::Tensor& loss, const torch::Tensor& norm) {
-  Pending p{step, loss.detach().reshape({}).to(torch::kFloat64), norm.detach().reshape({}).to(torch::kFloat64)};
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(loss.device());
+  Pending p;
+  p.step = step;
+  p.loss = loss.detach().reshape({}).to(torch::kFloat64);
+  p.norm = norm.defined() ? norm.detach().reshape({}).to(torch::kFloat64) : torch::full({}, NAN, f64);
+  p.has_norm = norm.defined();
   if (events_) {
     p.start = std::move(start_event_);
     start_event_.reset();
@@ -61,7 +66,7 @@ std::vector<StepStats::Row> StepStats::read() {
       p.end->synchronize();
       time_s = p.start->elapsedTime(*p.end) / 1000.0;  // milliseconds
     }
-    rows.push_back({p.step, values[i], values[n + i], time_s});
+    rows.push_back({p.step, values[i], values[n + i], time_s, p.has_norm});
   }
   pending_.clear();
   return rows;

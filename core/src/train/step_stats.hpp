@@ -25,14 +25,16 @@ class StepStats {
   struct Row {
     std::int64_t step = 0;   ///< 1-based
     double loss = 0;         ///< mean over micro-batches and ranks
-    double grad_norm = 0;    ///< global, before clipping
+    double grad_norm = 0;    ///< global, before clipping (NaN when not computed)
     double time_s = 0;       ///< the step's duration
+    bool has_grad_norm = true;  ///< false: the step computed no norm (Strategy::kNormNotNeeded)
   };
 
   StepStats(torch::Device device, Comm& comm, bool sync_timing);
   /// Marks the start of a step.
   void begin_step();
-  /// Marks its end: `loss` (this rank's mean over its micro-batches) and `norm` are device scalars.
+  /// Marks its end: `loss` (this rank's mean over its micro-batches) and `norm` are device scalars
+  /// (`norm` undefined when the step computed none).
   void end_step(std::int64_t step, const torch::Tensor& loss, const torch::Tensor& norm);
   /// Every step recorded since the last read, on the host: one device-to-host copy (the one host
   /// sync), after averaging the losses over the ranks (a collective: every rank reads at the same
@@ -42,9 +44,10 @@ class StepStats {
  private:
   using Clock = std::chrono::steady_clock;
   struct Pending {
-    std::int64_t step;
+    std::int64_t step = 0;
     torch::Tensor loss;
     torch::Tensor norm;
+    bool has_norm = true;
     double host_time_s = 0;                // CPU and sync_timing
     std::optional<c10::Event> start, end;  // CUDA events
   };

@@ -276,14 +276,18 @@ void Loop::train_step(std::int64_t step) {
     breakdown_->end();
   }
   breakdown_->begin(StepBreakdown::kOptimizer);
-  const torch::Tensor grad_norm = p_.strategy->finish_gradients(t.clip_grad_norm);
+  const std::int64_t step1 = step + 1;
+  const bool log_step = step1 % e_.log.every == 0 || step1 == t.steps || step1 == 1;
+  // The gradient norm costs a pass over every gradient (and a collective when sharded): only
+  // for clipping and at log steps, where it is reported. A non-finite gradient between log
+  // steps still stops the run, at the next step's loss.
+  const double clip = t.clip_grad_norm > 0 || log_step ? t.clip_grad_norm : Strategy::kNormNotNeeded;
+  const torch::Tensor grad_norm = p_.strategy->finish_gradients(clip);
   p_.strategy->step(lr);
   breakdown_->end();
   breakdown_->end_step();
-  const std::int64_t step1 = step + 1;
   stats_->end_step(step1, loss * scale, grad_norm);
 
-  const bool log_step = step1 % e_.log.every == 0 || step1 == t.steps || step1 == 1;
   if (log_step) read_steps(lr);
   const double elapsed = seconds_since(started_);
   const std::int64_t here = step1 - start_step_;  // steps of this process
@@ -311,13 +315,13 @@ void Loop::read_steps(double lr, bool log_point) {
       throw TrainingError(row.step, fmt::format("the training loss is {} at step {}.", row.loss, row.step),
                           "Lower optimizer.lr, add warmup (train.warmup_steps) or gradient clipping "
                           "(train.clip_grad_norm).");
-    if (!std::isfinite(row.grad_norm))
+    if (row.has_grad_norm && !std::isfinite(row.grad_norm))
       throw TrainingError(row.step, fmt::format("the gradient norm is {} at step {}.", row.grad_norm, row.step),
                           "Lower optimizer.lr or set train.clip_grad_norm.");
     step_times_.push_back(row.time_s);
     train_time_s_ += row.time_s;
     last_loss_ = row.loss;
-    last_grad_norm_ = row.grad_norm;
+    if (row.has_grad_norm) last_grad_norm_ = row.grad_norm;
     steps_done_ = row.step;
   }
   if (rows.empty() || !log_point) return;
