@@ -8,6 +8,7 @@ context) and a bad key combination.
     STRATA_BIN=build/bin/strata python3 tests/integration/test_activation_checkpointing.py
 """
 import strata_test as st
+from test_transformers import VIT_TOML
 
 # Activations dominate: micro-batches of 2100 examples (world 1) through six 128-wide units of linear,
 # LayerNorm and GELU (1 MiB per activation tensor, three kept inside each unit besides its input)
@@ -56,43 +57,15 @@ def same_model_lower_peak():
                  % (name, pe / 2**20, pf / 2**20, pp / 2**20))
 
 
-VIT = """
-[experiment]
-name = "vit_checkpointing"
-[model]
-name = "vit"
-patch_size = 4
-dim = 32
-depth = 2
-heads = 2
-[dataset]
-name = "synthetic"
-train_size = 256
-eval_size = 32
-input_shape = [1, 8, 8]
-num_classes = 4
-[strategy]
-name = "fsdp"
-[optimizer]
-name = "sgd"
-lr = 0.05
-[train]
-steps = 4
-global_batch_size = 32
-micro_batches = 2
-threads = 1
-save_final = true
-[eval]
-batches = 1
-"""
-
-
 def vit_units_with_context():
+    # test_transformers.py's small ViT, trained with fsdp and accumulation.
     config = st.temp_dir("vit_config") + "/vit.toml"
     with open(config, "w") as f:
-        f.write(VIT)
-    plain, _ = run("vit_plain", 2, base=[], config=config)
-    full, _ = run("vit_full", 2, *FULL, base=[], config=config)
+        f.write(VIT_TOML)
+    sets = ["strategy.name=\"fsdp\"", "train.steps=4", "train.global_batch_size=32", "train.micro_batches=2",
+            "train.threads=1", "train.save_final=true", "eval.batches=1"]
+    plain, _ = run("vit_plain", 2, *sets, base=[], config=config)
+    full, _ = run("vit_full", 2, *(sets + FULL), base=[], config=config)
     st.expect_models_equal(plain, full, "vit fsdp@2 full checkpointing", rel=0.0)
 
 
