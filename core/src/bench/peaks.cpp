@@ -201,7 +201,9 @@ void record_measured_peak(const std::string& device_description, const std::stri
   write_file_atomically(file, cache.dump() + "\n");
 }
 
-std::string cpu_description(int threads) {
+std::string cpu_description(int threads) { return fmt::format("{}, {} threads", cpu_model(), threads); }
+
+std::string cpu_model() {
   std::string model;
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;
@@ -220,7 +222,7 @@ std::string cpu_description(int threads) {
     utsname u{};
     model = uname(&u) == 0 ? std::string(u.machine) + " CPU" : "unknown CPU";
   }
-  return fmt::format("{}, {} threads", model, threads);
+  return model;
 }
 
 std::string known_devices() {

@@ -32,6 +32,9 @@ std::filesystem::path measured_peaks_file();
 
 /// The description measured peaks are keyed by for the CPU ("<cpuinfo model name>, <threads> threads").
 std::string cpu_description(int threads);
+/// The CPU's model name from /proc/cpuinfo ("model name", else "Hardware" or "Processor"), else
+/// "<machine> CPU" from uname.
+std::string cpu_model();
 
 /// The names in the table, for an error message ("A100, H100 SXM, ...").
 std::string known_devices();

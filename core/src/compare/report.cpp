@@ -6,12 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "bench/peaks.hpp"
 #include "compare/svg.hpp"
 #include "train/median.hpp"
 
@@ -357,14 +357,7 @@ footer { color: #888; font-size: 12px; margin-top: 32px; }
 }  // namespace
 
 std::string machine_description() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line, model = "unknown CPU";
-  while (std::getline(cpuinfo, line))
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
-  return fmt::format("{}, {} cores", model, std::thread::hardware_concurrency());
+  return fmt::format("{}, {} cores", cpu_model(), std::thread::hardware_concurrency());
 }
 
 std::string render_report(const Report& report) {

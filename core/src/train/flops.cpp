@@ -1,6 +1,5 @@
 #include "train/flops.hpp"
 
-#include <fstream>
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -17,11 +16,7 @@ std::string device_name(const torch::Device& device) {
     if (cudaGetDeviceProperties(&props, device.has_index() ? device.index() : 0) == cudaSuccess) return props.name;
     return "unknown CUDA device";
   }
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
+  return cpu_model();
 }
 
 MfuPeak resolve_mfu_peak(const Experiment& e, const torch::Device& device, const std::string& dtype) {
