@@ -15,17 +15,11 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
-// The device name needs the CUDA runtime's headers; without them (a build on a machine with no
-// CUDA toolkit) the device is named by its index.
-#if __has_include(<cuda_runtime_api.h>) && __has_include(<cublas_v2.h>) && __has_include(<cusparse.h>)
-#include <ATen/cuda/CUDAContextLight.h>
-#define STRATA_BENCH_CUDA_NAMES 1
-#endif
-
 #include "bench/peaks.hpp"
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "io/run_dir.hpp"
+#include "train/flops.hpp"
 #include "strata/errors.hpp"
 #include "text/suggest.hpp"
 
@@ -106,11 +100,7 @@ std::vector<Shape> shapes_of(const GemmBenchRequest& r, bool cuda) {
 /// What the measured peak is keyed by: the CUDA device name, or the CPU model and thread count.
 std::string describe(const torch::Device& device) {
   if (!device.is_cuda()) return cpu_description(torch::get_num_threads());
-#ifdef STRATA_BENCH_CUDA_NAMES
-  return at::cuda::getDeviceProperties(device.index())->name;
-#else
-  return fmt::format("CUDA device {}", device.index());
-#endif
+  return device_name(device);
 }
 
 void synchronize(const torch::Device& device) {

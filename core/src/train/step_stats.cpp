@@ -23,11 +23,12 @@ void StepStats::begin_step() {
 }
 
 void StepStats::end_step(std::int64_t step, const torch::Tensor& loss, const torch::Tensor& norm) {
-  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(loss.device());
+  if (!norm.defined() && !no_norm_.defined())  // once: the placeholder of steps without a norm
+    no_norm_ = torch::full({}, NAN, torch::TensorOptions().dtype(torch::kFloat64).device(loss.device()));
   Pending p;
   p.step = step;
   p.loss = loss.detach().reshape({}).to(torch::kFloat64);
-  p.norm = norm.defined() ? norm.detach().reshape({}).to(torch::kFloat64) : torch::full({}, NAN, f64);
+  p.norm = norm.defined() ? norm.detach().reshape({}).to(torch::kFloat64) : no_norm_;
   p.has_norm = norm.defined();
   if (events_) {
     p.start = std::move(start_event_);

@@ -58,6 +58,7 @@ class StepStats {
   Clock::time_point started_{};
   std::optional<c10::Event> start_event_;
   std::vector<Pending> pending_;
+  torch::Tensor no_norm_;  // NaN on the device: the norm of steps that computed none
 };
 
 }  // namespace strata
