@@ -171,7 +171,8 @@ int dispatch(int argc, char** argv) {
     if (command == "run")
       options.add_options()("out", po::value<std::string>(), "run directory")(
           "resume", po::value<std::string>(), "checkpoint, run directory or `auto` to continue from")(
-          "max-restarts", po::value<int>(), "restarts of all ranks after a failure (overrides [distributed] max_restarts)");
+          "max-restarts", po::value<int>(), "restarts of all ranks after a failure (overrides [distributed] max_restarts)")(
+          "standalone", "ignore launcher variables and start the ranks on this host");
     positional.add("file", 1);
     const auto parsed = parse(args, options, positional);
     if (!parsed) return 0;
@@ -182,7 +183,11 @@ int dispatch(int argc, char** argv) {
     request.file = vars["file"].as<std::string>();
     if (vars.count("set")) request.overrides = vars["set"].as<std::vector<std::string>>();
     if (vars.count("out")) request.out = vars["out"].as<std::string>();
-    if (vars.count("nproc")) request.overrides.push_back("distributed.nproc=" + std::to_string(vars["nproc"].as<int>()));
+    if (vars.count("nproc")) {
+      request.nproc = vars["nproc"].as<int>();
+      request.overrides.push_back("distributed.nproc=" + std::to_string(request.nproc));
+    }
+    request.standalone = vars.count("standalone") > 0;
     if (vars.count("resume")) request.resume = vars["resume"].as<std::string>();
     if (vars.count("max-restarts"))
       request.overrides.push_back("distributed.max_restarts=" + std::to_string(vars["max-restarts"].as<int>()));

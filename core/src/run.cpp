@@ -1,14 +1,17 @@
 #include "run.hpp"
 
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Logging.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
 #include "config/experiment.hpp"
+#include "dist/job_monitor.hpp"
 #include "dist/process_group.hpp"
 #include "launch/spawn.hpp"
 #include "launch/world.hpp"
@@ -20,6 +23,7 @@
 #include "strata/model.hpp"
 #include "strata/replica.hpp"
 #include "strata/strategy.hpp"
+#include "text/errors_text.hpp"
 #include "text/suggest.hpp"
 #include "train/checkpoint.hpp"
 #include "train/checkpointing.hpp"
@@ -218,8 +222,22 @@ int restart_count() {
 }
 
 /// One rank of a job: joins the process group, agrees on the run directory, trains.
+/// c10d logs each broken socket of a lost peer as a warning with C++ frames; Strata reports the
+/// failure itself, as one paragraph. TORCH_CPP_LOG_LEVEL, when set, wins.
+void quiet_torch_logging() {
+  ::setenv("TORCH_CPP_LOG_LEVEL", "ERROR", /*overwrite=*/0);
+  c10::initLogging();
+}
+
 void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world) {
+  quiet_torch_logging();
   tensor_memory::install();  // before the model exists: every tensor of training is counted
+  const auto& d = experiment.distributed;
+  JobMonitorOptions watch;
+  watch.rank = world.rank;
+  watch.world_size = world.world_size;
+  watch.heartbeat = std::chrono::milliseconds(static_cast<std::int64_t>(d.heartbeat_s * 1000));
+  JobMonitor monitor(watch);  // from here SIGINT/SIGTERM stop the run at a step boundary
   auto p = prepare(std::move(experiment), world);
   const auto& e = p->experiment;
   // This rank's GPU is the current device for the whole run: raw allocations and streams that
@@ -229,6 +247,7 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   fs::path run_dir;
   std::optional<fs::path> resume;
   std::string backend = "none";
+  std::shared_ptr<JobStore> store;
   // A named backend runs a real process group even on one rank (a one-GPU NCCL check, say).
   if (world.world_size > 1 || e.distributed.backend != "auto") {
     backend = resolve_backend(e, p->device);
@@ -245,12 +264,18 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
       run_dir = group->store_get("run_dir");
       if (const auto r = group->store_get("resume"); !r.empty()) resume = r;
     }
+    if (watch.heartbeat.count() > 0 && world.world_size > 1) store = group->connect_store(watch.heartbeat);
     comm = std::move(group);
   } else {
     std::tie(run_dir, resume) = run_dir_and_resume(request, e);
     comm = make_local_comm(p->device);
   }
+  monitor.attach(store, run_dir, world.master_addr + ":" + std::to_string(world.master_port));
   Logger log(world.rank, world.world_size);
+  if (world.launcher != "none" && world.launcher != "strata" && e.distributed.nproc != 1 &&
+      e.distributed.nproc != world.local_world_size)
+    log.info(fmt::format("note: [distributed] nproc = {} is not used: {} started this job ({})", e.distributed.nproc,
+                         world.launcher, world.source));
   if (request.resume == "auto" && !resume)
     log.info("--resume auto: no checkpoint in " + checkpoint_root(e, run_dir).string() + " yet; starting at step 0");
   if (world.rank == 0) write_text_file(run_dir / "config.toml", resolved_toml(e));
@@ -276,39 +301,97 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   parts.run_dir = run_dir;
   parts.resume = resume;
   parts.restarts = restart_count();
-  train(std::move(parts));
+  parts.monitor = &monitor;
+  try {
+    train(std::move(parts));
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception& error) {
+    // A collective that failed because the peers stopped on the same signal is an interruption.
+    if (const int sig = monitor.stop_signal()) throw Interrupted(sig, "(" + detail::exception_text(error) + ")");
+    throw;
+  }
+  monitor.finished();
   comm->barrier();  // nobody tears the group down while a peer still needs it
+}
+
+/// `--nproc N` against the ranks a launcher started on this host.
+void check_nproc_agrees(const RunRequest& request, int launcher_nproc, const std::string& launcher,
+                        const std::string& source) {
+  if (request.nproc <= 0 || request.nproc == launcher_nproc) return;
+  throw UsageError(fmt::format("`--nproc {}` conflicts with the launcher: {} starts {} rank(s) on this host ({}).",
+                               request.nproc, launcher, launcher_nproc, source),
+                   "Drop --nproc: the launcher starts the ranks (torchrun --nproc-per-node, srun -n or "
+                   "--ntasks-per-node, mpirun -np, a PyTorchJob's nprocPerNode); or pass --standalone to ignore the "
+                   "launcher's variables and start the ranks here.");
 }
 
 }  // namespace
 
 int run_experiment(const RunRequest& request) {
-  const auto launched = world_from_environment();
+  const auto env = process_environment();
+  // --standalone: as torchrun's, a job of this host only, whatever the environment says.
+  const auto node = request.standalone ? std::nullopt : node_launch_from_environment(env);
+  const auto launched = request.standalone ? std::nullopt : world_from_environment(env);
+  const auto allocation = request.standalone ? std::nullopt : slurm_allocation(env);
   auto e = load_experiment(request.file, request.overrides);
   if (launched) {
+    check_nproc_agrees(request, launched->local_world_size, launched->launcher, launched->source);
     run_rank(request, std::move(e), *launched);
     return 0;
   }
+  if (allocation && request.nproc > 1) {
+    const std::string tasks = allocation->ntasks > 0 ? fmt::format("SLURM_NTASKS={}", allocation->ntasks)
+                                                     : std::string("SLURM_NTASKS unset");
+    throw UsageError(fmt::format("`--nproc {}` inside {} ({}): this process is not one of the job's tasks, and ranks it "
+                                 "started would bypass Slurm's placement.",
+                                 request.nproc, allocation->where, tasks),
+                     "Start the ranks with srun: `srun strata run " + request.file.string() +
+                         "` (one rank per task); or pass --standalone to start the ranks on this node anyway.");
+  }
   // Not started by a launcher: run in this process, or validate once here and spawn the ranks
   // (also one, when failed ranks are to be restarted).
-  const int nproc = static_cast<int>(e.distributed.nproc);
+  SpawnOptions spawn;
+  int nproc = static_cast<int>(e.distributed.nproc);
+  if (node) {
+    nproc = node->nproc_per_node > 0 ? node->nproc_per_node
+                                     : std::max(1, static_cast<int>(torch::cuda::device_count()));
+    check_nproc_agrees(request, nproc, "the PyTorchJob", node->source);
+    spawn.nnodes = node->nnodes;
+    spawn.node_rank = node->node_rank;
+    spawn.master_addr = node->master_addr;
+    spawn.master_port = node->master_port;
+    if (node->nnodes > 1 && e.distributed.max_restarts > 0)
+      throw e.error("distributed.max_restarts",
+                    "strata's launcher restarts the ranks of one node; a job of several nodes restarts as a whole.",
+                    "Set max_restarts = 0 and let the PyTorchJob's restartPolicy (or torchrun --max-restarts) restart it.");
+  }
   WorldInfo world;
-  world.world_size = world.local_world_size = nproc;
-  if (nproc == 1 && e.distributed.max_restarts == 0) {
+  world.world_size = nproc * spawn.nnodes;
+  world.local_world_size = nproc;
+  if (!node && nproc == 1 && e.distributed.max_restarts == 0) {
     run_rank(request, std::move(e), world);
     return 0;
   }
   // Every configuration error surfaces once, before any rank starts.
   const auto prepared = prepare(e, world);
-  const auto [run_dir, checkpoint] = run_dir_and_resume(request, e);
-  if (checkpoint) check_resumable(prepared->experiment, *checkpoint);
-  SpawnOptions spawn;
+  std::vector<std::string> common = {"run", request.file.string()};
+  std::optional<fs::path> checkpoint;
+  // The node of rank 0 names the run directory; the ranks of other nodes take rank 0's.
+  if (spawn.node_rank == 0 || !request.out.empty()) {
+    fs::path run_dir;
+    std::tie(run_dir, checkpoint) = run_dir_and_resume(request, e);
+    if (checkpoint) check_resumable(prepared->experiment, *checkpoint);
+    common.insert(common.end(), {"--out", run_dir.string()});
+    if (spawn.node_rank == 0) spawn.run_dir = run_dir;
+  }
   spawn.nproc = nproc;
   spawn.max_restarts = static_cast<int>(e.distributed.max_restarts);
-  std::vector<std::string> common = {"run", request.file.string(), "--out", run_dir.string()};
   for (const auto& o : request.overrides) common.insert(common.end(), {"--set", o});
   spawn.args = common;
-  if (!request.resume.empty()) spawn.args.insert(spawn.args.end(), {"--resume", request.resume == "auto" ? "auto" : checkpoint->string()});
+  if (!request.resume.empty())
+    spawn.args.insert(spawn.args.end(),
+                      {"--resume", request.resume == "auto" || !checkpoint ? request.resume : checkpoint->string()});
   // A restart continues from the run's latest checkpoint, or from the one this run started from.
   spawn.restart_args = common;
   spawn.restart_args.insert(spawn.restart_args.end(), {"--resume", "auto"});

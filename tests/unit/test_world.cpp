@@ -105,7 +105,7 @@ TEST_CASE("world: torchrun inconsistencies name the variable") {
 }
 
 TEST_CASE("world: Slurm derives the master from the node list and the port from the job id") {
-  auto w = world({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+  auto w = world({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
                   {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_JOB_NODELIST", "gpu[07-08]"},
                   {"SLURM_JOB_ID", "123456"}});
   CHECK(w.rank == 5);
@@ -117,19 +117,19 @@ TEST_CASE("world: Slurm derives the master from the node list and the port from 
   CHECK(w.launcher == "slurm");
 
   // MASTER_ADDR / MASTER_PORT win; the step's node list wins over the job's.
-  auto m = world({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}, {"SLURM_NTASKS_PER_NODE", "1"},
+  auto m = world({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}, {"SLURM_NTASKS_PER_NODE", "1"},
                   {"SLURM_STEP_NODELIST", "b[2-3]"}, {"SLURM_JOB_NODELIST", "a[1-3]"}, {"SLURM_JOB_ID", "7"}});
   CHECK(m.master_addr == "b2");
   CHECK(m.local_world_size == 1);
   CHECK(m.local_rank == 0);
-  auto o = world({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NTASKS_PER_NODE", "2"},
+  auto o = world({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NTASKS_PER_NODE", "2"},
                   {"SLURM_NODELIST", "a1"}, {"MASTER_ADDR", "head"}, {"MASTER_PORT", "5555"}});
   CHECK(o.master_addr == "head");
   CHECK(o.master_port == 5555);
 }
 
 TEST_CASE("world: Slurm tasks per node follow this node's entry") {
-  Env env = {{"SLURM_PROCID", "9"}, {"SLURM_NTASKS", "11"}, {"SLURM_LOCALID", "1"},
+  Env env = {{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "9"}, {"SLURM_NTASKS", "11"}, {"SLURM_LOCALID", "1"},
              {"SLURM_TASKS_PER_NODE", "4(x2),3"}, {"SLURM_NODELIST", "n1"}, {"SLURM_JOB_ID", "1"}};
   CHECK(world(env).local_world_size == 4);  // no SLURM_NODEID: the first count
   env.insert_or_assign("SLURM_NODEID", std::string("2"));
@@ -147,14 +147,103 @@ TEST_CASE("world: a Slurm allocation without a step of several tasks is not a jo
   CHECK_FALSE(strata::world_from_environment(lookup({{"SLURM_JOB_ID", "42"}, {"SLURM_NTASKS", "4"}})).has_value());
 }
 
+TEST_CASE("world: a Slurm batch script, extern or interactive step is not a rank") {
+  // sbatch -n 2: the batch script sees SLURM_PROCID=0 and SLURM_NTASKS=2 but is one process.
+  const Env batch = {{"SLURM_JOB_ID", "42"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"},
+                     {"SLURM_NODEID", "0"}, {"SLURM_TASKS_PER_NODE", "2"}, {"SLURM_JOB_NODELIST", "node01"}};
+  CHECK_FALSE(strata::world_from_environment(lookup(batch)).has_value());
+  auto a = strata::slurm_allocation(lookup(batch));
+  REQUIRE(a.has_value());
+  CHECK(a->ntasks == 2);
+  CHECK(a->job_id == "42");
+  for (const char* special : {"batch", "extern", "interactive", "4294967291", "4294967292", "4294967290"}) {
+    Env env = batch;
+    env["SLURM_STEP_ID"] = special;
+    CAPTURE(special);
+    CHECK_FALSE(strata::world_from_environment(lookup(env)).has_value());
+    CHECK(strata::slurm_allocation(lookup(env)).has_value());
+  }
+  // A step srun started (ids count from 0) is a job of ranks, and not an allocation's shell.
+  Env step = batch;
+  step["SLURM_STEP_ID"] = "0";
+  CHECK(world(step).world_size == 2);
+  CHECK(world(step).source.find("SLURM_NTASKS=2") != std::string::npos);
+  CHECK_FALSE(strata::slurm_allocation(lookup(step)).has_value());
+  step.erase("SLURM_STEP_ID");
+  step["SLURM_STEPID"] = "3";  // the older spelling
+  CHECK(world(step).rank == 0);
+  // salloc -n1's shell: no step, one task.
+  auto salloc = strata::slurm_allocation(lookup({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "1"}}));
+  REQUIRE(salloc.has_value());
+  CHECK(salloc->ntasks == 1);
+  CHECK_FALSE(strata::slurm_allocation(lookup({})).has_value());
+}
+
+TEST_CASE("world: Kubeflow PyTorchJob pods are nodes strata launches, not ranks") {
+  // The training operator sets RANK to the pod's node rank and WORLD_SIZE for the whole job.
+  const Env pod = {{"PET_NNODES", "2"}, {"PET_NPROC_PER_NODE", "4"}, {"PET_NODE_RANK", "1"}, {"RANK", "1"},
+                   {"WORLD_SIZE", "8"}, {"MASTER_ADDR", "job-master-0"}, {"MASTER_PORT", "23456"}};
+  CHECK_FALSE(strata::world_from_environment(lookup(pod)).has_value());
+  auto n = strata::node_launch_from_environment(lookup(pod));
+  REQUIRE(n.has_value());
+  CHECK(n->nnodes == 2);
+  CHECK(n->node_rank == 1);
+  CHECK(n->nproc_per_node == 4);
+  CHECK(n->master_addr == "job-master-0");
+  CHECK(n->master_port == 23456);
+  Env auto_pod = pod;
+  auto_pod["PET_NPROC_PER_NODE"] = "auto";
+  CHECK(strata::node_launch_from_environment(lookup(auto_pod))->nproc_per_node == 0);
+  Env fixed_range = pod;
+  fixed_range["PET_NNODES"] = "2:2";
+  CHECK(strata::node_launch_from_environment(lookup(fixed_range))->nnodes == 2);
+  // The ranks strata (or torchrun) starts in the pod have LOCAL_RANK: they are ranks.
+  Env rank = pod;
+  rank.insert({{"LOCAL_RANK", "3"}, {"LOCAL_WORLD_SIZE", "4"}});
+  rank["RANK"] = "7";
+  CHECK_FALSE(strata::node_launch_from_environment(lookup(rank)).has_value());
+  CHECK(world(rank).rank == 7);
+  // Bad values are usage errors naming the variable.
+  auto node_error = [](Env env) {
+    try {
+      strata::node_launch_from_environment(lookup(env));
+    } catch (const strata::UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Env elastic = pod;
+  elastic["PET_NNODES"] = "1:4";
+  CHECK(contains(node_error(elastic), "PET_NNODES='1:4'"));
+  Env bad = pod;
+  bad["PET_NPROC_PER_NODE"] = "cpu";
+  CHECK(contains(node_error(bad), "PET_NPROC_PER_NODE='cpu'"));
+  Env beyond = pod;
+  beyond["PET_NODE_RANK"] = "2";
+  CHECK(contains(node_error(beyond), "PET_NODE_RANK=2"));
+  Env no_master = pod;
+  no_master.erase("MASTER_ADDR");
+  CHECK(contains(node_error(no_master), "MASTER_ADDR"));
+}
+
+TEST_CASE("world: torchrun's agent store") {
+  Env env = {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29400"}};
+  CHECK_FALSE(world(env).agent_store);
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  CHECK(world(env).agent_store);
+  CHECK(world(env).source == "RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2");
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  CHECK_FALSE(world(env).agent_store);
+}
+
 TEST_CASE("world: Slurm inconsistencies name the variable") {
-  CHECK(contains(error_of({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "1"}}), "SLURM_PROCID=4"));
-  CHECK(contains(error_of({{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "4"}}), "SLURM_PROCID='x'"));
+  CHECK(contains(error_of({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "1"}}), "SLURM_PROCID=4"));
+  CHECK(contains(error_of({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "4"}}), "SLURM_PROCID='x'"));
   // Two tasks, one per node by default, no master and no job id.
-  CHECK(contains(error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"},
+  CHECK(contains(error_of({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"},
                            {"SLURM_NODELIST", "n[1-2]"}}),
                  "SLURM_JOB_ID"));
-  CHECK(contains(error_of({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
+  CHECK(contains(error_of({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
                            {"SLURM_JOB_ID", "3"}, {"SLURM_NODELIST", "n[1-2]"}}),
                  "SLURM_LOCALID=1"));
 }
@@ -181,11 +270,11 @@ TEST_CASE("world: OpenMPI") {
 }
 
 TEST_CASE("world: torchrun wins over Slurm and OpenMPI, Slurm over OpenMPI") {
-  auto w = world({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "3000"}, {"SLURM_PROCID", "0"},
+  auto w = world({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "3000"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"},
                   {"SLURM_NTASKS", "1"}, {"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}});
   CHECK(w.launcher == "torchrun");
   CHECK(w.rank == 1);
-  auto s = world({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"OMPI_COMM_WORLD_RANK", "3"},
+  auto s = world({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"OMPI_COMM_WORLD_RANK", "3"},
                   {"OMPI_COMM_WORLD_SIZE", "4"}});
   CHECK(s.launcher == "slurm");
   CHECK(s.world_size == 1);

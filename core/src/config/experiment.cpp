@@ -131,6 +131,10 @@ const Schema<DistributedSection>& distributed_schema() {
         .option("backend", &DistributedSection::backend, "process group backend", one_of({"auto", "gloo", "nccl"}))
         .option("timeout_s", &DistributedSection::timeout_s, "collective and rendezvous timeout in seconds",
                 positive())
+        .option("heartbeat_s", &DistributedSection::heartbeat_s,
+                "a rank silent for this long (stopped, killed or cut off) ends the job, naming it; 0 disables "
+                "the heartbeat",
+                at_least(0.0))
         .option("max_restarts", &DistributedSection::max_restarts,
                 "strata's launcher restarts all ranks from the latest complete checkpoint when a rank fails, up "
                 "to this many times (torchrun's --max-restarts)",

@@ -71,6 +71,9 @@ struct DistributedSection {
   std::int64_t nproc = 1;          ///< processes (ranks) to run on this host
   std::string backend = "auto";    ///< "auto", "gloo" or "nccl"
   double timeout_s = 300.0;        ///< collective and rendezvous timeout, in seconds
+  /// A rank whose heartbeat (published in the job's store) stops for this long, or that loses
+  /// the store for this long, ends the job naming it; 0 disables the heartbeat.
+  double heartbeat_s = 30.0;
   std::int64_t max_restarts = 0;   ///< strata's launcher restarts every rank from the latest checkpoint
                                    ///< up to this many times when one fails (torchrun's --max-restarts)
 };

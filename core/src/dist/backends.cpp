@@ -4,7 +4,18 @@
 
 #include "dist/backends.hpp"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
@@ -31,17 +42,110 @@ bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+/// The address of this host's interface that routes to `host` (a UDP connect sends nothing; it
+/// only picks the route), empty when `host` does not resolve or has no route.
+std::string address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return {};
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, &::freeaddrinfo);
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t length = sizeof local;
+    const bool ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+                    ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0;
+    ::close(fd);
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw = local.ss_family == AF_INET6
+                          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6&>(local).sin6_addr)
+                          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in&>(local).sin_addr);
+    if (ok && ::inet_ntop(local.ss_family, raw, text, sizeof text) != nullptr) return text;
+  }
+  return {};
+}
+
+/// The first up, non-loopback IPv4 interface (container bridges last): where rank 0 listens when
+/// its own name, given as MASTER_ADDR, resolves to loopback on its host.
+std::string first_host_address() {
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return {};
+  std::unique_ptr<ifaddrs, decltype(&::freeifaddrs)> list(all, &::freeifaddrs);
+  std::string best, bridge;
+  for (const ifaddrs* i = all; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_UP) == 0 ||
+        (i->ifa_flags & IFF_LOOPBACK) != 0)
+      continue;
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    const std::string name = i->ifa_name;
+    const bool container = name.rfind("docker", 0) == 0 || name.rfind("virbr", 0) == 0 || name.rfind("br-", 0) == 0;
+    std::string& slot = container ? bridge : best;
+    if (slot.empty()) slot = text;
+  }
+  return best.empty() ? bridge : best;
+}
+
+/// NCCL_SOCKET_IFNAME as interface names for Gloo: "eth0,eth1" or "=eth0"; an exclusion list
+/// ("^docker") or a prefix match names no interface exactly, so it is left to the route.
+std::vector<std::string> nccl_interfaces() {
+  const char* value = std::getenv("NCCL_SOCKET_IFNAME");
+  if (value == nullptr || *value == '\0' || *value == '^') return {};
+  std::string list = *value == '=' ? value + 1 : value;
+  std::vector<std::string> names;
+  for (std::size_t start = 0; start <= list.size();) {
+    const auto comma = std::min(list.find(',', start), list.size());
+    if (comma > start) names.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  if (*value != '=') {  // without '=', NCCL matches prefixes: only names of existing interfaces are exact
+    for (const auto& n : names)
+      if (::if_nametoindex(n.c_str()) == 0) return {};
+  }
+  return names;
+}
+
+std::string gloo_interface(const ProcessGroupOptions& o) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname != '\0')
+    return std::string("GLOO_SOCKET_IFNAME=") + ifname;
+  if (const auto names = nccl_interfaces(); !names.empty())
+    return std::string("NCCL_SOCKET_IFNAME=") + std::getenv("NCCL_SOCKET_IFNAME");
+  if (is_loopback(o.world.master_addr)) return "127.0.0.1";
+  const std::string address = address_towards(o.world.master_addr, o.world.master_port);
+  const bool spans_hosts = o.world.local_world_size < o.world.world_size;
+  if (!address.empty() && !(spans_hosts && is_loopback(address))) return address;
+  if (spans_hosts) {
+    // This host's name resolves to loopback (Debian's /etc/hosts), or nothing routes to the
+    // master: listen on the host's first real interface instead of one no peer can reach.
+    if (auto host = first_host_address(); !host.empty()) return host;
+    throw Error(rank_name(o.world) + ": no network interface of this host reaches MASTER_ADDR=" + o.world.master_addr +
+                    " (it resolves to loopback here, or not at all) and the job spans hosts",
+                "set MASTER_ADDR to rank 0's address as the other hosts reach it, or GLOO_SOCKET_IFNAME (and "
+                "NCCL_SOCKET_IFNAME) to the interface the ranks share, e.g. eth0");
+  }
+  return address.empty() ? "127.0.0.1" : address;
+}
+
 c10::intrusive_ptr<c10d::Backend> make_gloo(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store) {
-  // Device: with a loopback master every rank is on this host, so bind to 127.0.0.1; this works
-  // even where the hostname does not resolve or resolves to an interface peers cannot reach.
-  // Otherwise do what torch.distributed does (create_default): GLOO_SOCKET_IFNAME if set, else
-  // the address this host's name resolves to, so ranks on other hosts can connect.
+  // Where Gloo listens: GLOO_SOCKET_IFNAME (as torch.distributed), else NCCL_SOCKET_IFNAME's
+  // interfaces, else the address of the interface that routes to MASTER_ADDR. Gloo's own default
+  // (the address this host's name resolves to) is loopback on many hosts, and then peers on other
+  // hosts cannot connect ("Connection refused remote=[127.0.0.1]").
+  const std::string where = gloo_interface(o);
   c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo;
-  if (is_loopback(o.world.master_addr) && std::getenv("GLOO_SOCKET_IFNAME") == nullptr) {
-    gloo = c10d::ProcessGroupGloo::Options::create(o.timeout);
-    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  } else {
+  if (where.rfind("GLOO_SOCKET_IFNAME=", 0) == 0) {
     gloo = c10d::ProcessGroupGloo::Options::create_default(o.timeout);
+  } else if (where.rfind("NCCL_SOCKET_IFNAME=", 0) == 0) {
+    gloo = c10d::ProcessGroupGloo::Options::create(o.timeout);
+    for (const auto& name : nccl_interfaces())
+      gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+    gloo->threads = static_cast<int>(gloo->devices.size()) * 2;
+  } else {
+    gloo = c10d::ProcessGroupGloo::Options::create(o.timeout);
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(where));
   }
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, o.world.rank, o.world.world_size, gloo);
 }

@@ -8,10 +8,15 @@
 
 namespace strata::detail {
 
-/// A Gloo backend over `store` for rank o.world.rank of o.world.world_size: bound to 127.0.0.1 for
-/// a loopback master (unless GLOO_SOCKET_IFNAME is set), else to the interface torch.distributed
-/// would choose.
+/// A Gloo backend over `store` for rank o.world.rank of o.world.world_size, listening where
+/// gloo_interface says.
 c10::intrusive_ptr<c10d::Backend> make_gloo(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store);
+/// Where this rank's Gloo listens: "GLOO_SOCKET_IFNAME=..." or "NCCL_SOCKET_IFNAME=..." when set
+/// (a plain list of interfaces), 127.0.0.1 for a loopback master, else the address of the
+/// interface that routes to MASTER_ADDR; when the job spans hosts and that is loopback (this
+/// host's name resolves to 127.0.x.x), the host's first real interface. Throws strata::Error when
+/// a job that spans hosts finds no usable interface.
+std::string gloo_interface(const ProcessGroupOptions& o);
 /// An NCCL backend bound to this rank's GPU (`device`, completed from the local rank when it has no
 /// index); throws strata::Error when this build has no NCCL or the GPU does not exist.
 c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store,

@@ -37,6 +37,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <array>
 #include <functional>
 #include <mutex>
@@ -85,14 +86,19 @@ std::string rank_name(const WorldInfo& w) {
 }
 
 /// Rendezvous failure: names this rank, MASTER_ADDR:PORT and the timeout. Call inside a catch.
-[[noreturn]] void throw_rendezvous_error(const ProcessGroupOptions& o, const std::string& stage) {
+[[noreturn]] void throw_rendezvous_error(const ProcessGroupOptions& o, const std::string& stage,
+                                        const std::string& listening = {}) {
+  std::string fix = "start all " + std::to_string(o.world.world_size) +
+                    " ranks with the same MASTER_ADDR and MASTER_PORT; check that rank 0 is running, that the port "
+                    "is reachable from every host and not used by another job, and raise [distributed] timeout_s "
+                    "if ranks start slowly";
+  if (!listening.empty())
+    fix += "; this rank's Gloo listens on " + listening +
+           ": where hosts share another network, set GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to its interface";
   throw DistributedError(o.world.rank, "rendezvous",
                          rank_name(o.world) + " could not " + stage + " at " + endpoint(o.world) + " within the " +
-                  std::to_string(o.timeout.count()) + " ms timeout: " + current_exception_message(),
-              "start all " + std::to_string(o.world.world_size) +
-                  " ranks with the same MASTER_ADDR and MASTER_PORT; check that rank 0 is running, that the "
-                  "port is reachable from every host and not used by another job, and raise the timeout if "
-                  "ranks start slowly");
+                             std::to_string(o.timeout.count()) + " ms timeout: " + current_exception_message(),
+                         fix);
 }
 
 c10d::ReduceOp to_c10d(ReduceOp op) {
@@ -350,6 +356,8 @@ class C10dComm final : public ProcessGroupComm {
     }
   }
 
+  std::shared_ptr<JobStore> connect_store(std::chrono::milliseconds timeout) override;
+
   /// Synchronizes every rank once; used by the factory so a returned comm means "all ranks are up".
   /// Not booked: it is part of the rendezvous, not a strategy's traffic.
   void connect_barrier() { backend_->barrier(barrier_options())->wait(options_.timeout); }
@@ -441,6 +449,40 @@ class C10dComm final : public ProcessGroupComm {
   std::shared_ptr<Comm> make_group(const std::vector<int>& ranks, const char* what);
 };
 
+/// JobStore over a TCPStore client of its own (a TCPStore connection serves one thread at a time).
+class C10dJobStore final : public JobStore {
+ public:
+  explicit C10dJobStore(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const std::string& value) override {
+    store_->set(key, std::vector<std::uint8_t>(value.begin(), value.end()));
+  }
+  std::optional<std::string> get_if_set(const std::string& key) override {
+    if (!store_->check({key})) return std::nullopt;
+    auto value = store_->get(key);
+    return std::string(value.begin(), value.end());
+  }
+  std::int64_t add(const std::string& key, std::int64_t delta) override { return store_->add(key, delta); }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+};
+
+std::shared_ptr<JobStore> C10dComm::connect_store(std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<std::uint16_t>(options_.world.master_port);
+  o.isServer = false;
+  o.waitWorkers = false;
+  o.timeout = timeout;
+  try {
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(options_.world.master_addr, o);
+    return std::make_shared<C10dJobStore>(c10::make_intrusive<c10d::PrefixStore>(options_.store_prefix + "/monitor", tcp));
+  } catch (...) {
+    throw DistributedError(global_rank_, "rendezvous",
+                           who_ + ": could not open a second connection to the store at " + endpoint(options_.world) +
+                               ": " + current_exception_message());
+  }
+}
+
 std::shared_ptr<Comm> C10dComm::subgroup(const std::vector<int>& ranks) {
   bool ok = std::find(ranks.begin(), ranks.end(), global_rank_) != ranks.end() &&
             std::is_sorted(ranks.begin(), ranks.end()) && std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end();
@@ -485,6 +527,11 @@ std::shared_ptr<Comm> C10dComm::make_group(const std::vector<int>& ranks, const 
   return std::make_shared<C10dComm>(o, kv_store_, pg_store_, backend, ranks, global_rank_, who, accounting_);
 }
 
+std::string store_options_stage(const ProcessGroupOptions& o) {
+  if (o.world.agent_store) return "reach the store of torchrun's agent";
+  return o.world.rank == 0 ? "gather all ranks in its store" : "reach rank 0's store";
+}
+
 void validate(const ProcessGroupOptions& o) {
   const auto& w = o.world;
   auto bad = [&](const std::string& what) {
@@ -509,19 +556,25 @@ std::unique_ptr<ProcessGroupComm> make_process_group_comm(const ProcessGroupOpti
   ProcessGroupOptions o = options;
 
   // Rendezvous: rank 0 hosts the TCPStore and (waitWorkers) returns only when every rank has
-  // connected; the others retry connecting until the timeout.
+  // connected; the others retry connecting until the timeout. Under torchrun with
+  // TORCHELASTIC_USE_AGENT_STORE=True its agent already hosts a store at MASTER_ADDR:MASTER_PORT
+  // (binding there would fail): every rank is a client, and the first barrier gathers them.
   c10::intrusive_ptr<c10d::Store> root;
+  if (o.world.agent_store) {
+    const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    o.store_prefix = std::string("strata/attempt_") + (attempt != nullptr ? attempt : "0");
+  }
   try {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<std::uint16_t>(o.world.master_port);
-    store_options.isServer = o.world.rank == 0;
+    store_options.isServer = o.world.rank == 0 && !o.world.agent_store;
     store_options.numWorkers = static_cast<std::size_t>(o.world.world_size);
-    store_options.waitWorkers = true;
+    store_options.waitWorkers = !o.world.agent_store;
     store_options.timeout = o.timeout;
     auto tcp = c10::make_intrusive<c10d::TCPStore>(o.world.master_addr, store_options);
-    root = c10::make_intrusive<c10d::PrefixStore>("strata", tcp);
+    root = c10::make_intrusive<c10d::PrefixStore>(o.store_prefix, tcp);
   } catch (...) {
-    throw_rendezvous_error(o, o.world.rank == 0 ? "gather all ranks in its store" : "reach rank 0's store");
+    throw_rendezvous_error(o, store_options_stage(o));
   }
   // Separate namespaces: the process group's own keys and store_set/store_get's.
   auto pg_store = c10::make_intrusive<c10d::PrefixStore>("pg", root);
@@ -538,10 +591,14 @@ std::unique_ptr<ProcessGroupComm> make_process_group_comm(const ProcessGroupOpti
       throw_rendezvous_error(o, "create the nccl process group");
     }
   } else {
+    std::string listening;
     try {
+      listening = detail::gloo_interface(o);
       backend = detail::make_gloo(o, pg_store);
+    } catch (const Error&) {
+      throw;
     } catch (...) {
-      throw_rendezvous_error(o, "create the gloo process group");
+      throw_rendezvous_error(o, "create the gloo process group", listening);
     }
   }
 

@@ -8,6 +8,7 @@
 
 #include <torch/types.h>
 
+#include "dist/job_monitor.hpp"
 #include "launch/world.hpp"
 #include "strata/comm.hpp"
 
@@ -18,6 +19,9 @@ struct ProcessGroupOptions {
   std::string backend = "gloo";            ///< "gloo" or "nccl"
   torch::Device device{torch::kCPU};       ///< this rank's device (CUDA for nccl)
   std::chrono::milliseconds timeout{300000};  ///< rendezvous and collective timeout
+  /// The job's keys in the store: "strata", or "strata/attempt_N" in the store of torchrun's
+  /// agent, which outlives restarts (set by make_process_group_comm).
+  std::string store_prefix = "strata";
 };
 
 /// A Comm whose collectives run on a c10d process group; also exposes the store for small
@@ -29,6 +33,9 @@ class ProcessGroupComm : public Comm {
   virtual void store_set(const std::string& key, const std::string& value) = 0;
   /// Waits (up to the timeout) for `key` and returns its value.
   virtual std::string store_get(const std::string& key) = 0;
+  /// A connection of its own to the job's store (for the heartbeat thread), whose calls fail
+  /// after `timeout`; its keys are apart from store_set/store_get's.
+  virtual std::shared_ptr<JobStore> connect_store(std::chrono::milliseconds timeout) = 0;
 };
 
 /// Connects to the job (rank 0 hosts the TCPStore), creates the process group, and runs a

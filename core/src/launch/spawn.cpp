@@ -25,12 +25,17 @@
 #include <cstdio>
 #include <csignal>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "io/atomic_file.hpp"
+#include "io/json.hpp"
+#include "launch/verdict.hpp"
 #include "strata/errors.hpp"
 
 extern char** environ;
@@ -55,30 +60,6 @@ void on_signal(int sig) {
   errno = saved;
 }
 
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGHUP: return "SIGHUP";
-    case SIGINT: return "SIGINT";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGILL: return "SIGILL";
-    case SIGTRAP: return "SIGTRAP";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGKILL: return "SIGKILL";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGUSR2: return "SIGUSR2";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGALRM: return "SIGALRM";
-    case SIGTERM: return "SIGTERM";
-    case SIGXCPU: return "SIGXCPU";
-    case SIGXFSZ: return "SIGXFSZ";
-    case SIGSYS: return "SIGSYS";
-    default: return "unknown signal";
-  }
-}
-
 /// Installs the SIGINT/SIGTERM/SIGCHLD handlers and the self-pipe for one supervision, and puts
 /// everything back on destruction. Signals the host ignores (SIGINT under `nohup` or `cmd &`)
 /// stay ignored.
@@ -101,10 +82,10 @@ class SignalPipe {
       if (kSignals[i] != SIGCHLD && old_[i].sa_handler == SIG_IGN) continue;
       struct sigaction action {};
       action.sa_handler = on_signal;
-      // SA_NOCLDSTOP: stopped children are not our business. Our own SIGCHLD handler also
-      // overrides an inherited SIG_IGN, which would otherwise make the kernel reap the
-      // children before waitpid could read their status.
-      action.sa_flags = SA_RESTART | (kSignals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
+      // SIGCHLD also for stopped children: a rank stopped by SIGSTOP is the cause of the failure
+      // its peers will report. Our own SIGCHLD handler also overrides an inherited SIG_IGN, which
+      // would otherwise make the kernel reap the children before waitpid could read their status.
+      action.sa_flags = SA_RESTART;
       sigemptyset(&action.sa_mask);
       ::sigaction(kSignals[i], &action, nullptr);
     }
@@ -151,12 +132,13 @@ std::string program_path() {
   return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string("strata");
 }
 
-ChildPlan make_plan(const SpawnOptions& options, int rank, int port, const std::string& program, int restart) {
+ChildPlan make_plan(const SpawnOptions& options, int local_rank, int port, const std::string& program, int restart) {
   std::vector<std::pair<std::string, std::string>> set = {
-      {"RANK", std::to_string(rank)},
-      {"WORLD_SIZE", std::to_string(options.nproc)},
-      {"LOCAL_RANK", std::to_string(rank)},
+      {"RANK", std::to_string(options.node_rank * options.nproc + local_rank)},
+      {"WORLD_SIZE", std::to_string(options.nnodes * options.nproc)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
       {"LOCAL_WORLD_SIZE", std::to_string(options.nproc)},
+      {"GROUP_RANK", std::to_string(options.node_rank)},
       {"MASTER_ADDR", options.master_addr},
       {"MASTER_PORT", std::to_string(port)},
       {"STRATA_SPAWNED", "1"},
@@ -233,8 +215,11 @@ void write_stderr(int value) {
 
 struct Child {
   pid_t pid = -1;
-  int rank = 0;
+  int rank = 0;               // global rank
   bool alive = true;
+  int status = 0;             // wait status once reaped
+  bool before_stop = false;   // ended (or was stopped) before the launcher began stopping the ranks
+  int stopped_by = 0;         // the signal that stopped it (SIGSTOP, SIGTSTP, ...), if it was
 };
 
 void signal_alive(const std::vector<Child>& children, int sig) {
@@ -277,7 +262,10 @@ std::vector<Child> start_ranks(const SpawnOptions& options, int port, const Sign
       throw Error("cannot start rank " + std::to_string(rank) + ": fork failed: " + std::strerror(fork_errno),
                   "Check the process and memory limits (ulimit -u, ulimit -v) or use a smaller --nproc.");
     }
-    children.push_back({pid, rank, true});
+    Child child;
+    child.pid = pid;
+    child.rank = options.node_rank * options.nproc + rank;
+    children.push_back(child);
   }
   if (devnull >= 0) ::close(devnull);
   return children;
@@ -291,7 +279,7 @@ int report_exit(int rank, int status) {
     return code;
   }
   const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-  std::fprintf(stderr, "strata: rank %d was killed by signal %d (%s)\n", rank, sig, signal_name(sig));
+  std::fprintf(stderr, "strata: rank %d was killed by signal %d (%s)\n", rank, sig, signal_name(sig).c_str());
   return 128 + sig;
 }
 
@@ -317,6 +305,56 @@ class Supervisor {
   /// Whether the launcher itself was told to stop (SIGINT, SIGTERM): no restart then.
   bool interrupted() const noexcept { return interrupted_; }
 
+  /// The cause of a failed job: the rank that stopped, died of a signal, or raised first (its
+  /// failure record), not the first rank to exit. Prints it and returns the job's exit code.
+  int name_cause(const std::filesystem::path& run_dir, int code) const {
+    const auto records = run_dir.empty() ? std::vector<FailureRecord>{} : read_failure_records(run_dir);
+    const Child* cause = nullptr;
+    std::string how;
+    for (const auto& c : children_)  // stopped: its peers' failures follow from its silence
+      if (c.stopped_by != 0 && cause == nullptr) {
+        cause = &c;
+        how = "was stopped by " + signal_name(c.stopped_by) + " and went silent";
+        code = 128 + c.stopped_by;
+      }
+    for (const auto& c : children_)  // died of a signal the launcher did not send (OOM killer, ...)
+      if (cause == nullptr && c.before_stop && c.status > 0 && WIFSIGNALED(c.status)) {
+        cause = &c;
+        how = "was killed by " + signal_name(WTERMSIG(c.status));
+        code = 128 + WTERMSIG(c.status);
+      }
+    if (cause == nullptr) {
+      if (const auto record = cause_of(records)) {
+        for (const auto& c : children_)
+          if (c.rank == *record->cause_rank) cause = &c;
+        how = record->rank == *record->cause_rank ? "failed: " + first_line(record->error)
+                                                   : "(named by rank " + std::to_string(record->rank) +
+                                                         "): " + first_line(record->error);
+        if (cause != nullptr && cause->status > 0 && WIFEXITED(cause->status) && WEXITSTATUS(cause->status) != 0)
+          code = WEXITSTATUS(cause->status);
+        if (cause == nullptr) {  // a rank of another node: no exit status here
+          std::fprintf(stderr, "strata: cause: rank %d %s\n", *record->cause_rank, how.c_str());
+          return code;
+        }
+      }
+    }
+    if (cause == nullptr) {
+      for (const auto& c : children_)
+        if (c.before_stop && c.status != 0 && cause == nullptr) cause = &c;
+      if (cause == nullptr) return code;
+      how = c_status_text(cause->status);
+    }
+    std::fprintf(stderr, "strata: cause: rank %d %s\n", cause->rank, how.c_str());
+    cause_rank_ = cause->rank;
+    cause_text_ = "rank " + std::to_string(cause->rank) + " " + how;
+    cause_signal_ = cause->stopped_by != 0 ? cause->stopped_by
+                    : cause->status > 0 && WIFSIGNALED(cause->status) ? WTERMSIG(cause->status) : 0;
+    return code;
+  }
+  int cause_rank() const noexcept { return cause_rank_; }
+  const std::string& cause_text() const noexcept { return cause_text_; }
+  int cause_signal() const noexcept { return cause_signal_; }
+
  private:
   int alive() const {
     int n = 0;
@@ -328,10 +366,23 @@ class Supervisor {
     for (auto& c : children_) {
       if (!c.alive) continue;
       int status = 0;
-      const pid_t r = ::waitpid(c.pid, &status, WNOHANG);
+      const pid_t r = ::waitpid(c.pid, &status, WNOHANG | WUNTRACED | WCONTINUED);
       if (r == 0 || (r < 0 && errno == EINTR)) continue;
+      if (r > 0 && WIFSTOPPED(status)) {
+        // Not an end: its peers will notice its silence (heartbeat_s) and fail. Remember the
+        // stop as the cause, unless the launcher is already stopping the ranks.
+        if (!result_ && c.stopped_by == 0) {
+          c.stopped_by = WSTOPSIG(status);
+          c.before_stop = true;
+          std::fprintf(stderr, "strata: rank %d was stopped by %s\n", c.rank, signal_name(c.stopped_by).c_str());
+        }
+        continue;
+      }
+      if (r > 0 && WIFCONTINUED(status)) continue;
       c.alive = false;
+      c.status = r > 0 ? status : -1;
       if (result_) continue;  // already stopping: later exits are consequences, not causes
+      c.before_stop = true;
       int code = 1;
       if (r < 0) {  // reaped elsewhere: the status is lost, which must not pass for success
         std::fprintf(stderr, "strata: rank %d vanished (waitpid: %s)\n", c.rank, std::strerror(errno));
@@ -346,11 +397,11 @@ class Supervisor {
     if (sig == SIGCHLD) return;  // the next reap() handles it
     if (result_) {
       // A second interrupt while stopping: the user does not want to wait for the grace period.
-      std::fprintf(stderr, "strata: received %s again, killing the ranks\n", signal_name(sig));
+      std::fprintf(stderr, "strata: received %s again, killing the ranks\n", signal_name(sig).c_str());
       kill_all();
       return;
     }
-    std::fprintf(stderr, "strata: received %s, stopping the ranks\n", signal_name(sig));
+    std::fprintf(stderr, "strata: received %s, stopping the ranks\n", signal_name(sig).c_str());
     interrupted_ = true;
     // Forward the signal itself (a rank may handle SIGINT by stopping cleanly); SIGKILL follows
     // after the grace period.
@@ -363,6 +414,7 @@ class Supervisor {
     if (alive() == 0) return;
     if (message != nullptr) std::fputs(message, stderr);
     signal_alive(children_, sig);
+    signal_alive(children_, SIGCONT);  // a stopped rank takes the signal now, not when resumed
   }
 
   void kill_all() {
@@ -380,7 +432,21 @@ class Supervisor {
     return timeout;
   }
 
+  static std::string first_line(const std::string& text) {
+    auto line = text.substr(0, text.find('\n'));
+    if (line.rfind("error: ", 0) == 0) line.erase(0, 7);
+    return line;
+  }
+  static std::string c_status_text(int status) {
+    if (status < 0) return "vanished";
+    if (WIFSIGNALED(status)) return "was killed by " + signal_name(WTERMSIG(status));
+    return "exited with status " + std::to_string(WEXITSTATUS(status));
+  }
+
   std::vector<Child> children_;
+  mutable int cause_rank_ = -1;
+  mutable std::string cause_text_;
+  mutable int cause_signal_ = 0;
   std::chrono::seconds grace_;
   const SignalPipe& signals_;
   std::optional<int> result_;                // exit code, set when stopping begins
@@ -388,6 +454,50 @@ class Supervisor {
   bool killed_ = false;
   bool interrupted_ = false;
 };
+
+/// summary.json when rank 0 could not write it (it died, or was stopped and killed): the status,
+/// the cause and the exit code, so that a script can tell a crash from a run never started. A
+/// summary rank 0 wrote stays; the launcher only adds the failed rank when rank 0 did not know it.
+void write_launcher_verdict(const std::filesystem::path& run_dir, const Supervisor& supervisor, int code) {
+  if (run_dir.empty() || !std::filesystem::is_directory(run_dir)) return;
+  const auto file = run_dir / "summary.json";
+  try {
+    Json summary = Json::object();
+    if (std::filesystem::exists(file)) {
+      std::ifstream in(file);
+      std::stringstream text;
+      text << in.rdbuf();
+      summary = Json::parse(text.str());
+      const Json* failed = summary.find("failed_rank");
+      const bool known = failed != nullptr && failed->is_number();
+      const bool failed_status = summary.find("status") && summary.find("status")->string_or("") == "failed";
+      if (supervisor.interrupted() || supervisor.cause_rank() < 0) return;  // what rank 0 wrote stands
+      if (failed_status && known && static_cast<int>(failed->number_or(-1)) != supervisor.cause_rank()) return;
+      if (failed_status && known && supervisor.cause_signal() == 0) return;  // nothing to add
+      if (!failed_status) {
+        // Rank 0 saw the launcher's SIGTERM (sent because another rank failed) as an interruption.
+        if (const Json* error = summary.find("error")) {
+          const Json rank0_error = *error;
+          summary["rank0_error"] = rank0_error;
+        }
+        summary["status"] = "failed";
+        summary["error"] = supervisor.cause_text();
+      }
+    } else {
+      summary["status"] = supervisor.interrupted() ? "interrupted" : "failed";
+      summary["error"] = supervisor.interrupted() ? "the launcher was interrupted (exit status " +
+                                                        std::to_string(code) + ") before rank 0 wrote its summary"
+                                                  : supervisor.cause_text();
+      summary["written_by"] = "launcher";
+    }
+    summary["failed_rank"] = supervisor.cause_rank() >= 0 ? Json(supervisor.cause_rank()) : Json();
+    summary["signal"] = supervisor.cause_signal() != 0 ? Json(signal_name(supervisor.cause_signal())) : Json();
+    summary["exit_code"] = code;
+    write_file_atomically(file, summary.dump() + "\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata: could not write %s: %s\n", file.c_str(), e.what());
+  }
+}
 
 void validate(const SpawnOptions& options) {
   if (options.nproc < 1) {
@@ -397,6 +507,15 @@ void validate(const SpawnOptions& options) {
   if (options.master_port < 0 || options.master_port > 65535) {
     throw UsageError("the master port must be in 0..65535, got " + std::to_string(options.master_port),
                      "Use 0 to let strata pick a free port.");
+  }
+  if (options.nnodes < 1 || options.node_rank < 0 || options.node_rank >= options.nnodes) {
+    throw UsageError("node rank " + std::to_string(options.node_rank) + " of " + std::to_string(options.nnodes) +
+                         " nodes is not a node of the job",
+                     "Give every node a distinct node rank below the node count.");
+  }
+  if (options.nnodes > 1 && options.master_port == 0) {
+    throw UsageError("a job of " + std::to_string(options.nnodes) + " nodes needs the master port",
+                     "Set MASTER_PORT (the same on every node).");
   }
   if (options.max_restarts < 0) {
     throw UsageError("--max-restarts must not be negative, got " + std::to_string(options.max_restarts),
@@ -416,8 +535,11 @@ int spawn_and_supervise(const SpawnOptions& options) {
     // A fresh port per attempt: the old store's port may linger in TIME_WAIT.
     const int port = options.master_port != 0 ? options.master_port : free_port(options.master_addr);
     std::fflush(nullptr);  // buffered output must not be written twice by the children
+    clear_failure_records(options.run_dir);
     Supervisor supervisor(start_ranks(options, port, signals, restart), options.grace, signals);
-    const int code = supervisor.run();
+    int code = supervisor.run();
+    if (code != 0 && !supervisor.interrupted()) code = supervisor.name_cause(options.run_dir, code);
+    if (code != 0 && options.node_rank == 0) write_launcher_verdict(options.run_dir, supervisor, code);
     if (code == 0 || supervisor.interrupted() || restart >= options.max_restarts) return code;
     if (code == 2) {
       std::fprintf(stderr, "strata: not restarting: exit status 2 is a configuration or usage error\n");

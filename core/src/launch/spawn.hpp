@@ -3,6 +3,7 @@
 // with torchrun-style variables and supervises them.
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,14 @@ struct SpawnOptions {
   int max_restarts = 0;
   std::vector<std::string> restart_args;  ///< arguments of the ranks of a restart; empty: args
   std::vector<std::pair<std::string, std::string>> env;  ///< extra variables for every rank
+  /// A node of a multi-node job (a Kubeflow pod): rank i here is node_rank * nproc + i of
+  /// nnodes * nproc, and master_port must be given (every node uses the same).
+  int nnodes = 1;
+  int node_rank = 0;
+  /// The run directory the ranks write into (known on the node of rank 0): the launcher reads
+  /// the ranks' failure records there to name the cause of a failure, and writes summary.json
+  /// itself when rank 0 could not. Empty: no verdict files.
+  std::filesystem::path run_dir;
 };
 
 /// Starts `nproc` children of this executable with RANK, WORLD_SIZE, LOCAL_RANK,

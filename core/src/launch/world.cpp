@@ -4,6 +4,7 @@
 #include "launch/world.hpp"
 
 #include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
@@ -144,6 +145,8 @@ std::optional<WorldInfo> paired_world(const EnvLookup& env, const RankVars& v, c
   w.local_world_size = read_count(env, v.local_size).value_or(w.world_size);
   settle_ranks(w, read_count(env, v.local_rank), v, v.local_size);
   w.master_addr = master_addr(env, w, v, v.local_size);
+  w.source = describe(v.rank, w.rank) + " " + describe(v.size, w.world_size) + " " +
+             describe(v.local_size, w.local_world_size);
   return w;
 }
 
@@ -157,6 +160,8 @@ std::optional<WorldInfo> torchrun_world(const EnvLookup& env) {
                  "Set MASTER_PORT to a free TCP port on MASTER_ADDR (the same on every rank).");
   }
   w.launcher = env("STRATA_SPAWNED").value_or("") == "1" ? "strata" : "torchrun";
+  // torch.distributed's rendezvous compares with Python's str(True).
+  w.agent_store = env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
   return found;
 }
 
@@ -200,11 +205,30 @@ int slurm_local_size(const EnvLookup& env, std::string& source) {
   return 1;
 }
 
+/// SLURM_STEP_ID (older releases: SLURM_STEPID), std::nullopt when unset.
+std::optional<std::string> slurm_step_id(const EnvLookup& env) {
+  if (auto id = env("SLURM_STEP_ID")) return id;
+  return env("SLURM_STEPID");
+}
+
+/// Whether this process is a task of a step srun started: a step id that is not one of Slurm's
+/// special steps. The batch script (SLURM_STEP_ID unset, or "batch"/0xfffffffb), the extern step
+/// and salloc's interactive step have SLURM_PROCID=0 and the allocation's SLURM_NTASKS, but they
+/// are one process, not rank 0 of a job of SLURM_NTASKS ranks.
+bool in_slurm_step(const EnvLookup& env) {
+  const auto id = slurm_step_id(env);
+  if (!id || id->empty() || *id == "batch" || *id == "extern" || *id == "interactive") return false;
+  std::uint64_t value = 0;
+  auto [end, ec] = std::from_chars(id->data(), id->data() + id->size(), value);
+  if (ec != std::errc{} || end != id->data() + id->size()) return true;  // a name we do not know: trust srun
+  return value < 0xfffffff0ULL;  // SLURM_PENDING_STEP .. SLURM_BATCH_SCRIPT, SLURM_EXTERN_CONT, ...
+}
+
 std::optional<WorldInfo> slurm_world(const EnvLookup& env) {
   const auto& v = kSlurmVars;
-  // Both must be set: SLURM_NTASKS alone describes an allocation (salloc, sbatch) in which the
-  // user may run one process, not a step of several ranks started by srun.
-  if (!env(v.rank) || !env(v.size)) return std::nullopt;
+  // Both must be set, in a step: SLURM_NTASKS alone describes an allocation (salloc, sbatch) in
+  // which the user may run one process, not a step of several ranks started by srun.
+  if (!env(v.rank) || !env(v.size) || !in_slurm_step(env)) return std::nullopt;
   WorldInfo w;
   w.rank = *read_count(env, v.rank);
   w.world_size = *read_count(env, v.size);
@@ -235,7 +259,19 @@ std::optional<WorldInfo> slurm_world(const EnvLookup& env) {
                  "Set MASTER_PORT to a free TCP port on the first node (the same on every rank).");
   }
   w.launcher = "slurm";
+  w.source = describe(v.rank, w.rank) + " " + describe(v.size, w.world_size) + " " +
+             describe(local_size_name, w.local_world_size) + " SLURM_STEP_ID=" + slurm_step_id(env).value_or("");
   return w;
+}
+
+/// PET_NPROC_PER_NODE: a count, or "auto"/"gpu" (0: one rank per visible GPU, decided later).
+int parse_nproc_per_node(const std::string& text) {
+  if (text == "auto" || text == "gpu") return 0;
+  auto n = parse_count(text);
+  if (!n || *n < 1)
+    inconsistent(shown("PET_NPROC_PER_NODE", text) + " is not a process count.",
+                 "Set nprocPerNode in the PyTorchJob to a number such as 1 or 8 (or \"auto\": one per GPU).");
+  return *n;
 }
 
 std::optional<WorldInfo> openmpi_world(const EnvLookup& env) {
@@ -251,6 +287,64 @@ std::optional<WorldInfo> openmpi_world(const EnvLookup& env) {
 
 }  // namespace
 
+std::optional<NodeLaunch> node_launch_from_environment(const EnvLookup& env) {
+  auto per_node = env("PET_NPROC_PER_NODE");
+  // A rank started by torchrun inside the pod (or by strata for this node) has LOCAL_RANK.
+  if (!per_node || env("LOCAL_RANK") || env("TORCHELASTIC_RUN_ID")) return std::nullopt;
+  NodeLaunch n;
+  n.nproc_per_node = parse_nproc_per_node(*per_node);
+  auto nnodes = env("PET_NNODES").value_or("1");
+  if (auto colon = nnodes.find(':'); colon != std::string::npos) {
+    // Elastic "min:max": strata's node launcher is not elastic; a fixed size is min == max.
+    if (nnodes.substr(0, colon) != nnodes.substr(colon + 1))
+      inconsistent(shown("PET_NNODES", nnodes) + " is an elastic range.",
+                   "Give the PyTorchJob a fixed number of replicas (no elasticPolicy), or run torchrun in the pod.");
+    nnodes = nnodes.substr(0, colon);
+  }
+  auto count = parse_count(nnodes);
+  if (!count || *count < 1)
+    inconsistent(shown("PET_NNODES", nnodes) + " is not a node count.", "Set PET_NNODES to the number of pods.");
+  n.nnodes = *count;
+  const char* rank_name = env("PET_NODE_RANK") ? "PET_NODE_RANK" : "RANK";
+  n.node_rank = read_count(env, rank_name).value_or(0);
+  if (n.node_rank >= n.nnodes)
+    inconsistent(std::string(rank_name) + "=" + std::to_string(n.node_rank) + " is not below PET_NNODES=" +
+                     std::to_string(n.nnodes) + ".",
+                 "Each pod of the PyTorchJob needs a distinct node rank below the replica count.");
+  n.master_addr = env("PET_MASTER_ADDR").value_or(env("MASTER_ADDR").value_or(""));
+  if (n.master_addr.empty()) {
+    if (n.nnodes > 1)
+      inconsistent("MASTER_ADDR is unset in a PyTorchJob of " + std::to_string(n.nnodes) + " nodes.",
+                   "Let the training operator set it (it does for every replica), or set MASTER_ADDR to the master pod.");
+    n.master_addr = "127.0.0.1";
+  }
+  const char* port_name = env("PET_MASTER_PORT") ? "PET_MASTER_PORT" : "MASTER_PORT";
+  if (auto text = env(port_name)) {
+    auto port = parse_count(*text);
+    if (!port || *port < 1 || *port > 65535)
+      inconsistent(shown(port_name, *text) + " is not a TCP port.", std::string("Set ") + port_name + " to 1..65535.");
+    n.master_port = *port;
+  } else if (n.nnodes > 1) {
+    inconsistent("MASTER_PORT is unset in a PyTorchJob of " + std::to_string(n.nnodes) + " nodes.",
+                 "Let the training operator set it, or set MASTER_PORT to a free port of the master pod.");
+  }
+  n.source = "PET_NNODES=" + std::to_string(n.nnodes) + " " + rank_name + "=" + std::to_string(n.node_rank) +
+             " PET_NPROC_PER_NODE=" + *per_node;
+  return n;
+}
+
+std::optional<SlurmAllocation> slurm_allocation(const EnvLookup& env) {
+  auto job = env("SLURM_JOB_ID");
+  if (!job || in_slurm_step(env)) return std::nullopt;
+  SlurmAllocation a;
+  a.job_id = *job;
+  if (auto text = env("SLURM_NTASKS")) a.ntasks = parse_count(*text).value_or(0);
+  const auto step = slurm_step_id(env);
+  a.where = step && !step->empty() ? "step " + *step + " of Slurm job " + *job
+                                   : "Slurm job " + *job + " outside a step (the batch script or salloc's shell)";
+  return a;
+}
+
 EnvLookup process_environment() {
   return [](const std::string& name) -> std::optional<std::string> {
     const char* value = std::getenv(name.c_str());
@@ -260,6 +354,8 @@ EnvLookup process_environment() {
 }
 
 std::optional<WorldInfo> world_from_environment(const EnvLookup& env) {
+  // A Kubeflow pod sets RANK to its node rank: not a process rank (strata starts the node's ranks).
+  if (node_launch_from_environment(env)) return std::nullopt;
   // torchrun first: under srun or mpirun it is the innermost launcher, and its variables describe
   // the processes that actually exist.
   if (auto w = torchrun_world(env)) return w;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -15,8 +17,23 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
-Progress::Progress(const Logger& log, std::int64_t total)
-    : log_(log), total_(total), tty_(isatty(STDOUT_FILENO) == 1) {}
+namespace {
+/// Whether to redraw one progress line (a person watching a terminal) rather than log lines.
+/// STRATA_PROGRESS=bar|lines decides; "auto" (the default) draws only on a terminal whose TERM can
+/// redraw, and not under mpirun, whose ranks write to a pty of its own even when the job's output
+/// goes to a file.
+bool draws_bar() {
+  const char* choice = std::getenv("STRATA_PROGRESS");
+  const std::string mode = choice != nullptr ? choice : "auto";
+  if (mode == "bar") return true;
+  if (mode == "lines") return false;
+  const char* term = std::getenv("TERM");
+  const bool terminal = isatty(STDOUT_FILENO) == 1 && term != nullptr && *term != '\0' && std::string(term) != "dumb";
+  return terminal && std::getenv("OMPI_COMM_WORLD_RANK") == nullptr;
+}
+}  // namespace
+
+Progress::Progress(const Logger& log, std::int64_t total) : log_(log), total_(total), tty_(draws_bar()) {}
 
 void Progress::update(std::int64_t step, double loss, double lr, double samples_per_s, double eta_s, bool log_step) {
   if (log_.rank() != 0) return;

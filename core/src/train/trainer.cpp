@@ -11,6 +11,9 @@
 #include <fmt/format.h>
 
 #include "data/sampler.hpp"
+#include "dist/job_monitor.hpp"
+#include "launch/verdict.hpp"
+#include "text/errors_text.hpp"
 #include "io/run_dir.hpp"
 #include "strata/errors.hpp"
 #include "tensorboard/event_writer.hpp"
@@ -60,6 +63,9 @@ class Loop {
   void measure_memory();
   void check_replicas(Json& summary);
   void save_final_model(Json& summary);
+  void register_verdict();
+  void fail(const std::exception& error);
+  void write_verdict(Json summary, const FailureRecord& verdict) const;
 
   // Inputs.
   TrainerParts p_;
@@ -247,6 +253,54 @@ void Loop::setup() {
                              mfu_peak_.peak ? fmt::format("{:g} TFLOP/s per device ({})", mfu_peak_.peak->tflops,
                                                           mfu_peak_.peak->source)
                                             : "nothing: " + mfu_peak_.note));
+  register_verdict();
+}
+
+/// What the job monitor writes should this rank be stuck when the job fails (a peer stopped and
+/// Gloo cannot abort the collective): the summary as of the end of setup, with the verdict and
+/// the steps done. Runs on the monitor's thread: it touches only the copy, the monitor and the
+/// event writer (which is thread-safe).
+void Loop::register_verdict() {
+  if (p_.monitor == nullptr) return;
+  p_.monitor->set_verdict_writer([this, base = summary("failed", "")](const FailureRecord& verdict) {
+    Json s = base;
+    s["steps"] = p_.monitor->step();
+    s["written_by"] = "watchdog";
+    write_verdict(s, verdict);
+    if (events_) events_->end_hparams_session(false);
+  });
+}
+
+/// summary.json with the verdict (rank 0); a rank that lost rank 0 writes its own
+/// summary_rank<r>.json, since rank 0 cannot.
+void Loop::write_verdict(Json s, const FailureRecord& verdict) const {
+  s["status"] = verdict.status;
+  s["error"] = verdict.error;
+  s["failed_rank"] = verdict.cause_rank ? Json(*verdict.cause_rank) : Json();
+  if (rank0_) {
+    write_text_file(p_.run_dir / "summary.json", s.dump() + "\n");
+  } else if (verdict.cause_rank == 0) {
+    s["rank"] = p_.comm->rank();
+    write_text_file(p_.run_dir / fmt::format("summary_rank{}.json", p_.comm->rank()), s.dump() + "\n");
+  }
+}
+
+/// The failure path of every rank: the record for the launcher and the peers, then the summary.
+void Loop::fail(const std::exception& error) {
+  progress_.finish();
+  FailureRecord verdict{p_.comm->rank(), "failed", detail::exception_text(error), p_.comm->rank(), unix_time_now()};
+  if (p_.monitor != nullptr) {
+    p_.monitor->set_verdict_writer(nullptr);  // this thread writes it
+    verdict = p_.monitor->record_failure(error);
+  }
+  peak_bytes_ = peak_memory_bytes(p_.device);
+  peak_tensor_bytes_ = tensor_memory::peak_bytes(p_.device);
+  try {
+    write_verdict(summary(verdict.status, ""), verdict);
+    if (events_) events_->end_hparams_session(false);
+  } catch (const std::exception& e) {
+    p_.log->warn(std::string("could not write the failed run's summary: ") + e.what());
+  }
 }
 
 void Loop::train_step(std::int64_t step) {
@@ -503,14 +557,21 @@ void Loop::restore(const Resumed& r) {
 }
 
 Json Loop::run() {
-  setup();
-  peak_setup_bytes_ = tensor_memory::peak_bytes(p_.device);
-  reset_peak_memory(p_.device);
-  tensor_memory::reset_peak(p_.device);
   const auto& t = e_.train;
+  Json s;
   try {
+    setup();
+    peak_setup_bytes_ = tensor_memory::peak_bytes(p_.device);
+    reset_peak_memory(p_.device);
+    tensor_memory::reset_peak(p_.device);
     started_ = Clock::now();
     for (std::int64_t step = start_step_; step < t.steps; ++step) {
+      if (p_.monitor != nullptr) {
+        // Stop between steps, where nothing is in flight: every rank got the signal (a launcher
+        // forwards it), and one that is a step ahead finds its peers gone and stops too.
+        if (const int sig = p_.monitor->stop_signal()) throw Interrupted(sig, fmt::format("before step {}", step + 1));
+        p_.monitor->note_step(step);
+      }
       train_step(step);
       const std::int64_t step1 = step + 1;
       if (e_.eval.every > 0 && step1 % e_.eval.every == 0 && step1 != t.steps) {
@@ -520,22 +581,18 @@ Json Loop::run() {
       }
       if (checkpoints_->due(step1)) save_checkpoint(step1);
     }
-  } catch (const TrainingError& err) {
     progress_.finish();
-    peak_bytes_ = peak_memory_bytes(p_.device);
-    peak_tensor_bytes_ = tensor_memory::peak_bytes(p_.device);
-    Json s = summary("failed", err.what());
-    write_summary(s);
-    if (events_) events_->end_hparams_session(false);
+    measure_memory();  // before evaluation: the training peak, not evaluation's
+    last_eval_ = evaluate();
+    s = summary("ok", "");
+    s["param_norm"] = p_.strategy->parameter_norm();
+    check_replicas(s);
+    if (t.save_final) save_final_model(s);
+  } catch (const std::exception& error) {
+    fail(error);
     throw;
   }
-  progress_.finish();
-  measure_memory();  // before evaluation: the training peak, not evaluation's
-  last_eval_ = evaluate();
-  Json s = summary("ok", "");
-  s["param_norm"] = p_.strategy->parameter_norm();
-  check_replicas(s);
-  if (t.save_final) save_final_model(s);
+  if (p_.monitor != nullptr) p_.monitor->set_verdict_writer(nullptr);
   log_eval(t.steps);
   if (events_) {
     events_->end_hparams_session(true);

@@ -16,6 +16,8 @@
 
 namespace strata {
 
+class JobMonitor;
+
 /// Everything one rank's training loop works with; owned by the caller.
 struct TrainerParts {
   const Experiment* experiment = nullptr;
@@ -32,11 +34,15 @@ struct TrainerParts {
   /// A checkpoint to resume from (after the strategy's setup), or none.
   std::optional<std::filesystem::path> resume;
   int restarts = 0;                   ///< restarts of this job so far (the launcher's count), for the summary
+  /// The rank's watch over the job (stop signals, failure records, the verdict when this thread is
+  /// stuck); may be null.
+  JobMonitor* monitor = nullptr;
 };
 
 /// Runs the experiment on this rank and returns the summary (DESIGN §7 keys). Rank 0 writes
-/// summary.json and TensorBoard events into run_dir. On a non-finite loss or gradient norm it
-/// writes what it has (status "failed") and throws TrainingError naming the step.
+/// summary.json and TensorBoard events into run_dir. On any failure (a non-finite loss, a lost
+/// peer, an error of its own) or a stop signal it writes what it has, with status "failed" or
+/// "interrupted", the error paragraph and the rank to blame, and rethrows.
 Json train(TrainerParts parts);
 
 }  // namespace strata

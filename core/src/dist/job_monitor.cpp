@@ -1,0 +1,284 @@
+// The heartbeat (a counter per rank in the job's store; rank 0 watches every rank, the others
+// watch rank 0) and the monitor thread (signals, a store that stopped answering). A stuck Gloo
+// collective cannot be cancelled, so a verdict the training thread cannot write is written here
+// and the process exits: the surviving ranks and the launcher see it end and follow.
+
+#include "dist/job_monitor.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <vector>
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "text/errors_text.hpp"
+
+namespace strata {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+std::atomic<int> g_pipe_write{-1};
+std::atomic<int> g_first_signal{0};
+std::atomic<bool> g_monitor_exists{false};
+
+void on_stop_signal(int sig) {
+  const int saved = errno;
+  int none = 0;
+  g_first_signal.compare_exchange_strong(none, sig);
+  const auto byte = static_cast<unsigned char>(sig);
+  [[maybe_unused]] auto n = ::write(g_pipe_write.load(), &byte, 1);
+  errno = saved;
+}
+
+struct SignalState {
+  int fds[2] = {-1, -1};
+  struct sigaction old[std::size(kStopSignals)] {};
+};
+SignalState g_signals;
+
+void write_error(const std::string& text) {
+  [[maybe_unused]] auto n = ::write(STDERR_FILENO, text.data(), text.size());
+}
+
+double seconds(std::chrono::milliseconds ms) { return static_cast<double>(ms.count()) / 1000.0; }
+
+}  // namespace
+
+JobMonitor::JobMonitor(JobMonitorOptions options) : options_(std::move(options)) {
+  if (g_monitor_exists.exchange(true)) throw Error("a JobMonitor already watches this process");
+  if (::pipe2(g_signals.fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+    g_monitor_exists = false;
+    throw Error(std::string("cannot create the rank's signal pipe: ") + std::strerror(errno));
+  }
+  g_pipe_write = g_signals.fds[1];
+  g_first_signal = 0;
+  for (std::size_t i = 0; i < std::size(kStopSignals); ++i) {
+    ::sigaction(kStopSignals[i], nullptr, &g_signals.old[i]);
+    if (g_signals.old[i].sa_handler == SIG_IGN) continue;  // `nohup`, `cmd &` in a script: stays ignored
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    action.sa_flags = SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(kStopSignals[i], &action, nullptr);
+  }
+  monitor_ = std::thread([this] { monitor_loop(); });
+}
+
+JobMonitor::~JobMonitor() {
+  stopping_threads_ = true;
+  wake_.notify_all();
+  const unsigned char byte = 0;
+  [[maybe_unused]] auto n = ::write(g_signals.fds[1], &byte, 1);
+  if (heartbeat_.joinable()) heartbeat_.join();
+  if (monitor_.joinable()) monitor_.join();
+  for (std::size_t i = 0; i < std::size(kStopSignals); ++i) ::sigaction(kStopSignals[i], &g_signals.old[i], nullptr);
+  g_pipe_write = -1;
+  ::close(g_signals.fds[0]);
+  ::close(g_signals.fds[1]);
+  g_monitor_exists = false;
+}
+
+void JobMonitor::attach(std::shared_ptr<JobStore> store, std::filesystem::path run_dir, std::string endpoint) {
+  run_dir_ = std::move(run_dir);
+  endpoint_ = std::move(endpoint);
+  store_ = std::move(store);
+  if (!store_ || options_.heartbeat.count() <= 0 || options_.world_size < 2) return;
+  last_beat_ns_ = now_ns();
+  heartbeat_ = std::thread([this] { heartbeat_loop(); });
+}
+
+void JobMonitor::set_verdict_writer(std::function<void(const FailureRecord&)> writer) {
+  std::lock_guard lock(writer_mutex_);
+  writer_ = std::move(writer);
+}
+
+void JobMonitor::monitor_loop() {
+  std::optional<Clock::time_point> stop_deadline;
+  const auto period = std::chrono::milliseconds(200);
+  auto woke = Clock::now();
+  while (!stopping_threads_) {
+    pollfd p{g_signals.fds[0], POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(period.count()));
+    // This process itself was paused (SIGSTOP, a suspended VM): the store's silence meanwhile is
+    // not the store's; give the heartbeat a fresh window.
+    if (Clock::now() - woke > period + std::chrono::seconds(1) && last_beat_ns_.load() != 0) last_beat_ns_ = now_ns();
+    woke = Clock::now();
+    unsigned char buffer[16];
+    int signals = 0;
+    for (ssize_t n; (n = ::read(g_signals.fds[0], buffer, sizeof buffer)) > 0;)
+      for (ssize_t i = 0; i < n; ++i) signals += buffer[i] != 0 ? 1 : 0;
+    if (stopping_threads_) return;
+    if (signals > 0) {
+      const int sig = g_first_signal.load();
+      const bool again = stop_signal_.load() != 0;
+      stop_signal_ = sig;
+      if (!stop_deadline) stop_deadline = Clock::now() + options_.stop_grace;
+      if (again) stop_deadline = Clock::now();  // a second signal: no more waiting
+    }
+    if (stop_deadline && Clock::now() >= *stop_deadline && !finished_) {
+      FailureRecord v{options_.rank, "interrupted",
+                      fmt::format("interrupted by {} at step {}; the training thread did not stop within {:.0f} s "
+                                  "(it waited for a peer)",
+                                  signal_name(stop_signal_), step_.load(), seconds(options_.stop_grace)),
+                      std::nullopt, unix_time_now()};
+      fatal(v, 128 + stop_signal_, "");
+    }
+    const auto beat = last_beat_ns_.load();
+    if (beat != 0 && !finished_ && !failing_ &&
+        now_ns() - beat > std::chrono::duration_cast<std::chrono::nanoseconds>(options_.heartbeat).count()) {
+      const bool root = options_.rank == 0;
+      FailureRecord v{options_.rank, "failed",
+                      fmt::format("rank {} lost contact with the job's store at {} (hosted by {}) for {:.1f} s: {}",
+                                  options_.rank, endpoint_, root ? "this rank" : "rank 0",
+                                  seconds(options_.heartbeat),
+                                  root ? "the store stopped answering"
+                                       : "rank 0 stopped, died or this host was cut off from it"),
+                      root ? std::optional<int>() : std::optional<int>(0), unix_time_now()};
+      fatal(v, 1, "check that rank 0's host is up and reachable from this one (MASTER_ADDR/MASTER_PORT), and the "
+                  "network between them; raise [distributed] heartbeat_s if ranks pause for longer on purpose");
+    }
+  }
+}
+
+void JobMonitor::heartbeat_loop() {
+  const auto period = std::clamp(options_.heartbeat / 5, std::chrono::milliseconds(100), std::chrono::milliseconds(2000));
+  const int world = options_.world_size;
+  std::vector<std::string> last(static_cast<std::size_t>(world));
+  std::vector<Clock::time_point> changed(static_cast<std::size_t>(world), Clock::now());
+  const std::string mine = "hb/" + std::to_string(options_.rank);
+  while (!stopping_threads_) {
+    try {
+      store_->add(mine, 1);
+      last_beat_ns_ = now_ns();
+      // Rank 0 watches every rank; the others watch rank 0 (whose store may be hosted elsewhere,
+      // by torchrun's agent, and so stay up while rank 0 is stopped).
+      for (int r = 0; r < world; ++r) {
+        if (r == options_.rank || (options_.rank != 0 && r != 0)) continue;
+        const auto value = store_->get_if_set("hb/" + std::to_string(r)).value_or("");
+        const auto i = static_cast<std::size_t>(r);
+        if (value != last[i]) {
+          last[i] = value;
+          changed[i] = Clock::now();
+        } else if (Clock::now() - changed[i] > options_.heartbeat && !finished_ && !failing_) {
+          FailureRecord v{options_.rank, "failed",
+                          fmt::format("rank {} sent no heartbeat for {:.1f} s: it stopped, died or was cut off from "
+                                      "the job's store at {}",
+                                      r, seconds(options_.heartbeat), endpoint_),
+                          r, unix_time_now()};
+          try {
+            store_->set("abort", v.to_json().dump(0));
+          } catch (...) {
+          }
+          fatal(v, 1, "read rank " + std::to_string(r) +
+                          "'s output and its host's state (a stopped process, the OOM killer, the network); raise "
+                          "[distributed] heartbeat_s if ranks pause for longer on purpose");
+        }
+      }
+      if (options_.rank != 0 && !finished_ && !failing_) {
+        if (auto abort = store_->get_if_set("abort")) {
+          auto v = FailureRecord::from_json(Json::parse(*abort));
+          v.error = "rank " + std::to_string(v.rank) + " ended the job: " + v.error;
+          v.rank = options_.rank;
+          fatal(v, 1, "the rank named is the cause; this one only stopped with it");
+        }
+      }
+    } catch (const std::exception&) {
+      // The store did not answer: the monitor thread decides once heartbeat_s has passed.
+    }
+    const auto slept = Clock::now();
+    std::unique_lock lock(wake_mutex_);
+    wake_.wait_for(lock, period, [this] { return stopping_threads_.load(); });
+    if (Clock::now() - slept > period + std::chrono::seconds(1))  // this process was paused
+      std::fill(changed.begin(), changed.end(), Clock::now());
+  }
+}
+
+void JobMonitor::publish(const FailureRecord& record) noexcept {
+  write_failure_record(run_dir_, record);
+  if (!store_) return;
+  try {
+    store_->set("failure/" + std::to_string(record.rank), record.to_json().dump(0));
+  } catch (...) {
+  }
+}
+
+std::vector<FailureRecord> JobMonitor::published_records() {
+  std::vector<FailureRecord> records;
+  if (!store_) return records;
+  for (int r = 0; r < options_.world_size; ++r) {
+    try {
+      if (auto text = store_->get_if_set("failure/" + std::to_string(r)))
+        records.push_back(FailureRecord::from_json(Json::parse(*text)));
+    } catch (...) {
+    }
+  }
+  return records;
+}
+
+FailureRecord JobMonitor::record_failure(const std::exception& error) {
+  failing_ = true;
+  std::string paragraph = detail::format_error(error);
+  if (paragraph.rfind("error: ", 0) == 0) paragraph.erase(0, 7);
+  FailureRecord own{options_.rank, "failed", paragraph, options_.rank, unix_time_now()};
+  const auto* distributed = dynamic_cast<const DistributedError*>(&error);
+  if (stop_signal_ != 0 || dynamic_cast<const Interrupted*>(&error) != nullptr) {
+    own.status = "interrupted";
+    own.cause_rank.reset();
+  } else if (distributed != nullptr && distributed->op() != "rendezvous") {
+    own.cause_rank.reset();  // a collective failed: a consequence of another rank's end
+  }
+  publish(own);
+  if (own.status != "failed" || own.cause_rank) return own;
+  // Whoever caused it recorded it before it exited (its exit is what broke the collective); give
+  // a rank that is still writing a moment.
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    if (auto cause = cause_of(published_records())) {
+      FailureRecord verdict = own;
+      verdict.cause_rank = cause->cause_rank;
+      verdict.error = cause->rank == *cause->cause_rank
+                          ? "rank " + std::to_string(cause->rank) + " failed: " + cause->error
+                          : "rank " + std::to_string(cause->rank) + " named rank " + std::to_string(*cause->cause_rank) +
+                                ": " + cause->error;
+      return verdict;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return own;
+}
+
+void JobMonitor::fatal(const FailureRecord& verdict, int code, const std::string& fix) {
+  static std::atomic<bool> once{false};
+  if (once.exchange(true)) {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the first caller exits the process
+  }
+  publish(verdict);
+  {
+    std::lock_guard lock(writer_mutex_);
+    try {
+      if (writer_) writer_(verdict);
+    } catch (...) {
+    }
+  }
+  std::string text = fmt::format("[rank {}/{}] error: {}\n", options_.rank, options_.world_size, verdict.error);
+  if (!fix.empty()) text += "  fix: " + fix + "\n";
+  write_error(text);
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
+
+}  // namespace strata

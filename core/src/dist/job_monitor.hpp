@@ -1,0 +1,113 @@
+#pragma once
+// A rank's watch over its job (DESIGN §4 "Failures"): a heartbeat published in the job's store,
+// so that a rank that stops (SIGSTOP, a lost link, a dead host) ends the whole job within
+// [distributed] heartbeat_s naming it, instead of after the collective timeout; and this rank's
+// own ending: SIGINT/SIGTERM become a stop at the next step boundary (status "interrupted"), and
+// every failure leaves a record naming the rank it blames.
+//
+// Gloo's collectives cannot be aborted, so when the training thread is stuck in one (its peer is
+// gone) the monitor writes the verdict itself, from what the trainer registered, and exits the
+// process; the launcher (or the peers' monitors) then end the rest of the job.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "launch/verdict.hpp"
+#include "strata/errors.hpp"
+
+namespace strata {
+
+/// A connection of its own to the job's store, for a thread other than training's.
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  /// The value of `key`, std::nullopt when it is not set (does not wait for it).
+  virtual std::optional<std::string> get_if_set(const std::string& key) = 0;
+  /// Adds `delta` to the integer at `key` (0 when unset) and returns the sum.
+  virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
+};
+
+/// This rank was asked to stop (SIGINT, SIGTERM, SIGHUP): exit status 128 + signal.
+class Interrupted : public Error {
+ public:
+  Interrupted(int signal, const std::string& where)
+      : Error("interrupted by " + signal_name(signal) + " " + where), signal_(signal) {}
+  int exit_code() const noexcept override { return 128 + signal_; }
+  int signal() const noexcept { return signal_; }
+
+ private:
+  int signal_;
+};
+
+struct JobMonitorOptions {
+  int rank = 0;
+  int world_size = 1;
+  /// A rank silent this long ends the job; 0: no heartbeat (signals and records only).
+  std::chrono::milliseconds heartbeat{30000};
+  /// After SIGINT/SIGTERM the training thread has this long to stop at a step boundary (it may be
+  /// waiting for a peer that already stopped) before the monitor writes the verdict and exits.
+  std::chrono::milliseconds stop_grace{5000};
+};
+
+class JobMonitor {
+ public:
+  /// Installs the SIGINT/SIGTERM/SIGHUP handlers (signals the process ignores stay ignored) and
+  /// starts the monitor thread. One monitor per process.
+  explicit JobMonitor(JobMonitorOptions options);
+  ~JobMonitor();
+  JobMonitor(const JobMonitor&) = delete;
+  JobMonitor& operator=(const JobMonitor&) = delete;
+
+  /// Starts the heartbeat over `store` (null: none, a job of one process) and names the run
+  /// directory that failure records go to; `endpoint` ("addr:port") names the store in messages.
+  void attach(std::shared_ptr<JobStore> store, std::filesystem::path run_dir, std::string endpoint);
+  /// The signal that asked this rank to stop, 0 if none. The trainer checks it between steps.
+  int stop_signal() const noexcept { return stop_signal_.load(); }
+  /// Steps done so far, for a verdict the monitor writes.
+  void note_step(std::int64_t step) noexcept { step_.store(step); }
+  std::int64_t step() const noexcept { return step_.load(); }
+  /// What writes the verdict when the training thread cannot (called from the monitor's thread;
+  /// must only touch thread-safe state). Null: nothing to write. Returns after any call in flight.
+  void set_verdict_writer(std::function<void(const FailureRecord&)> writer);
+  /// The training thread's failure, as the job's verdict: records it (file and store) and returns
+  /// the status ("failed"/"interrupted"), the error paragraph and the rank to blame, which is
+  /// another rank when this one only saw the consequence (a collective that failed).
+  FailureRecord record_failure(const std::exception& error);
+  /// Training is over (the final barrier follows): silence of peers is no longer a failure.
+  void finished() noexcept { finished_ = true; }
+
+ private:
+  void monitor_loop();
+  void heartbeat_loop();
+  /// Writes the verdict and the record, prints the error and exits the process with `code`.
+  [[noreturn]] void fatal(const FailureRecord& verdict, int code, const std::string& fix);
+  void publish(const FailureRecord& record) noexcept;
+  std::vector<FailureRecord> published_records();
+
+  JobMonitorOptions options_;
+  std::shared_ptr<JobStore> store_;
+  std::filesystem::path run_dir_;
+  std::string endpoint_;
+  std::atomic<int> stop_signal_{0};
+  std::atomic<std::int64_t> step_{0};
+  std::atomic<bool> finished_{false};
+  std::atomic<bool> failing_{false};             // the training thread handles a failure
+  std::atomic<std::int64_t> last_beat_ns_{0};   // steady clock of the last heartbeat the store took
+  std::atomic<bool> stopping_threads_{false};
+  std::mutex writer_mutex_;
+  std::function<void(const FailureRecord&)> writer_;
+  std::mutex wake_mutex_;
+  std::condition_variable wake_;
+  std::thread monitor_;
+  std::thread heartbeat_;
+};
+
+}  // namespace strata
