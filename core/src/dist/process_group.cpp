@@ -449,33 +449,9 @@ class C10dComm final : public ProcessGroupComm {
   std::shared_ptr<Comm> make_group(const std::vector<int>& ranks, const char* what);
 };
 
-/// JobStore over a TCPStore client of its own (a TCPStore connection serves one thread at a time).
-class C10dJobStore final : public JobStore {
- public:
-  explicit C10dJobStore(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
-  void set(const std::string& key, const std::string& value) override {
-    store_->set(key, std::vector<std::uint8_t>(value.begin(), value.end()));
-  }
-  std::optional<std::string> get_if_set(const std::string& key) override {
-    if (!store_->check({key})) return std::nullopt;
-    auto value = store_->get(key);
-    return std::string(value.begin(), value.end());
-  }
-  std::int64_t add(const std::string& key, std::int64_t delta) override { return store_->add(key, delta); }
-
- private:
-  c10::intrusive_ptr<c10d::Store> store_;
-};
-
 std::shared_ptr<JobStore> C10dComm::connect_store(std::chrono::milliseconds timeout) {
-  c10d::TCPStoreOptions o;
-  o.port = static_cast<std::uint16_t>(options_.world.master_port);
-  o.isServer = false;
-  o.waitWorkers = false;
-  o.timeout = timeout;
   try {
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(options_.world.master_addr, o);
-    return std::make_shared<C10dJobStore>(c10::make_intrusive<c10d::PrefixStore>(options_.store_prefix + "/monitor", tcp));
+    return detail::connect_job_store(options_.world, options_.store_prefix + "/monitor", timeout);
   } catch (...) {
     throw DistributedError(global_rank_, "rendezvous",
                            who_ + ": could not open a second connection to the store at " + endpoint(options_.world) +
