@@ -65,9 +65,12 @@ PY="$VENV/bin/python"
 # ---------------------------------------------------------------------------------------------
 # a. Debian packages
 STEP="packages"
+# openmpi-bin: mpirun for tests/integration/test_launchers.py (strata does not link MPI; it reads
+# mpirun's rank variables). Slurm is left out: srun needs a running controller, and the tests set
+# Slurm's variables themselves.
 PACKAGES=(build-essential cmake ninja-build ccache libboost-dev libboost-program-options-dev
           libtomlplusplus-dev doctest-dev libfmt-dev libgloo-dev zlib1g-dev dataset-fashion-mnist
-          libsentencepiece-dev
+          libsentencepiece-dev openmpi-bin
           python3-venv python3-pip)
 if [[ "${STRATA_SKIP_APT:-0}" == 1 ]]; then
   log "packages skipped (STRATA_SKIP_APT=1): dependencies must come from CMAKE_PREFIX_PATH"
