@@ -108,7 +108,7 @@ void JobMonitor::set_verdict_writer(std::function<void(const FailureRecord&)> wr
 }
 
 void JobMonitor::monitor_loop() {
-  std::optional<Clock::time_point> stop_deadline;
+  std::optional<Clock::time_point> stop_deadline, first_signal;
   const auto period = std::chrono::milliseconds(200);
   auto woke = Clock::now();
   while (!stopping_threads_) {
@@ -124,11 +124,13 @@ void JobMonitor::monitor_loop() {
       for (ssize_t i = 0; i < n; ++i) signals += buffer[i] != 0 ? 1 : 0;
     if (stopping_threads_) return;
     if (signals > 0) {
-      const int sig = g_first_signal.load();
-      const bool again = stop_signal_.load() != 0;
-      stop_signal_ = sig;
+      // Ctrl-C reaches every process of the terminal's group and the launcher forwards it too:
+      // a repeat within a second is that echo, a later one is a person who does not want to wait.
+      const bool again = first_signal && Clock::now() - *first_signal > std::chrono::seconds(1);
+      if (!first_signal) first_signal = Clock::now();
+      stop_signal_ = g_first_signal.load();
       if (!stop_deadline) stop_deadline = Clock::now() + options_.stop_grace;
-      if (again) stop_deadline = Clock::now();  // a second signal: no more waiting
+      if (again) stop_deadline = Clock::now();
     }
     if (stop_deadline && Clock::now() >= *stop_deadline && !finished_) {
       FailureRecord v{options_.rank, "interrupted",
