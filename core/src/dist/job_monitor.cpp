@@ -210,12 +210,24 @@ void JobMonitor::heartbeat_loop() {
   }
 }
 
-void JobMonitor::publish(const FailureRecord& record) noexcept {
+bool JobMonitor::publish(const FailureRecord& record) noexcept {
   write_failure_record(run_dir_, record);
-  if (!store_) return;
+  if (!store_) return false;
+  // At most a second: the store may be what was lost, and a call to it then blocks on its
+  // connection (and on the client's lock, which the heartbeat thread may hold).
   try {
-    store_->set("failure/" + std::to_string(record.rank), record.to_json().dump(0));
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::thread([store = store_, key = "failure/" + std::to_string(record.rank), value = record.to_json().dump(0), done] {
+      try {
+        store->set(key, value);
+        *done = true;
+      } catch (...) {
+      }
+    }).detach();
+    for (int i = 0; i < 20 && !*done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return *done;
   } catch (...) {
+    return false;
   }
 }
 
@@ -244,8 +256,8 @@ FailureRecord JobMonitor::record_failure(const std::exception& error) {
   } else if (distributed != nullptr && distributed->op() != "rendezvous") {
     own.cause_rank.reset();  // a collective failed: a consequence of another rank's end
   }
-  publish(own);
-  if (own.status != "failed" || own.cause_rank) return own;
+  const bool reachable = publish(own);
+  if (own.status != "failed" || own.cause_rank || !reachable) return own;
   // Whoever caused it recorded it before it exited (its exit is what broke the collective); give
   // a rank that is still writing a moment.
   for (int attempt = 0; attempt < 10; ++attempt) {
@@ -268,7 +280,8 @@ void JobMonitor::fatal(const FailureRecord& verdict, int code, const std::string
   if (once.exchange(true)) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the first caller exits the process
   }
-  publish(verdict);
+  // Local first: the store may be what was lost, and a call to it can block on its connection.
+  write_failure_record(run_dir_, verdict);
   {
     std::lock_guard lock(writer_mutex_);
     try {
@@ -280,6 +293,8 @@ void JobMonitor::fatal(const FailureRecord& verdict, int code, const std::string
   if (!fix.empty()) text += "  fix: " + fix + "\n";
   write_error(text);
   std::fflush(nullptr);
+  // Then the peers, through the store, unless it is the store that is gone.
+  if (!(verdict.cause_rank == 0 && options_.rank != 0)) publish(verdict);
   std::_Exit(code);
 }
 

@@ -89,7 +89,9 @@ class JobMonitor {
   void heartbeat_loop();
   /// Writes the verdict and the record, prints the error and exits the process with `code`.
   [[noreturn]] void fatal(const FailureRecord& verdict, int code, const std::string& fix);
-  void publish(const FailureRecord& record) noexcept;
+  /// Writes the record next to the outputs and, for at most a second, to the store; returns
+  /// whether the store took it.
+  bool publish(const FailureRecord& record) noexcept;
   std::vector<FailureRecord> published_records();
 
   JobMonitorOptions options_;
