@@ -1,10 +1,12 @@
 // The `strata` command line: parses arguments and calls the core. Every error is caught here,
 // printed as one paragraph with its fix, and mapped to an exit code (2: bad input or usage).
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "bench/bench.hpp"
 #include "check/check.hpp"
 #include "compare/report.hpp"
+#include "io/build_info.hpp"
 #include "run.hpp"
 #include "strata/errors.hpp"
 #include "text/errors_text.hpp"
@@ -25,7 +28,7 @@ constexpr const char* kUsage = R"(usage: strata <command> [options]
 
 commands:
   run FILE [--nproc N] [--out DIR] [--set KEY=VALUE]... [--resume PATH|auto] [--max-restarts R]
-                                              train the experiment in FILE (N ranks on this host);
+      [--standalone]                          train the experiment in FILE (N ranks on this host);
                                               --resume continues from a checkpoint (a step_N
                                               directory, or the latest of a run directory; auto:
                                               the latest in --out, if any); --max-restarts restarts
@@ -59,26 +62,192 @@ commands:
   describe NAME                               options of a plugin or a core section (e.g. train)
 
 options:
-  -h, --help      this text (or `strata <command> --help`)
-  --version       print the version
+  -h, --help      this text; `strata <command> --help`: the command's options, exit codes and
+                  environment variables
+  --version       strata's version and git commit, and the LibTorch, CUDA and NCCL it runs on
+
+exit codes: 0 ok, 1 a run or check failed, 2 configuration or usage error, 128+N ended by signal N
 
 plugins are searched in ../plugins and ../lib/strata/plugins next to this program (build/plugins
 in a build tree), in each directory of STRATA_PLUGIN_PATH, and in [plugins] paths of the experiment.
 )";
 
+// ---- `strata <command> --help` -------------------------------------------------------------------
 
-/// The command's arguments; std::nullopt when they ask for --help (the usage is printed then).
-std::optional<po::variables_map> parse(const std::vector<std::string>& args, const po::options_description& options,
+constexpr const char* kLauncherEnvironment = R"(  RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
+                  torchrun (and strata's own spawner): this process is rank RANK of WORLD_SIZE;
+                  rank 0's store at MASTER_ADDR:MASTER_PORT
+  TORCHELASTIC_USE_AGENT_STORE
+                  True: torchrun's agent hosts the store; every rank connects to it
+  TORCHELASTIC_RESTART_COUNT
+                  torchrun's restart attempt (recorded as summary.json's restarts)
+  SLURM_PROCID SLURM_NTASKS SLURM_LOCALID SLURM_NTASKS_PER_NODE SLURM_TASKS_PER_NODE
+                  a task of an srun step (with SLURM_STEP_ID, not the batch or interactive step)
+  SLURM_STEP_ID SLURM_JOB_ID SLURM_STEP_NODELIST/SLURM_JOB_NODELIST
+                  the step; the store's port derives from SLURM_JOB_ID and its host is the first
+                  node of the node list unless MASTER_PORT / MASTER_ADDR say otherwise
+  OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK OMPI_COMM_WORLD_LOCAL_SIZE
+                  a rank of mpirun (MASTER_ADDR needed when the ranks span hosts)
+  PET_NNODES PET_NPROC_PER_NODE PET_NODE_RANK
+                  a Kubeflow PyTorchJob pod: strata starts PET_NPROC_PER_NODE ranks on this node
+  GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME
+                  the network interface(s) the ranks talk over (Gloo: GLOO_SOCKET_IFNAME, else
+                  NCCL_SOCKET_IFNAME's names)
+)";
+
+constexpr const char* kPluginEnvironment = R"(  STRATA_PLUGIN_PATH
+                  more plugin directories or libraries, ':'-separated
+)";
+
+constexpr const char* kDataEnvironment = R"(  STRATA_FASHION_MNIST_DIR STRATA_CIFAR10_DIR STRATA_MRPC_DIR STRATA_TEXT_PATH
+                  where the datasets' files are when [dataset] path is not set
+)";
+
+/// What `strata <command> --help` prints besides the options.
+struct CommandHelp {
+  const char* command;      ///< "run", "bench comms", ...
+  const char* usage;        ///< the usage line(s)
+  const char* about;        ///< what it does
+  const char* exit_codes;   ///< one line per code
+  std::string environment;  ///< the variables it reads, one entry per variable or group
+};
+
+const std::vector<CommandHelp>& command_helps() {
+  static const std::string run_env = std::string(kLauncherEnvironment) + kPluginEnvironment + kDataEnvironment +
+                                     R"(  STRATA_PROGRESS
+                  bar|lines|auto (default auto): redraw one progress line on a terminal, or log a
+                  line every [log] every steps
+  STRATA_CACHE_DIR
+                  where `strata bench gemm` recorded measured peaks, for MFU (default
+                  $XDG_CACHE_HOME/strata, else ~/.cache/strata)
+)";
+  static const std::vector<CommandHelp> helps{
+      {"run", "strata run FILE [--nproc N] [--out DIR] [--set KEY=VALUE]... [--resume PATH|auto] [--max-restarts R]\n"
+              "           [--standalone]",
+       "Trains the experiment in FILE. Under a launcher (torchrun, srun, mpirun, a PyTorchJob) this process is one\n"
+       "rank of its job; otherwise it runs N ranks on this host (--nproc, else [distributed] nproc) and supervises\n"
+       "them. Writes summary.json, config.toml, TensorBoard events and checkpoints into the run directory.",
+       "  0       the run finished (summary.json status \"ok\")\n"
+       "  1       the run failed: a rank's error, a non-finite loss, a lost peer (summary.json says which)\n"
+       "  2       configuration or usage error: nothing was trained\n"
+       "  128+N   ended by signal N (130: Ctrl-C, 143: SIGTERM); the run directory keeps what was written",
+       run_env},
+      {"validate", "strata validate FILE [--nproc N] [--set KEY=VALUE]...",
+       "Checks FILE, its overrides, plugins and data (builds the model and reads the dataset) without training.",
+       "  0       valid\n"
+       "  1       an unexpected failure while preparing\n"
+       "  2       configuration or usage error (the message names file:line:column and the key)\n"
+       "  128+N   ended by signal N",
+       std::string(kPluginEnvironment) + kDataEnvironment +
+           "  RANK WORLD_SIZE ... (as `strata run --help` lists)\n"
+           "                  under a launcher, the world the experiment is checked for\n"},
+      {"compare", "strata compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run]",
+       "Runs every combination of the sweep file SWEEP as a `strata run` of its own below DIR and writes\n"
+       "results.csv, results.json, results.md and report.html, and the HPARAMS experiment of TensorBoard.",
+       "  0       every run finished\n"
+       "  1       some run failed (results.* record its status and cause)\n"
+       "  2       the sweep or a run's configuration is invalid, or usage error: nothing was started\n"
+       "  128+N   interrupted by signal N (130: Ctrl-C); the runs that finished are kept",
+       std::string(kPluginEnvironment) + kDataEnvironment +
+           "  STRATA_PROGRESS STRATA_CACHE_DIR\n"
+           "                  passed on to the runs (see `strata run --help`); launcher variables are refused:\n"
+           "                  compare starts its own jobs on this host\n"},
+      {"plot", "strata plot RUN_DIR... [--out FILE] [--baseline DIR]",
+       "Writes report.html (or FILE) from run directories made by `strata run`: time, speedup, efficiency,\n"
+       "memory, communication, loss.",
+       "  0       the report was written\n"
+       "  1       an unexpected failure\n"
+       "  2       a directory without a readable summary.json, or usage error\n"
+       "  128+N   ended by signal N",
+       "  (none)\n"},
+      {"check", "strata check NAME [--world-sizes 1,2,3] [--models standard|transformers] [--out DIR]",
+       "Conformance suite of strategy NAME on small CPU models: equivalence with single, memory, communication,\n"
+       "state dict, bad options.",
+       "  0       every check passed\n"
+       "  1       some check failed (the table says which)\n"
+       "  2       unknown strategy or usage error\n"
+       "  128+N   ended by signal N",
+       kPluginEnvironment},
+      {"export", "strata export CHECKPOINT --to FILE",
+       "Writes the checkpoint's model, consolidated, as FILE: *.safetensors, *.pt, or a directory (Hugging Face\n"
+       "layout).",
+       "  0       written\n"
+       "  1       reading or writing failed\n"
+       "  2       not a checkpoint, or usage error\n"
+       "  128+N   ended by signal N",
+       kPluginEnvironment},
+      {"bench", "strata bench comms|gemm [options]",
+       "Benchmarks: `strata bench comms --help` (collectives) and `strata bench gemm --help` (matmul).",
+       "  0       done\n"
+       "  1       the benchmark failed (a wrong result, a failed rank)\n"
+       "  2       usage error\n"
+       "  128+N   ended by signal N",
+       "  (see each benchmark's --help)\n"},
+      {"bench comms",
+       "strata bench comms [--nproc N] [--backend gloo|nccl] [--device cpu|cuda] [--collective NAME|all] [options]",
+       "Bandwidth of all_reduce, all_gather, reduce_scatter and broadcast by size, as nccl-tests prints it.",
+       "  0       done, every result checked\n"
+       "  1       a collective returned a wrong result, or a rank failed\n"
+       "  2       usage error\n"
+       "  128+N   ended by signal N",
+       kLauncherEnvironment},
+      {"bench gemm", "strata bench gemm [-m LIST -n LIST -k LIST] [--dtype float32|tf32|bfloat16|float16] [options]",
+       "Matmul time and TFLOP/s by shape; records the best rate as this device's measured peak (for MFU).",
+       "  0       done\n"
+       "  1       the benchmark failed\n"
+       "  2       usage error\n"
+       "  128+N   ended by signal N",
+       "  STRATA_CACHE_DIR\n"
+       "                  where the measured peaks are recorded (gemm_peaks.json; default\n"
+       "                  $XDG_CACHE_HOME/strata, else ~/.cache/strata)\n"},
+      {"plugins", "strata plugins", "Lists the plugins found: kind, name, description, library.",
+       "  0       listed\n"
+       "  2       a plugin library is broken (the message names it)\n"
+       "  128+N   ended by signal N",
+       kPluginEnvironment},
+      {"describe", "strata describe NAME",
+       "Options of a plugin or a core section (e.g. train): type, default, constraint and meaning.",
+       "  0       described\n"
+       "  2       nothing has that name (the message suggests one), or a broken plugin\n"
+       "  128+N   ended by signal N",
+       kPluginEnvironment},
+  };
+  return helps;
+}
+
+/// `strata <command> --help`: usage, what it does, its options (those on the command line by
+/// position left out), exit codes and environment variables.
+void print_command_help(const std::string& command, const po::options_description& options,
+                        const po::positional_options_description& positional) {
+  const auto& helps = command_helps();
+  const auto help = std::find_if(helps.begin(), helps.end(), [&](const CommandHelp& h) { return command == h.command; });
+  if (help == helps.end()) {
+    std::cout << kUsage;
+    return;
+  }
+  std::set<std::string> by_position;
+  for (unsigned i = 0; i < std::min(positional.max_total_count(), 8u); ++i) by_position.insert(positional.name_for_position(i));
+  po::options_description shown("options", 110, 60);
+  for (const auto& option : options.options())
+    if (!by_position.count(option->long_name())) shown.add(option);
+  std::cout << "usage: " << help->usage << "\n\n" << help->about << "\n\n" << shown << "\nexit codes:\n"
+            << help->exit_codes << "\n\nenvironment:\n" << help->environment;
+}
+
+
+/// The command's arguments; std::nullopt when they ask for --help (the command's help is printed then).
+std::optional<po::variables_map> parse(const std::string& command, const std::vector<std::string>& args,
+                                       const po::options_description& options,
                                        const po::positional_options_description& positional) {
   po::variables_map vars;
   try {
     po::store(po::command_line_parser(args).options(options).positional(positional).run(), vars);
     po::notify(vars);
   } catch (const po::error& e) {
-    throw strata::UsageError(e.what(), "Run `strata --help` for the usage.");
+    throw strata::UsageError(e.what(), "Run `strata " + command + " --help` for its options.");
   }
   if (vars.count("help")) {
-    std::cout << kUsage;
+    print_command_help(command, options, positional);
     return std::nullopt;
   }
   return vars;
@@ -88,23 +257,30 @@ std::optional<po::variables_map> parse(const std::vector<std::string>& args, con
 int bench(std::vector<std::string> args, po::options_description& options, po::positional_options_description& positional) {
   const std::string what = args.empty() ? "" : args.front();
   if (what == "-h" || what == "--help") {
-    std::cout << kUsage;
+    print_command_help("bench", options, positional);
     return 0;
   }
   if (what != "comms" && what != "gemm")
     throw strata::UsageError(what.empty() ? "`strata bench` needs a benchmark." : "unknown benchmark '" + what + "'.",
                              "Write `strata bench comms` (collectives) or `strata bench gemm` (matmul).");
   args.erase(args.begin());
-  options.add_options()("dtype", po::value<std::string>(), "element type")(
-      "device", po::value<std::string>(), "cpu or cuda")("warmup", po::value<int>(), "untimed calls per size")(
-      "csv", po::value<std::string>(), "CSV output")("json", po::value<std::string>(), "JSON output");
+  options.add_options()("dtype", po::value<std::string>()->value_name("TYPE"), "element type (default float32)")(
+      "device", po::value<std::string>()->value_name("cpu|cuda"), "where the tensors live")(
+      "warmup", po::value<int>()->value_name("N"), "untimed calls per size (default 5)")(
+      "csv", po::value<std::string>()->value_name("FILE"), "also write the table as CSV")(
+      "json", po::value<std::string>()->value_name("FILE"), "also write the table as JSON");
   if (what == "comms") {
-    options.add_options()("nproc", po::value<int>(), "ranks on this host")("backend", po::value<std::string>(), "gloo or nccl")(
-        "collective", po::value<std::string>(), "collective or all")("min-bytes", po::value<std::string>(), "smallest size")(
-        "max-bytes", po::value<std::string>(), "largest size")("factor", po::value<int>(), "size multiplier")(
-        "iters", po::value<int>(), "timed calls per size")("op", po::value<std::string>(), "sum, avg or max")(
-        "timeout-s", po::value<double>(), "rendezvous and collective timeout");
-    const auto parsed = parse(args, options, positional);
+    options.add_options()("nproc", po::value<int>()->value_name("N"), "ranks on this host (under a launcher: its ranks)")(
+        "backend", po::value<std::string>()->value_name("gloo|nccl"), "process group backend")(
+        "collective", po::value<std::string>()->value_name("NAME"),
+        "all_reduce, all_gather, reduce_scatter, broadcast or all (default)")(
+        "min-bytes", po::value<std::string>()->value_name("SIZE"), "smallest message, e.g. 8 or 4K (default 8)")(
+        "max-bytes", po::value<std::string>()->value_name("SIZE"), "largest message, e.g. 64M (default 64M)")(
+        "factor", po::value<int>()->value_name("F"), "size multiplier between steps (default 2)")(
+        "iters", po::value<int>()->value_name("N"), "timed calls per size (default 20)")(
+        "op", po::value<std::string>()->value_name("sum|avg|max"), "reduction (default sum)")(
+        "timeout-s", po::value<double>()->value_name("S"), "rendezvous and collective timeout (default 300)");
+    const auto parsed = parse("bench comms", args, options, positional);
     if (!parsed) return 0;
     const auto& vars = *parsed;
     strata::CommsBenchRequest request;
@@ -120,10 +296,12 @@ int bench(std::vector<std::string> args, po::options_description& options, po::p
     if (vars.count("timeout-s")) request.timeout_s = vars["timeout-s"].as<double>();
     return strata::bench_comms(request);
   }
-  options.add_options()(",m", po::value<std::string>(), "M list")(",n", po::value<std::string>(), "N list")(
-      ",k", po::value<std::string>(), "K list")("steps", po::value<int>(), "timed matmuls per shape")(
-      "threads", po::value<int>(), "CPU threads (a rank's share of the cores)");
-  const auto parsed = parse(args, options, positional);
+  options.add_options()(",m", po::value<std::string>()->value_name("LIST"), "rows of A, e.g. 1024,4096")(
+      ",n", po::value<std::string>()->value_name("LIST"), "columns of B")(
+      ",k", po::value<std::string>()->value_name("LIST"), "inner dimension")(
+      "steps", po::value<int>()->value_name("N"), "timed matmuls per shape")(
+      "threads", po::value<int>()->value_name("N"), "CPU threads (a rank's share of the cores)");
+  const auto parsed = parse("bench gemm", args, options, positional);
   if (!parsed) return 0;
   const auto& vars = *parsed;
   strata::GemmBenchRequest request;
@@ -154,27 +332,31 @@ int dispatch(int argc, char** argv) {
     return 0;
   }
   if (command == "--version") {
-    std::cout << "strata " << STRATA_VERSION << "\n";
+    std::cout << strata::version_text();
     return 0;
   }
   args.erase(args.begin());
 
   po::options_description options("options");
-  options.add_options()("help,h", "show help");
+  options.add_options()("help,h", "this help");
   po::positional_options_description positional;
 
   if (command == "run" || command == "validate") {
     options.add_options()("file", po::value<std::string>(), "experiment TOML")(
-        "set", po::value<std::vector<std::string>>()->composing(), "override KEY=VALUE");
+        "set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
+        "override a key of the experiment (TOML value), e.g. train.steps=20; repeatable");
     if (command == "run" || command == "validate")
-      options.add_options()("nproc", po::value<int>(), "ranks on this host (overrides [distributed] nproc)");
+      options.add_options()("nproc", po::value<int>()->value_name("N"), "ranks on this host (overrides [distributed] nproc)");
     if (command == "run")
-      options.add_options()("out", po::value<std::string>(), "run directory")(
-          "resume", po::value<std::string>(), "checkpoint, run directory or `auto` to continue from")(
-          "max-restarts", po::value<int>(), "restarts of all ranks after a failure (overrides [distributed] max_restarts)")(
+      options.add_options()("out", po::value<std::string>()->value_name("DIR"),
+                            "run directory (default runs/<experiment name>/<UTC time>)")(
+          "resume", po::value<std::string>()->value_name("PATH|auto"),
+          "continue from a checkpoint: a step_N directory, the latest of a run directory, or `auto` (the latest in "
+          "--out, if any)")(
+          "max-restarts", po::value<int>()->value_name("R"), "restarts of all ranks after a failure (overrides [distributed] max_restarts)")(
           "standalone", "ignore launcher variables and start the ranks on this host");
     positional.add("file", 1);
-    const auto parsed = parse(args, options, positional);
+    const auto parsed = parse(command, args, options, positional);
     if (!parsed) return 0;
     const auto& vars = *parsed;
     if (!vars.count("file")) throw strata::UsageError("`strata " + command + "` needs an experiment file.",
@@ -199,10 +381,12 @@ int dispatch(int argc, char** argv) {
   }
   if (command == "compare") {
     options.add_options()("file", po::value<std::string>(), "sweep TOML")(
-        "set", po::value<std::vector<std::string>>()->composing(), "override KEY=VALUE for every run")(
-        "out", po::value<std::string>(), "comparison directory")("dry-run", "validate and list the runs only");
+        "set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
+        "override a key of every run (as [compare.set]); repeatable")(
+        "out", po::value<std::string>()->value_name("DIR"), "comparison directory (default runs/<sweep name>/<UTC time>)")(
+        "dry-run", "validate the sweep and list the runs' commands; start none");
     positional.add("file", 1);
-    const auto parsed = parse(args, options, positional);
+    const auto parsed = parse(command, args, options, positional);
     if (!parsed) return 0;
     const auto& vars = *parsed;
     if (!vars.count("file"))
@@ -217,10 +401,11 @@ int dispatch(int argc, char** argv) {
   }
   if (command == "plot") {
     options.add_options()("runs", po::value<std::vector<std::string>>(), "run directories")(
-        "out", po::value<std::string>(), "HTML file (default ./report.html)")(
-        "baseline", po::value<std::string>(), "run directory of the baseline");
+        "out", po::value<std::string>()->value_name("FILE"), "HTML file (default ./report.html)")(
+        "baseline", po::value<std::string>()->value_name("DIR"),
+        "run directory of the baseline (default: `single`, else the smallest world size)");
     positional.add("runs", -1);
-    const auto parsed = parse(args, options, positional);
+    const auto parsed = parse(command, args, options, positional);
     if (!parsed) return 0;
     const auto& vars = *parsed;
     if (!vars.count("runs"))
@@ -235,11 +420,12 @@ int dispatch(int argc, char** argv) {
   }
   if (command == "check") {
     options.add_options()("name", po::value<std::string>(), "strategy name")(
-        "world-sizes", po::value<std::string>(), "comma-separated world sizes (default 1,2)")(
-        "models", po::value<std::string>(), "workloads: standard (MLP, CNN; default) or transformers (ViT, Llama)")(
-        "out", po::value<std::string>(), "directory for the check's experiments and runs (kept)");
+        "world-sizes", po::value<std::string>()->value_name("LIST"), "comma-separated world sizes (default 1,2)")(
+        "models", po::value<std::string>()->value_name("SET"),
+        "workloads: standard (MLP, CNN; default) or transformers (ViT, Llama)")(
+        "out", po::value<std::string>()->value_name("DIR"), "directory for the check's experiments and runs (kept)");
     positional.add("name", 1);
-    const auto parsed = parse(args, options, positional);
+    const auto parsed = parse(command, args, options, positional);
     if (!parsed) return 0;
     const auto& vars = *parsed;
     if (!vars.count("name"))
@@ -255,9 +441,9 @@ int dispatch(int argc, char** argv) {
   }
   if (command == "export") {
     options.add_options()("checkpoint", po::value<std::string>(), "checkpoint directory")(
-        "to", po::value<std::string>(), "output: *.safetensors, *.pt or a directory");
+        "to", po::value<std::string>()->value_name("FILE"), "output: *.safetensors, *.pt or a directory");
     positional.add("checkpoint", 1);
-    const auto parsed = parse(args, options, positional);
+    const auto parsed = parse(command, args, options, positional);
     if (!parsed) return 0;
     const auto& vars = *parsed;
     if (!vars.count("checkpoint") || !vars.count("to"))
@@ -268,7 +454,7 @@ int dispatch(int argc, char** argv) {
   }
   if (command == "bench") return bench(args, options, positional);
   if (command == "plugins") {
-    const auto parsed = parse(args, options, positional);
+    const auto parsed = parse(command, args, options, positional);
     if (!parsed) return 0;
     strata::list_plugins();
     return 0;
@@ -276,7 +462,7 @@ int dispatch(int argc, char** argv) {
   if (command == "describe") {
     options.add_options()("name", po::value<std::string>(), "plugin or section name");
     positional.add("name", 1);
-    const auto parsed = parse(args, options, positional);
+    const auto parsed = parse(command, args, options, positional);
     if (!parsed) return 0;
     const auto& vars = *parsed;
     if (!vars.count("name")) throw strata::UsageError("`strata describe` needs a name.", "Write `strata describe mlp`.");

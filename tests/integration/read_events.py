@@ -5,7 +5,13 @@ object on stdout:
     {"scalars": {tag: [[step, value], ...]},     # values as float32 widened to float
      "text": {tag: [string, ...]},               # one string per text event, in step order
      "hparams": {name: value},                   # from _hparams_/session_start_info
-     "hparams_metrics": [tag, ...]}              # from _hparams_/experiment
+     "hparams_written": [[name, differs], ...],  # a written _hparams_/experiment, in its order
+     "hparams_metrics": [tag, ...],              # the HPARAMS tab's metrics (TensorBoard's choice)
+     "hparams_experiment": {"hparams": [[name, differs], ...], "metrics": [tag, ...], "description": str}}
+
+"hparams_experiment" is what TensorBoard's HPARAMS tab shows for RUN_DIR as its log directory,
+computed by the hparams plugin's own backend context: the written experiment if some run has one,
+else the one it infers from the runs' session start infos (hparams sorted, differing first).
 
 Usage: read_events.py RUN_DIR
 
@@ -70,8 +76,30 @@ def _hparam_value(value):
     return None  # null_value, struct_value, list_value: not written by Strata
 
 
+def hparams_experiment(logdir):
+    """The experiment the HPARAMS tab shows for `logdir`: {"hparams": [[name, differs], ...] in
+    TensorBoard's order, "metrics": [tag, ...], "description": str}."""
+    from tensorboard import context
+    from tensorboard.backend.event_processing import data_provider
+    from tensorboard.backend.event_processing import plugin_event_multiplexer
+    from tensorboard.plugins import base_plugin
+    from tensorboard.plugins.hparams import backend_context
+
+    multiplexer = plugin_event_multiplexer.EventMultiplexer()
+    multiplexer.AddRunsFromDirectory(logdir)
+    multiplexer.Reload()
+    provider = data_provider.MultiplexerDataProvider(multiplexer, logdir)
+    ctx = context.RequestContext()
+    backend = backend_context.Context(base_plugin.TBContext(data_provider=provider, logdir=logdir))
+    experiment = backend.experiment_from_metadata(
+        ctx, "", True, backend.hparams_metadata(ctx, ""), backend.hparams_from_data_provider(ctx, "", 0))
+    return {"hparams": [[h.name, h.differs] for h in experiment.hparam_infos],
+            "metrics": [m.name.tag for m in experiment.metric_infos],
+            "description": experiment.description}
+
+
 def read_run(run_dir):
-    result = {"scalars": {}, "text": {}, "hparams": {}, "hparams_metrics": []}
+    result = {"scalars": {}, "text": {}, "hparams": {}, "hparams_written": [], "hparams_metrics": []}
     for directory in _event_dirs(run_dir):
         acc = event_accumulator.EventAccumulator(
             directory, size_guidance={"scalars": 0, "tensors": 0}
@@ -92,9 +120,14 @@ def read_run(run_dir):
                 for name, value in data.session_start_info.hparams.items():
                     result["hparams"][name] = _hparam_value(value)
             elif tag == EXPERIMENT_TAG and data.HasField("experiment"):
-                result["hparams_metrics"].extend(
-                    m.name.tag for m in data.experiment.metric_infos
+                result["hparams_written"].extend(
+                    [h.name, h.differs] for h in data.experiment.hparam_infos
                 )
+    try:
+        result["hparams_experiment"] = hparams_experiment(run_dir)
+    except Exception as e:  # an older or newer TensorBoard: the checks that need it fail, the others run
+        result["hparams_experiment"] = {"hparams": [], "metrics": [], "description": "", "error": repr(e)}
+    result["hparams_metrics"] = result["hparams_experiment"]["metrics"]
     return result
 
 

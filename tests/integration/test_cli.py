@@ -4,6 +4,7 @@
 plugin libraries on STRATA_PLUGIN_PATH or in [plugins] paths (tests/fixtures/plugins, built
 into $STRATA_FIXTURE_PLUGIN_DIR)."""
 
+import glob
 import os
 import re
 import shutil
@@ -31,7 +32,7 @@ def plugin_rows(result):
 # ---- help, version, usage ---------------------------------------------------------------------
 
 def help_exits_0():
-    for args in (["--help"], ["-h"], ["run", "--help"]):
+    for args in (["--help"], ["-h"]):
         result = st.strata(*args)
         st.expect_exit(result, 0)
         st.expect_stdout(result, "usage: strata")
@@ -39,10 +40,138 @@ def help_exits_0():
             st.expect_stdout(result, command)
 
 
+# What `strata <command> --help` must name: its own options and the environment variables it reads.
+RUN_ENVIRONMENT = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                   "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT", "SLURM_PROCID", "SLURM_NTASKS",
+                   "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_STEP_ID", "SLURM_JOB_ID",
+                   "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                   "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PET_NNODES", "PET_NPROC_PER_NODE",
+                   "PET_NODE_RANK", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "STRATA_PLUGIN_PATH", "STRATA_PROGRESS",
+                   "bar|lines|auto", "STRATA_CACHE_DIR"]
+COMMAND_HELP = {
+    ("run",): ["--nproc", "--out", "--set", "--resume", "--max-restarts", "--standalone"] + RUN_ENVIRONMENT,
+    ("validate",): ["--nproc", "--set", "STRATA_PLUGIN_PATH"],
+    ("compare",): ["--out", "--set", "--dry-run", "STRATA_PLUGIN_PATH"],
+    ("plot",): ["--out", "--baseline"],
+    ("check",): ["--world-sizes", "--models", "--out", "STRATA_PLUGIN_PATH"],
+    ("export",): ["--to", "STRATA_PLUGIN_PATH"],
+    ("bench", "comms"): ["--nproc", "--backend", "--collective", "--max-bytes", "--iters", "MASTER_ADDR",
+                         "GLOO_SOCKET_IFNAME"],
+    ("bench", "gemm"): ["-m", "--dtype", "--steps", "--threads", "STRATA_CACHE_DIR"],
+    ("plugins",): ["STRATA_PLUGIN_PATH"],
+    ("describe",): ["STRATA_PLUGIN_PATH"],
+}
+
+
+def command_help_is_its_own():
+    """`strata <command> --help`: its usage, its options (not the other commands'), its exit codes and the
+    environment variables it reads."""
+    for command, fragments in COMMAND_HELP.items():
+        result = st.strata(*(list(command) + ["--help"]))
+        st.expect_exit(result, 0)
+        st.expect_stdout(result, "usage: strata %s" % " ".join(command))
+        st.expect_not_in("commands:", result.stdout, result, "stdout (the general usage instead of the command's)")
+        for fragment in fragments + ["options:", "exit codes:", "environment:"]:
+            st.expect_stdout(result, fragment)
+        for code in ("0 ", "2 ", "128+N"):
+            st.check(re.search(r"^  %s" % re.escape(code), result.stdout, re.M), "no exit code %r line" % code, result)
+        if command != ("plugins",) and command != ("describe",):
+            st.check(re.search(r"^  1 ", result.stdout, re.M), "no exit code 1 line", result)
+    # The file given by position is not listed as an option.
+    result = st.strata("run", "--help")
+    st.expect_not_in("--file", result.stdout, result, "stdout")
+
+
+def parse_version(result):
+    """{strata, commit, libtorch, cuda, nccl} from `strata --version`."""
+    m = re.match(r"strata (\d+\.\d+\.\d+)\ncommit: (\S+)\nLibTorch: (\S+)\nCUDA: (\S+).*\nNCCL: (\S+)\n$", result.stdout)
+    st.check(m, "--version should print strata X.Y.Z, then commit, LibTorch, CUDA and NCCL lines", result)
+    return dict(zip(("strata", "commit", "libtorch", "cuda", "nccl"), m.groups()))
+
+
 def version_exits_0():
     result = st.strata("--version")
     st.expect_exit(result, 0)
     st.check(re.search(r"\bstrata \d+\.\d+\.\d+", result.stdout), "--version should print `strata X.Y.Z`", result)
+    v = parse_version(result)
+    st.check(re.fullmatch(r"[0-9a-f]{7,40}(\+dirty)?|unknown", v["commit"]), "commit %r" % v["commit"], result)
+    st.check(re.fullmatch(r"\d+\.\d+(\.\d+)?|none", v["cuda"]), "CUDA %r" % v["cuda"], result)
+    st.check(re.fullmatch(r"\d+\.\d+\.\d+|none", v["nccl"]), "NCCL %r" % v["nccl"], result)
+    # The commit is one of this checkout's (the binary is built from it).
+    git = shutil.which("git")
+    if git and v["commit"] != "unknown" and os.path.isdir(os.path.join(st.REPO, ".git")):
+        known = subprocess.run([git, "-C", st.REPO, "cat-file", "-e", v["commit"].split("+")[0] + "^{commit}"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+        st.check(known, "commit %s is not a commit of %s" % (v["commit"], st.REPO), result)
+    # The same LibTorch, CUDA and NCCL as the Python torch the build was configured with.
+    try:
+        import torch
+    except ImportError:
+        return
+    st.check(torch.__version__.split("+")[0] == v["libtorch"], "LibTorch %s, torch %s" % (v["libtorch"], torch.__version__),
+             result)
+    st.check((torch.version.cuda or "none") == v["cuda"], "CUDA %s, torch.version.cuda %s" % (v["cuda"], torch.version.cuda),
+             result)
+    if torch.version.cuda:
+        nccl = ".".join(str(x) for x in torch.cuda.nccl.version())
+        st.check(v["nccl"] in (nccl, "none"), "NCCL %s, torch.cuda.nccl %s" % (v["nccl"], nccl), result)
+
+
+def summary_records_versions_and_host():
+    import socket
+    version = parse_version(st.strata("--version"))
+    out = st.temp_dir("versions")
+    st.strata_run(st.GOOD_SYNTHETIC, out, "train.steps=2")
+    summary = st.load_summary(out)
+    st.check(summary.get("versions") == version, "summary.json versions %r, --version says %r"
+             % (summary.get("versions"), version))
+    st.check(summary.get("host") == socket.gethostname(), "summary.json host %r, this host %r"
+             % (summary.get("host"), socket.gethostname()))
+
+
+def warmup_longer_than_steps_is_clamped():
+    """A smoke run of a real experiment: warmup_steps > steps trains with the warmup clamped, saying so once
+    (not again in each rank of the job)."""
+    out = st.temp_dir("warmup")
+    result = st.strata_run(st.GOOD_SYNTHETIC, out, "train.steps=4", "train.warmup_steps=10", "strategy.name=ddp",
+                           "distributed.nproc=2")
+    lines = [l for l in (result.stdout + result.stderr).splitlines() if "warmup_steps" in l]
+    st.check(len(lines) == 1, "expected one warmup warning, got %r" % lines, result)
+    for fragment in ("warning:", "train.warmup_steps", "10", "train.steps", "4"):
+        st.expect_in(fragment, lines[0], result, "the warning")
+    with open(os.path.join(out, "config.toml")) as f:
+        st.check(re.search(r"^warmup_steps = 4$", f.read(), re.M), "config.toml should record warmup_steps = 4")
+
+
+# The keys of an experiment that say where its data is: without the files the experiment cannot be
+# validated here, and the smoke check skips it.
+DATA_KEYS = ("train.init_from", "dataset.path", "dataset.tokenizer")
+
+
+def bundled_experiments_accept_20_steps():
+    """Every experiments/*.toml validates with --set train.steps=20 (sweeps: compare --dry-run), where its data
+    is present."""
+    experiments = sorted(glob.glob(os.path.join(st.REPO, "experiments", "*.toml")))
+    st.check(experiments, "no experiments/*.toml")
+    skipped, checked = [], []
+    for path in experiments:
+        with open(path) as f:
+            sweep = re.search(r"^\[compare\]", f.read(), re.M) is not None
+        args = ["compare", path, "--dry-run"] if sweep else ["validate", path]
+        out = os.path.join(st.temp_dir("smoke"), "cmp")
+        result = st.strata(*(args + ["--set", "train.steps=20"] + (["--out", out] if sweep else [])), timeout=300)
+        st.expect_no_crash(result)
+        missing = re.search(r"^error: \S+: (%s): (.*)$" % "|".join(re.escape(k) for k in DATA_KEYS), result.stderr,
+                            re.M)
+        if result.returncode == 2 and missing:
+            skipped.append("%s (%s: %s)" % (os.path.basename(path), missing.group(1), missing.group(2)[:120]))
+            continue
+        st.expect_exit(result, 0)
+        checked.append(os.path.basename(path))
+    for s in skipped:
+        print("  skipped, its data is absent: %s" % s)
+    print("  validated with train.steps=20: %s" % ", ".join(checked))
+    st.check(checked, "no bundled experiment could be validated")
 
 
 def no_arguments_exit_2():
@@ -236,7 +365,8 @@ def nonexistent_plugin_path_is_ignored():
 
 if __name__ == "__main__":
     st.main([
-        help_exits_0, version_exits_0, no_arguments_exit_2, unknown_command_exit_2, unknown_flag_exit_2,
+        help_exits_0, command_help_is_its_own, version_exits_0, summary_records_versions_and_host,
+        warmup_longer_than_steps_is_clamped, bundled_experiments_accept_20_steps, no_arguments_exit_2, unknown_command_exit_2, unknown_flag_exit_2,
         run_without_file_exit_2, option_without_value_exit_2, too_many_files_exit_2, out_is_a_file_exit_2,
         plugins_lists_builtins, binary_does_not_link_plugins, describe_mlp, describe_core_section, describe_unknown,
         broken_plugin("missing_symbol", "not a Strata plugin"),

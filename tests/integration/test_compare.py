@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import strata_test as st
@@ -90,6 +91,7 @@ def small_sweep_end_to_end():
         st.check(hparams.get("strategy") == r["strategy"] and hparams.get("devices") == int(r["world_size"]),
                  what + ": TensorBoard hparams %s" % hparams)
     st.expect_close(float(reference["speedup"]), 1.0, "baseline speedup", rel=1e-12)
+    hparams_tab_shows_the_axes(out, rows, result)
     with open(os.path.join(out, "results.json")) as f:
         results = json.load(f)
     st.check(len(results["runs"]) == len(want) and results["scaling"] == "strong", "results.json: %s" % results)
@@ -101,6 +103,37 @@ def small_sweep_end_to_end():
     # report.html (its charts are checked in test_report.py) is written and named.
     st.check(os.path.isfile(os.path.join(out, "report.html")), "no report.html in %s" % out, result)
     st.expect_in("report.html", result.stdout, result, "stdout (the results line)")
+
+
+# results.csv's figures that are the runs' summary/* scalars and the HPARAMS tab's metrics.
+FIGURES = ["train_time_s", "step_time_s", "samples_per_s", "model_state_bytes", "peak_bytes", "peak_tensor_bytes",
+           "bus_bytes_per_step", "final_loss", "eval_accuracy", "params_bytes", "grads_bytes", "optimizer_bytes",
+           "payload_bytes_per_step", "calls_per_step", "comm_time_s", "eval_loss", "param_norm"]
+
+
+def hparams_tab_shows_the_axes(out, rows, result):
+    """TensorBoard on the comparison directory: the experiment compare wrote lists strategy and world_size
+    first, as differing; its metrics are the figures of results.csv, each run's equal to its row."""
+    if not st.tensorboard_available():
+        raise st.Skip("tensorboard not installed (in %s)" % sys.executable)
+    events = st.read_events(out)
+    written = events["hparams_written"]
+    st.check([n for n, _ in written[:2]] == ["strategy", "world_size"] and written[0][1] and written[1][1],
+             "the comparison's experiment should start with strategy and world_size, differing: %s" % written, result)
+    experiment = events["hparams_experiment"]
+    differs = sorted(n for n, d in experiment["hparams"] if d)
+    st.check(differs == ["devices", "strategy", "world_size"],
+             "TensorBoard shows %s as differing, expected the axes (strategy, world_size and its devices)" % differs)
+    st.check(experiment["metrics"] == ["summary/" + f for f in FIGURES], "metrics %s" % experiment["metrics"])
+    for r in rows:
+        scalars = st.read_events(os.path.join(out, r["run_dir"]))["scalars"]
+        for f in FIGURES:
+            if r[f] == "":
+                continue
+            points = scalars.get("summary/" + f)
+            st.check(points, "%s: no summary/%s scalar" % (r["run_dir"], f))
+            st.expect_close(points[-1][1], float(r[f]), "%s: summary/%s vs results.csv" % (r["run_dir"], f),
+                            rel=1e-6, abs_tol=1e-30)
 
 
 def weak_scaling_grows_the_batch():
@@ -157,8 +190,9 @@ BAD_SWEEPS = [
      ["FILE:4:17", "train.stpes", "Did you mean 'steps'"]),
     ("bad_axis_value", '[compare]\nbase = "BASE"\n[compare.axes]\nstrategy = ["ddp"]\n'
      '"optimizer.lr" = [0.01, -1.0]\n', ["FILE:5:25", "run ddp-w1-lr-1.0", "optimizer.lr"]),
+    # A check of the base experiment that a sweep value breaks: at the sweep's value, naming the run.
     ("batch_not_divisible", '[compare]\nbase = "BASE"\n[compare.axes]\nstrategy = ["ddp"]\nworld_size = [1, 5]\n',
-     ["run ddp-w5", "not divisible by world size 5"]),
+     ["FILE:5:18", "run ddp-w5 (strategy ddp, world_size 5)", "not divisible by world size 5"]),
     ("other_table", '[compare]\nbase = "BASE"\n[train]\nsteps = 3\n', ["FILE:3:2", "only a [compare] table"]),
     ("nproc_key", '[compare]\nbase = "BASE"\n[compare.set]\n"distributed.nproc" = 2\n',
      ["FILE:4:23", "world_size"]),
@@ -214,12 +248,92 @@ def interrupt_keeps_finished_runs():
     st.check(proc.returncode == 130, "exit code %s after SIGINT, expected 130\n%s" % (proc.returncode, output))
     st.check(not any(st.alive(r) for r in ranks), "ranks %s outlived the interrupted comparison" % ranks)
     with open(os.path.join(out, "results.csv")) as f:
-        rows = {r["strategy"]: r["status"] for r in csv.DictReader(f)}
-    st.check(rows == {"ddp": "interrupted", "zero3": "not run"}, "results after SIGINT: %s\n%s" % (rows, output))
+        rows = list(csv.DictReader(f))
+    st.expect_in("interrupted (SIGINT)", rows[-1]["error"], None, "the cause of the run not started")
+    rows = {r["strategy"]: r["status"] for r in rows}
+    st.check(rows == {"ddp": "interrupted", "zero3": "not started"}, "results after SIGINT: %s\n%s" % (rows, output))
     st.expect_in("interrupted", output, None, "output")
+
+
+def wait_for(what, condition, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.3)
+    st.fail("%s did not happen within %d s" % (what, timeout))
+
+
+def rank_of(pid):
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
+    return int(env[b"RANK"])
+
+
+def killed_runs_say_so():
+    """A run whose process is SIGKILLed is recorded with the signal (no summary could be written), a run
+    whose rank is SIGKILLed with the launcher's verdict (signal, failed rank), and after Ctrl-C the run
+    that was going is interrupted and the rest are not started, each with its cause in every table."""
+    sweep = write_sweep("killed.toml", SMALL.replace('["single", "dp", "ddp", "zero3"]', '["ddp", "zero1"]')
+                        .replace('"train.steps" = 12', '"train.steps" = 10000000')
+                        .replace('strategy = "single", world_size = 1', 'strategy = "ddp", world_size = 1'))
+    out = os.path.join(st.temp_dir("killed"), "cmp")
+    proc = subprocess.Popen([st.strata_bin(), "compare", sweep, "--out", out], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=st._clean_env()[0],
+                            start_new_session=True, text=True)
+    try:
+        def training(label):
+            return lambda: any("tfevents" in n for n in os.listdir(os.path.join(out, label))) \
+                if os.path.isdir(os.path.join(out, label)) else False
+        # ddp-w1: the run's own process (it trains itself) is killed.
+        wait_for("ddp-w1 training", training("ddp-w1"))
+        run = wait_for("the ddp-w1 process", lambda: st.child_pids(proc.pid))[0]
+        time.sleep(1)
+        os.kill(run, signal.SIGKILL)
+        # ddp-w2: rank 1 of the launcher's two is killed.
+        wait_for("ddp-w2 training", training("ddp-w2"))
+        launcher = wait_for("the ddp-w2 launcher", lambda: [p for p in st.child_pids(proc.pid) if p != run])[0]
+        ranks = wait_for("ddp-w2's ranks", lambda: len(st.child_pids(launcher)) == 2 and st.child_pids(launcher))
+        victim = [r for r in ranks if rank_of(r) == 1][0]
+        time.sleep(1)
+        os.kill(victim, signal.SIGKILL)
+        # zero1-w1: Ctrl-C to the comparison; zero1-w2 is then never started.
+        wait_for("zero1-w1 training", training("zero1-w1"))
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    st.check(proc.returncode == 130, "exit code %s after SIGINT, expected 130\n%s" % (proc.returncode, output))
+    with open(os.path.join(out, "results.csv")) as f:
+        rows = {r["run_dir"]: r for r in csv.DictReader(f)}
+    want = {"ddp-w1": ("failed", "SIGKILL", "", "killed by signal 9 (SIGKILL)"),
+            "ddp-w2": ("failed", "SIGKILL", "1", "SIGKILL"),
+            "zero1-w1": ("interrupted", "", "", "interrupted"),
+            "zero1-w2": ("not started", "", "", "interrupted (SIGINT) before this run")}
+    with open(os.path.join(out, "results.json")) as f:
+        runs = {r["run_dir"]: r for r in json.load(f)["runs"]}
+    with open(os.path.join(out, "results.md")) as f:
+        markdown = f.read()
+    with open(os.path.join(out, "report.html")) as f:
+        html = f.read()
+    for label, (status, sig, rank, cause) in want.items():
+        r = rows[label]
+        got = (r["status"], r["signal"], r["failed_rank"])
+        st.check(got == (status, sig, rank), "%s: (status, signal, failed_rank) %s, expected %s\n%s"
+                 % (label, got, (status, sig, rank), output))
+        st.expect_in(cause, r["error"], None, "the cause of %s" % label)
+        st.check("samples/s" not in r["error"], "%s: the cause is progress output: %r" % (label, r["error"]))
+        st.check(runs[label]["status"] == status and runs[label]["error"] == r["error"]
+                 and runs[label]["signal"] == (sig or None), "results.json of %s: %s" % (label, runs[label]))
+        st.expect_in("%s %s: %s" % (label, status, r["error"][:40]), markdown, None, "results.md notes")
+        st.expect_in(cause.replace("(", "").split()[0], html, None, "report.html")
+    st.expect_in("killed by signal 9 (SIGKILL)", html, None, "report.html (the runs table's cause)")
 
 
 if __name__ == "__main__":
     st.main([sweep_errors_name_file_and_line, dry_run_lists_runs_and_starts_none, small_sweep_end_to_end,
              weak_scaling_grows_the_batch, failing_run_is_recorded_and_the_others_complete,
-             interrupt_keeps_finished_runs])
+             interrupt_keeps_finished_runs, killed_runs_say_so])

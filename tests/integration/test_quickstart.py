@@ -169,7 +169,8 @@ def tensorboard_events():
     s = run.summary
     events = st.read_events(run.dir)
     scalars = events["scalars"]
-    for tag in ("train/loss", "train/lr", "eval/loss", "eval/accuracy", "perf/step_time_s", "perf/samples_per_s"):
+    for tag in ("train/loss", "train/lr", "eval/loss", "eval/accuracy", "perf/step_time_s", "perf/step_samples_per_s",
+                "summary/samples_per_s"):
         st.check(scalars.get(tag), "TensorBoard has no scalar %r; tags: %s" % (tag, sorted(scalars)))
     for prefix in ("memory/", "comm/"):
         st.check(any(t.startswith(prefix) for t in scalars), "TensorBoard has no %s* scalar; tags: %s"

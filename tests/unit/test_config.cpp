@@ -139,6 +139,16 @@ TEST_CASE("cross-field checks point at the offending key") {
   CHECK(std::string(micro.what()).find("not divisible") != std::string::npos);
 }
 
+TEST_CASE("more warmup steps than steps are clamped to the steps (a smoke run of a real experiment)") {
+  TempDir dir;
+  const auto file = dir.write("exp.toml", std::string(kGood) + "warmup_steps = 50\n");
+  const auto e = strata::load_experiment(file, {"train.steps=20"});
+  CHECK(e.train.steps == 20);
+  CHECK(e.train.warmup_steps == 20);
+  CHECK(strata::load_experiment(file, {"train.steps=80"}).train.warmup_steps == 50);
+  CHECK(strata::load_experiment(file, {"train.steps=0"}).train.warmup_steps == 50);  // nothing to train
+}
+
 TEST_CASE("a missing plugin section or name is an error at the file") {
   auto missing = error_of(replace(kGood, "[model]\nname = \"toy\"\nwidth = 4\n", ""));
   CHECK(missing.key() == "model");

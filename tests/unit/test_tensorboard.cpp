@@ -6,10 +6,12 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +20,7 @@
 #include "strata/errors.hpp"
 #include "tensorboard/crc32c.hpp"
 #include "tensorboard/event_writer.hpp"
+#include "tensorboard/hparams.hpp"
 #include "tensorboard/protobuf.hpp"
 
 namespace {
@@ -187,8 +190,10 @@ TEST_CASE("EventWriter writes CRC-valid records TensorBoard can read") {
     CHECK(file.filename().string().find("tfevents") != std::string::npos);
     writer.add_scalar("train/loss", 0.1, 7);
     writer.add_text("notes", "**hello**", 3);
-    writer.add_hparams({{"strategy", std::string("single")}, {"lr", 0.5}, {"bf16", false}},
-                       {"train/loss"});
+    writer.add_hparams_experiment({{"strategy", strata::tb::HParamType::kString, true, "the strategy"},
+                                   {"lr", strata::tb::HParamType::kFloat64, false, ""}},
+                                  {{"summary/samples_per_s", "mean throughput"}}, "a sweep");
+    writer.start_hparams_session({{"strategy", std::string("single")}, {"lr", 0.5}, {"bf16", false}});
     writer.end_hparams_session(true);
     writer.flush();
     CHECK(read_records(file).size() == 6);
@@ -225,6 +230,30 @@ TEST_CASE("EventWriter writes CRC-valid records TensorBoard can read") {
   CHECK(find_field(text_value, 9)->bytes.find("text") != std::string::npos);
 
   CHECK(records[3].find("_hparams_/experiment") != std::string::npos);
+  // Summary.value.metadata.plugin_data.content = HParamsPluginData{experiment (2) = Experiment{
+  // description (1), time_created_secs (3), hparam_infos (4) {name 1, description 3, type 4,
+  // differs 7}, metric_infos (5) {name 1 {tag 2}, description 4}}}.
+  const auto experiment_value = parse_message(
+      find_field(parse_message(find_field(parse_message(records[3]), 5)->bytes), 1)->bytes);
+  const auto plugin_data = parse_message(find_field(parse_message(find_field(experiment_value, 9)->bytes), 1)->bytes);
+  CHECK(find_field(plugin_data, 1)->bytes == "hparams");
+  const auto experiment = parse_message(find_field(parse_message(find_field(plugin_data, 2)->bytes), 2)->bytes);
+  CHECK(find_field(experiment, 1)->bytes == "a sweep");
+  std::vector<std::vector<Field>> infos;
+  for (const auto& f : experiment)
+    if (f.number == 4) infos.push_back(parse_message(f.bytes));
+  REQUIRE(infos.size() == 2);
+  CHECK(find_field(infos[0], 1)->bytes == "strategy");
+  CHECK(find_field(infos[0], 3)->bytes == "the strategy");
+  CHECK(find_field(infos[0], 4)->value == 1u);  // DATA_TYPE_STRING
+  REQUIRE(find_field(infos[0], 7));
+  CHECK(find_field(infos[0], 7)->value == 1u);  // differs
+  CHECK(find_field(infos[1], 1)->bytes == "lr");
+  CHECK(find_field(infos[1], 4)->value == 3u);  // DATA_TYPE_FLOAT64
+  CHECK_FALSE(find_field(infos[1], 7));         // differs = false: the default, not written
+  const auto metric = parse_message(find_field(experiment, 5)->bytes);
+  CHECK(find_field(parse_message(find_field(metric, 1)->bytes), 2)->bytes == "summary/samples_per_s");
+  CHECK(find_field(metric, 4)->bytes == "mean throughput");
   CHECK(records[4].find("_hparams_/session_start_info") != std::string::npos);
   CHECK(records[4].find("single") != std::string::npos);
   CHECK(records[5].find("_hparams_/session_end_info") != std::string::npos);
@@ -242,4 +271,50 @@ TEST_CASE("EventWriter reports a directory it cannot create") {
     CHECK(std::string(e.what()).find("not_a_dir") != std::string::npos);
     CHECK_FALSE(e.fix().empty());
   }
+}
+
+TEST_CASE("hparam values and names follow the experiment's keys") {
+  using strata::tb::HParamValue;
+  CHECK(strata::tb::hparam_value("0.01") == HParamValue(0.01));
+  CHECK(strata::tb::hparam_value("64") == HParamValue(64.0));
+  CHECK(strata::tb::hparam_value("true") == HParamValue(true));
+  CHECK(strata::tb::hparam_value("\"ddp\"") == HParamValue(std::string("ddp")));
+  CHECK(strata::tb::hparam_value("[32, 32]") == HParamValue(std::string("[32, 32]")));
+  CHECK(strata::tb::hparam_name("strategy.name") == "strategy");
+  CHECK(strata::tb::hparam_name("optimizer.lr") == "lr");
+  CHECK(strata::tb::hparam_name("model.hidden") == "model.hidden");
+  // strategy and world_size lead the list the HPARAMS tab shows.
+  REQUIRE(strata::tb::core_hparams().size() >= 2);
+  CHECK(strata::tb::core_hparams()[0].name == "strategy");
+  CHECK(strata::tb::core_hparams()[1].name == "world_size");
+}
+
+TEST_CASE("summary figures carry results.csv's names and summary.json's numbers") {
+  const auto summary = strata::Json::parse(
+      R"({"samples_per_s": 1000.5, "memory": {"model_state_bytes": {"params": 4, "grads": 4, "optimizer": 8},
+          "peak_bytes": 100}, "eval": {"accuracy": 0.5, "loss": null}})");
+  std::map<std::string, double> values;
+  for (const auto& f : strata::tb::summary_figures()) values[f.name] = strata::tb::figure_value(summary, f);
+  CHECK(values.at("samples_per_s") == 1000.5);
+  CHECK(values.at("model_state_bytes") == 16);
+  CHECK(values.at("peak_bytes") == 100);
+  CHECK(values.at("eval_accuracy") == 0.5);
+  CHECK(std::isnan(values.at("eval_loss")));
+  CHECK(std::isnan(values.at("final_loss")));
+  // Every name is one definition: no figure appears twice.
+  CHECK(values.size() == strata::tb::summary_figures().size());
+
+  TempDir tmp;
+  fs::path file;
+  {
+    strata::tb::EventWriter writer(tmp.path);
+    file = writer.path();
+    strata::tb::add_summary_scalars(writer, summary, 12);
+  }
+  const auto records = read_records(file);
+  // The file version, then one scalar per finite figure (devices is an hparam, not a scalar).
+  // samples_per_s, model_state_bytes, peak_bytes, eval_accuracy and the three parts of the state.
+  REQUIRE(records.size() == 1 + 7);
+  CHECK(records[1].find("summary/samples_per_s") != std::string::npos);
+  CHECK(find_field(parse_message(records[1]), 2)->value == 12u);
 }

@@ -20,9 +20,12 @@
 #include "io/run_result.hpp"
 #include "io/run_dir.hpp"
 #include "launch/child.hpp"
+#include "launch/verdict.hpp"
 #include "train/median.hpp"
 #include "run.hpp"
 #include "strata/registry.hpp"
+#include "tensorboard/event_writer.hpp"
+#include "tensorboard/hparams.hpp"
 #include "text/suggest.hpp"
 #include "text/table.hpp"
 
@@ -35,9 +38,11 @@ namespace {
 /// What one run produced (from its summary.json, or its output when it failed early).
 struct Row {
   const SweepRun* run = nullptr;
-  RunResult result;  ///< status: ok | failed | interrupted | not run
+  RunResult result;  ///< status: ok | failed | interrupted | not started; error: the cause
   fs::path dir;
   std::optional<double> speedup, efficiency;
+  std::optional<std::int64_t> failed_rank;  ///< the rank that failed first, when the run says
+  std::string signal;                       ///< "SIGKILL" when a rank (or the run) died by a signal
 
   const std::string& status() const { return result.status; }
   double number(const std::string& path) const { return result.number(path); }
@@ -57,6 +62,22 @@ std::string csv_field(const std::string& s) {
 std::string csv_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : std::string(); }
 
 Json json_number(double v) { return std::isfinite(v) ? Json(v) : Json(); }
+
+/// Why a run that left no verdict of its own failed: the signal that ended it, else the error
+/// paragraph it printed, else its exit code and last lines that are not progress.
+std::string failure_cause(const ChildOutcome& outcome, const std::vector<std::string>& lines) {
+  // run_self reports a death by signal N as 128 + N; a strata process that exits by itself
+  // leaves summary.json first, so without one this is the kernel's doing (OOM killer, kill -9).
+  if (outcome.exit_code > 128 && outcome.exit_code <= 128 + 64)
+    return fmt::format("killed by signal {} ({})", outcome.exit_code - 128, signal_name(outcome.exit_code - 128));
+  for (const auto& l : lines)
+    if (l.rfind("error:", 0) == 0 || l.find("] error:") != std::string::npos) return error_from_output(lines);
+  std::vector<std::string> kept;
+  for (const auto& l : lines)
+    if (l.rfind("step ", 0) != 0 && l.rfind("eval at", 0) != 0) kept.push_back(l);
+  std::string tail = error_from_output(kept);
+  return fmt::format("exited with code {}{}", outcome.exit_code, kept.empty() ? std::string() : ": " + tail);
+}
 
 /// Runs sharing everything but world size and repeat form one row of the tables.
 std::string row_key(const SweepRun& run) {
@@ -80,35 +101,80 @@ class Comparison {
   /// Runs every combination; returns the signal that interrupted the comparison (0 if none).
   int run_all() {
     const std::size_t n = rows_.size();
+    for (auto& row : rows_) {  // until a run starts, it has not
+      row.dir = dir_ / row.run->label;
+      row.result.status = "not started";
+    }
     for (std::size_t i = 0; i < n; ++i) {
       Row& row = rows_[i];
       const SweepRun& run = *row.run;
-      row.dir = dir_ / run.label;
       std::vector<std::string> args = {"run", fs::absolute(sweep_.base).string(), "--out", row.dir.string()};
       for (const auto& o : run.overrides) args.insert(args.end(), {"--set", o});
       const std::string prefix = fmt::format("[{:>{}}/{}] {}", i + 1, std::to_string(n).size(), n, run.label);
       status_line(prefix + ": starting");
-      const auto child = run_logged(args, row.dir, [&](const std::string& line) {
-        if (line.rfind("step ", 0) == 0 || line.rfind("eval at", 0) == 0) status_line(prefix + ": " + line);
-      });
-      const auto& outcome = child.outcome;
-      const double wall = child.seconds;
-      row.result = read_run_result(row.dir);
-      if (outcome.interrupted) {
-        row.result.status = "interrupted";
-        row.result.error = "the comparison was interrupted";
-      } else if (outcome.exit_code != 0 || row.status() != "ok") {
-        row.result.status = "failed";
-        if (row.result.error.empty()) row.result.error = error_from_output(child.lines);
+      LoggedChild child;
+      try {
+        child = run_logged(args, row.dir, [&](const std::string& line) {
+          if (line.rfind("step ", 0) == 0 || line.rfind("eval at", 0) == 0) status_line(prefix + ": " + line);
+        });
+      } catch (const std::exception& e) {  // no process (fork failed, no directory): the others may still run
+        row.result.error = std::string("it could not be started: ") + e.what();
+        finish_line(fmt::format("{}: not started: {}", prefix, row.result.error));
+        continue;
       }
+      record(row, child);
       finish_line(row.status() == "ok"
                       ? fmt::format("{}: ok in {:.1f} s (train {:.2f} s, {:.0f} samples/s, final loss {:.4f})", prefix,
-                                    wall, row.number("train_time_s"), row.number("samples_per_s"),
+                                    child.seconds, row.number("train_time_s"), row.number("samples_per_s"),
                                     row.number("final_loss"))
-                      : fmt::format("{}: {} (exit {}): {}", prefix, row.status(), outcome.exit_code, row.result.error));
-      if (outcome.interrupted) return outcome.interrupted;
+                      : fmt::format("{}: {} (exit {}): {}", prefix, row.status(), child.outcome.exit_code,
+                                    row.result.error));
+      if (const int sig = child.outcome.interrupted) {
+        for (std::size_t j = i + 1; j < n; ++j)
+          rows_[j].result.error = fmt::format("the comparison was interrupted ({}) before this run", signal_name(sig));
+        return sig;
+      }
     }
     return 0;
+  }
+
+  /// Writes the HPARAMS experiment of the comparison directory: TensorBoard then lists the sweep's
+  /// axes (strategy and world size first) as differing, and the runs' summary figures as metrics.
+  void write_hparams_experiment() const {
+    std::vector<tb::HParamInfo> hparams;
+    const auto add = [&](tb::HParamInfo info) {
+      for (auto& h : hparams)
+        if (h.name == info.name) {
+          h.differs = h.differs || info.differs;
+          return;
+        }
+      hparams.push_back(std::move(info));
+    };
+    const auto& core = tb::core_hparams();
+    const auto core_info = [&](const std::string& name) {
+      return *std::find_if(core.begin(), core.end(), [&](const tb::HParamInfo& h) { return h.name == name; });
+    };
+    const auto is_axis = [&](const std::string& key) {
+      return std::any_of(sweep_.axes.begin(), sweep_.axes.end(), [&](const SweepAxis& a) { return a.key == key; });
+    };
+    for (const char* name : {"strategy", "world_size", "devices"}) {
+      auto info = core_info(name);
+      // The comparison's world size counts devices (dp's replicas run in one rank).
+      info.differs = is_axis(name == std::string("devices") ? "world_size" : name);
+      add(info);
+    }
+    for (const auto& axis : sweep_.axes) {
+      if (axis.key == "strategy" || axis.key == "world_size") continue;
+      const std::string name = tb::hparam_name(axis.key);
+      add({name, tb::type_of(tb::hparam_value(axis.values.front().toml)), true, "axis " + axis.key + " of the comparison"});
+    }
+    for (auto info : core) {
+      if (info.name == "global_batch_size") info.differs = sweep_.scaling == "weak" && is_axis("world_size");
+      add(info);
+    }
+    tb::EventWriter events(dir_);
+    events.add_hparams_experiment(hparams, tb::summary_metrics(),
+                                  "strata compare " + sweep_.file.string() + " (base " + sweep_.base.string() + ")");
   }
 
   void compute_speedups() {
@@ -162,6 +228,35 @@ class Comparison {
     std::cout << (tty_ ? "\r\033[K" : "") << text << std::endl;
   }
 
+  /// The row of a run that ended: its own verdict (summary.json: status, error, failed_rank,
+  /// signal) where it left one, else the cause its process's end tells.
+  void record(Row& row, const LoggedChild& child) const {
+    const auto& outcome = child.outcome;
+    row.result = read_run_result(row.dir);
+    if (const auto& s = row.result.summary) {
+      if (const Json* rank = s->find("failed_rank"); rank && rank->is_number())
+        row.failed_rank = static_cast<std::int64_t>(rank->number_or(-1));
+      if (const Json* sig = s->find("signal"); sig && sig->is_string()) row.signal = sig->string_or("");
+    }
+    const bool verdict = row.result.summary && row.status() != "not run";
+    if (outcome.interrupted) {
+      row.result.status = "interrupted";
+      if (row.result.error.empty())
+        row.result.error = fmt::format("the comparison was interrupted ({})", signal_name(outcome.interrupted));
+    } else if (outcome.exit_code != 0 || row.status() != "ok") {
+      if (!verdict || row.status() == "ok") row.result.status = "failed";
+      if (!verdict && outcome.exit_code > 128 && outcome.exit_code <= 128 + 64 && row.signal.empty())
+        row.signal = signal_name(outcome.exit_code - 128);
+      if (row.result.error.empty()) row.result.error = failure_cause(outcome, child.lines);
+    }
+    // A rank killed by a signal is the cause, whatever error the survivors saw afterwards (rank 0's
+    // paragraph about a lost peer, which its summary may hold).
+    if (!row.signal.empty() && row.result.error.find(row.signal) == std::string::npos)
+      row.result.error = (row.failed_rank ? fmt::format("rank {} was killed by {}", *row.failed_rank, row.signal)
+                                          : "killed by " + row.signal) +
+                         (row.result.error.empty() ? "" : "; then " + row.result.error);
+  }
+
   std::string markdown() const;
   Report report() const;
 
@@ -202,26 +297,33 @@ class Comparison {
     return {};
   }
 
+  /// The run's summary figures (tb::summary_figures(): the columns TensorBoard's summary/* scalars
+  /// are named after), NaN without a summary.
+  static double figure(const Row& r, const tb::SummaryFigure& f) {
+    return r.result.summary ? tb::figure_value(*r.result.summary, f) : NAN;
+  }
+
   std::string csv() const {
     const auto extra = extra_axes();
+    const auto& figures = tb::summary_figures();
     std::string out = "strategy,world_size";
     for (const auto& k : extra) out += "," + csv_field(k);
-    out += ",repeat,status,train_time_s,step_time_s,samples_per_s,speedup,efficiency,model_state_bytes,peak_bytes,"
-           "peak_tensor_bytes,bus_bytes_per_step,final_loss,eval_accuracy,devices,params_bytes,grads_bytes,optimizer_bytes,"
-           "payload_bytes_per_step,calls_per_step,comm_time_s,eval_loss,param_norm,run_dir,error\n";
+    out += ",repeat,status";
+    // The figures in order, with speedup and efficiency (the comparison's own) after the throughput.
+    for (const auto& f : figures) out.append(",").append(f.name).append(f.name == std::string("samples_per_s") ? ",speedup,efficiency" : "");
+    out += ",run_dir,failed_rank,signal,error\n";
     for (const auto& r : rows_) {
       out += csv_field(r.run->strategy) + "," + std::to_string(r.run->world_size);
       for (const auto& k : extra) out.append(",").append(csv_field(value_of(*r.run, k)));
-      out += fmt::format(",{},{}", r.run->repeat, r.status());
-      for (const char* path : {"train_time_s", "step_time_s", "samples_per_s"}) out += "," + csv_number(r.number(path));
-      out += "," + csv_number(r.speedup.value_or(NAN)) + "," + csv_number(r.efficiency.value_or(NAN));
-      out += "," + csv_number(r.model_state_bytes());
-      for (const char* path : {"memory.peak_bytes", "memory.peak_tensor_bytes", "comm.bus_bytes_per_step", "final_loss", "eval.accuracy", "devices",
-                               "memory.model_state_bytes.params", "memory.model_state_bytes.grads",
-                               "memory.model_state_bytes.optimizer", "comm.payload_bytes_per_step", "comm.calls_per_step",
-                               "comm.time_s", "eval.loss", "param_norm"})
-        out.append(",").append(csv_number(r.number(path)));
-      out += "," + csv_field(fs::relative(r.dir, dir_).string()) + "," + csv_field(r.result.error) + "\n";
+      out += fmt::format(",{},{}", r.run->repeat, csv_field(r.status()));
+      for (const auto& f : figures) {
+        out += "," + csv_number(figure(r, f));
+        if (f.name == std::string("samples_per_s"))
+          out += "," + csv_number(r.speedup.value_or(NAN)) + "," + csv_number(r.efficiency.value_or(NAN));
+      }
+      out += "," + csv_field(fs::relative(r.dir, dir_).string()) + "," +
+             (r.failed_rank ? std::to_string(*r.failed_rank) : std::string()) + "," + csv_field(r.signal) + "," +
+             csv_field(r.result.error) + "\n";
     }
     return out;
   }
@@ -250,18 +352,16 @@ class Comparison {
       for (const auto& [k, v] : r.run->values) axes[k] = v;
       o["repeat"] = r.run->repeat;
       o["status"] = r.status();
-      o["train_time_s"] = json_number(r.number("train_time_s"));
-      o["step_time_s"] = json_number(r.number("step_time_s"));
-      o["samples_per_s"] = json_number(r.number("samples_per_s"));
-      o["speedup"] = json_number(r.speedup.value_or(NAN));
-      o["efficiency"] = json_number(r.efficiency.value_or(NAN));
-      o["model_state_bytes"] = json_number(r.model_state_bytes());
-      o["peak_bytes"] = json_number(r.number("memory.peak_bytes"));
-      o["peak_tensor_bytes"] = json_number(r.number("memory.peak_tensor_bytes"));
-      o["bus_bytes_per_step"] = json_number(r.number("comm.bus_bytes_per_step"));
-      o["final_loss"] = json_number(r.number("final_loss"));
-      o["eval_accuracy"] = json_number(r.number("eval.accuracy"));
+      for (const auto& f : tb::summary_figures()) {
+        o[f.name] = json_number(figure(r, f));
+        if (f.name == std::string("samples_per_s")) {
+          o["speedup"] = json_number(r.speedup.value_or(NAN));
+          o["efficiency"] = json_number(r.efficiency.value_or(NAN));
+        }
+      }
       o["run_dir"] = fs::relative(r.dir, dir_).string();
+      o["failed_rank"] = r.failed_rank ? Json(*r.failed_rank) : Json();
+      o["signal"] = r.signal.empty() ? Json() : Json(r.signal);
       if (!r.result.error.empty()) o["error"] = r.result.error;
       o["summary"] = r.result.summary.value_or(Json());
       runs.push_back(std::move(o));
@@ -310,9 +410,55 @@ Report Comparison::report() const {
   return r;
 }
 
-/// A ConfigError about run `label`, at the same position.
-ConfigError in_run(const ConfigError& e, const std::string& label) {
-  return ConfigError(e.where(), e.key(), "run " + label + ": " + e.what(), e.fix());
+/// "ddp-w5 (strategy ddp, world_size 5)": a run and its combination.
+std::string run_name(const SweepRun& run) {
+  std::string values;
+  for (const auto& [key, display] : run.values) values += (values.empty() ? "" : ", ") + key + " " + display;
+  return values.empty() ? run.label : run.label + " (" + values + ")";
+}
+
+/// Whether `run` with its overrides but the one at `skip` fails as `error` did.
+bool fails_alike(const Sweep& sweep, const SweepRun& run, std::size_t skip, const ConfigError& error) {
+  std::vector<std::string> overrides;
+  std::vector<SourceLocation> origins;
+  for (std::size_t i = 0; i < run.overrides.size(); ++i)
+    if (i != skip) {
+      overrides.push_back(run.overrides[i]);
+      origins.push_back(i < run.origins.size() ? run.origins[i] : SourceLocation{});
+    }
+  try {
+    check_experiment(load_experiment(sweep.base, overrides, origins));
+  } catch (const ConfigError& e) {
+    return std::string(e.what()) == error.what();
+  } catch (const std::exception&) {
+    return false;
+  }
+  return false;
+}
+
+/// Validates one run of the sweep. Its errors name the run and its combination, at the sweep entry
+/// that causes them: an error the base experiment's position would blame (a cross-field check that
+/// an axis value broke, such as a global batch that world size 5 does not divide) moves to the last
+/// of the run's sweep entries without which it goes away.
+void validate_run(const Sweep& sweep, const SweepRun& run) {
+  try {
+    check_experiment(load_experiment(sweep.base, run.overrides, run.origins));
+  } catch (const ConfigError& e) {
+    SourceLocation where = e.where();
+    std::string seen_at;
+    if (where.file != sweep.file.string()) {
+      for (std::size_t i = run.overrides.size(); i-- > 0;) {
+        if (i >= run.origins.size() || run.origins[i].file != sweep.file.string()) continue;
+        if (fails_alike(sweep, run, i, e)) continue;
+        where = run.origins[i];
+        seen_at = fmt::format(" ({} at {})", e.key().empty() ? std::string("checked") : e.key(), e.where().str());
+        break;
+      }
+    }
+    std::string message = e.what();
+    if (!seen_at.empty() && !message.empty() && message.back() == '.') message.pop_back(), seen_at += ".";
+    throw ConfigError(where, e.key(), fmt::format("run {}: {}{}", run_name(run), message, seen_at), e.fix());
+  }
 }
 
 }  // namespace
@@ -336,14 +482,8 @@ int compare_strategies(const CompareRequest& request) {
   // surface an hour into the comparison.
   std::cout << fmt::format("{}: {} runs ({} scaling, base {}); validating\n", request.file.string(), plan.runs.size(),
                            sweep.scaling, sweep.base.string());
-  for (const auto& run : plan.runs) {
-    if (run.repeat > 1) continue;
-    try {
-      check_experiment(load_experiment(sweep.base, run.overrides, run.origins));
-    } catch (const ConfigError& e) {
-      throw in_run(e, run.label);
-    }
-  }
+  for (const auto& run : plan.runs)
+    if (run.repeat == 1) validate_run(sweep, run);
   for (const auto& s : plan.skipped) std::cout << "  not run: " << s << "\n";
   if (request.dry_run) {
     for (const auto& run : plan.runs) {
@@ -361,6 +501,7 @@ int compare_strategies(const CompareRequest& request) {
   const fs::path dir = make_run_directory(request.out, "runs", sweep.file.stem().string());
   std::cout << "outputs: " << dir.string() << "  (tensorboard --logdir " << dir.string() << ")\n";
   Comparison comparison(std::move(sweep), plan, dir);
+  comparison.write_hparams_experiment();
   const int interrupted = comparison.run_all();
   comparison.compute_speedups();
   std::cout << "\n" << comparison.write_outputs();

@@ -322,11 +322,11 @@ std::string summary_text(const ReportRun& r, const std::string& path) {
 
 std::string runs_table(const Report& report) {
   ReportTable t{"Runs", {{"run", "strategy", "world size", "status", "model", "dataset", "steps", "global batch",
-                          "device", "directory"}}, "llrlllrrll"};
+                          "device", "directory", "cause"}}, "llrlllrrlll"};
   for (const auto& r : report.runs)
     t.grid.push_back({r.label, r.series, std::to_string(r.world_size), r.result.status, summary_text(r, "model"),
                       summary_text(r, "dataset"), summary_text(r, "steps"), summary_text(r, "global_batch_size"),
-                      summary_text(r, "device"), r.dir});
+                      summary_text(r, "device"), r.dir, r.ok() ? std::string() : r.result.error});
   return html_table(t);
 }
 

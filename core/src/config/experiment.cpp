@@ -1,5 +1,7 @@
 #include "config/experiment.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <regex>
@@ -8,6 +10,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "strata/logger.hpp"
 #include "text/suggest.hpp"
 
 namespace strata {
@@ -357,6 +360,24 @@ void apply_override(ExperimentDocument& doc, const std::string& text, const Sour
 
 // ---- cross-field checks ---------------------------------------------------------------------
 
+/// More warmup steps than steps is what a short smoke run of a real experiment (`--set
+/// train.steps=20`) asks for: the warmup is clamped to the steps, with a warning saying so (once
+/// per process; not again in the ranks that strata's own launcher starts after warning itself).
+void clamp_warmup(Experiment& e) {
+  auto& t = e.train;
+  if (t.steps <= 0 || t.warmup_steps <= t.steps) return;
+  const std::string message =
+      fmt::format("train.warmup_steps {} exceeds train.steps {} ({}); the warmup is clamped to {} steps",
+                  t.warmup_steps, t.steps, e.location("train.warmup_steps").str(), t.steps);
+  t.warmup_steps = t.steps;
+  static std::set<std::string> said;
+  const char* spawned = std::getenv("STRATA_SPAWNED");
+  if ((spawned != nullptr && std::string(spawned) == "1") || !said.insert(message).second) return;
+  const char* rank = std::getenv("RANK");
+  const char* world = std::getenv("WORLD_SIZE");
+  Logger(rank ? std::atoi(rank) : 0, world ? std::max(1, std::atoi(world)) : 1).warn(message);
+}
+
 void check_consistency(const Experiment& e) {
   const auto& t = e.train;
   if (t.global_batch_size % t.micro_batches != 0)
@@ -364,10 +385,6 @@ void check_consistency(const Experiment& e) {
                   fmt::format("global_batch_size {} is not divisible by micro_batches {}.", t.global_batch_size,
                               t.micro_batches),
                   "Choose micro_batches that divides global_batch_size.");
-  if (t.steps > 0 && t.warmup_steps > t.steps)
-    throw e.error("train.warmup_steps",
-                  fmt::format("warmup_steps {} exceeds steps {}.", t.warmup_steps, t.steps),
-                  "Use at most as many warmup steps as training steps.");
   if (t.activation_checkpointing == "none" && t.activation_checkpointing_every != 1)
     throw e.error("train.activation_checkpointing_every",
                   fmt::format("activation_checkpointing_every = {} has no effect while activation_checkpointing is "
@@ -493,6 +510,7 @@ Experiment load_experiment(const fs::path& file, const std::vector<std::string>&
              "`strata plugins` lists the names.");
     target.name = name->as_string()->get();
   }
+  clamp_warmup(e);
   check_consistency(e);
   return e;
 }

@@ -47,11 +47,16 @@ constexpr std::int64_t kDtString = 7;
 constexpr std::uint32_t kPluginDataExperiment = 2;
 constexpr std::uint32_t kPluginDataSessionStart = 3;
 constexpr std::uint32_t kPluginDataSessionEnd = 4;
+constexpr std::uint32_t kExperimentDescription = 1;
+constexpr std::uint32_t kExperimentTimeCreated = 3;
 constexpr std::uint32_t kExperimentHParamInfos = 4;
 constexpr std::uint32_t kExperimentMetricInfos = 5;
 constexpr std::uint32_t kHParamInfoName = 1;
+constexpr std::uint32_t kHParamInfoDescription = 3;
 constexpr std::uint32_t kHParamInfoType = 4;
+constexpr std::uint32_t kHParamInfoDiffers = 7;
 constexpr std::uint32_t kMetricInfoName = 1;
+constexpr std::uint32_t kMetricInfoDescription = 4;
 constexpr std::uint32_t kMetricNameTag = 2;
 constexpr std::uint32_t kSessionStartHParams = 1;
 constexpr std::uint32_t kSessionStartTime = 5;
@@ -63,10 +68,7 @@ constexpr std::uint32_t kMapEntryValue = 2;
 constexpr std::uint32_t kValueNumber = 2;
 constexpr std::uint32_t kValueString = 3;
 constexpr std::uint32_t kValueBool = 4;
-// hparams enums
-constexpr std::int64_t kDataTypeString = 1;
-constexpr std::int64_t kDataTypeBool = 2;
-constexpr std::int64_t kDataTypeFloat64 = 3;
+// hparams enums (DataType: HParamType's values)
 constexpr std::int64_t kStatusSuccess = 1;
 constexpr std::int64_t kStatusFailure = 2;
 
@@ -180,46 +182,54 @@ void EventWriter::add_text(const std::string& tag, const std::string& markdown, 
   write_event(summary_event(v, step));
 }
 
-void EventWriter::add_hparams(const std::map<std::string, HParamValue>& hparams,
-                              const std::vector<std::string>& metric_tags) {
-  ProtoWriter experiment;
+HParamType type_of(const HParamValue& value) {
+  if (std::holds_alternative<double>(value)) return HParamType::kFloat64;
+  if (std::holds_alternative<bool>(value)) return HParamType::kBool;
+  return HParamType::kString;
+}
+
+void EventWriter::start_hparams_session(const std::map<std::string, HParamValue>& hparams) {
   ProtoWriter start;
   for (const auto& [name, value] : hparams) {
     ProtoWriter typed;  // google.protobuf.Value
-    std::int64_t data_type = 0;
     std::visit(
         [&](const auto& v) {
           using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, double>) {
-            typed.double_field(kValueNumber, v);
-            data_type = kDataTypeFloat64;
-          } else if constexpr (std::is_same_v<T, std::string>) {
-            typed.bytes_field(kValueString, v);
-            data_type = kDataTypeString;
-          } else {
-            typed.bool_field(kValueBool, v);
-            data_type = kDataTypeBool;
-          }
+          if constexpr (std::is_same_v<T, double>) typed.double_field(kValueNumber, v);
+          else if constexpr (std::is_same_v<T, std::string>) typed.bytes_field(kValueString, v);
+          else typed.bool_field(kValueBool, v);
         },
         value);
-    ProtoWriter info;
-    info.bytes_field(kHParamInfoName, name).int_field(kHParamInfoType, data_type);
-    experiment.message_field(kExperimentHParamInfos, info);
     ProtoWriter entry;
     entry.bytes_field(kMapEntryKey, name).message_field(kMapEntryValue, typed);
     start.message_field(kSessionStartHParams, entry);
   }
-  for (const std::string& tag : metric_tags) {
+  start.double_field(kSessionStartTime, now_seconds());
+  write_event(summary_event(hparams_value(kSessionStartTag, kPluginDataSessionStart, start), 0));
+}
+
+void EventWriter::add_hparams_experiment(const std::vector<HParamInfo>& hparams, const std::vector<MetricInfo>& metrics,
+                                         const std::string& description) {
+  ProtoWriter experiment;
+  if (!description.empty()) experiment.bytes_field(kExperimentDescription, description);
+  experiment.double_field(kExperimentTimeCreated, now_seconds());
+  for (const auto& h : hparams) {
+    ProtoWriter info;
+    info.bytes_field(kHParamInfoName, h.name);
+    if (!h.description.empty()) info.bytes_field(kHParamInfoDescription, h.description);
+    info.int_field(kHParamInfoType, static_cast<std::int64_t>(h.type));
+    if (h.differs) info.bool_field(kHParamInfoDiffers, true);
+    experiment.message_field(kExperimentHParamInfos, info);
+  }
+  for (const auto& m : metrics) {
     ProtoWriter metric_name;
-    metric_name.bytes_field(kMetricNameTag, tag);
+    metric_name.bytes_field(kMetricNameTag, m.tag);
     ProtoWriter info;
     info.message_field(kMetricInfoName, metric_name);
+    if (!m.description.empty()) info.bytes_field(kMetricInfoDescription, m.description);
     experiment.message_field(kExperimentMetricInfos, info);
   }
-  start.double_field(kSessionStartTime, now_seconds());
-
   write_event(summary_event(hparams_value(kExperimentTag, kPluginDataExperiment, experiment), 0));
-  write_event(summary_event(hparams_value(kSessionStartTag, kPluginDataSessionStart, start), 0));
 }
 
 void EventWriter::end_hparams_session(bool success) {

@@ -3,11 +3,17 @@
 /// Writes TensorBoard event files (TFRecord-framed `Event` protobufs) without TensorFlow,
 /// PyTorch or the protobuf library: scalars, markdown text and hyperparameters (HPARAMS tab).
 ///
+/// The HPARAMS tab (tensorboard/plugins/hparams/backend_context.py) uses the first
+/// "_hparams_/experiment" summary it finds in any run of the log directory; without one it infers
+/// the experiment from every run's session start info, marking an hparam `differs` when its
+/// values differ between runs. So a single run writes only its session (start_hparams_session,
+/// end_hparams_session), and `strata compare` writes the one experiment of its directory
+/// (add_hparams_experiment), listing its axes first.
+///
 /// Example:
 /// \code
 ///   strata::tb::EventWriter writer(run_dir / "tensorboard");
-///   writer.add_hparams({{"strategy", std::string("single")}, {"lr", 0.1}, {"bf16", false}},
-///                      {"train/loss", "eval/accuracy"});
+///   writer.start_hparams_session({{"strategy", std::string("single")}, {"lr", 0.1}, {"bf16", false}});
 ///   writer.add_scalar("train/loss", 0.25, 100);
 ///   writer.end_hparams_session(true);
 /// \endcode
@@ -26,6 +32,27 @@ namespace strata::tb {
 /// A hyperparameter value as TensorBoard's HPARAMS tab shows it: a number (DATA_TYPE_FLOAT64),
 /// a string or a bool. Integers must be converted to double by the caller.
 using HParamValue = std::variant<double, std::string, bool>;
+
+/// The hparams plugin's DataType of a value (api.proto's numbers).
+enum class HParamType { kString = 1, kBool = 2, kFloat64 = 3 };
+
+/// The type of `value`.
+HParamType type_of(const HParamValue& value);
+
+/// One hyperparameter of an experiment (api.proto's HParamInfo, without a domain: the tab then
+/// takes the values the sessions have).
+struct HParamInfo {
+  std::string name;          ///< as in the sessions' start info, e.g. "strategy"
+  HParamType type = HParamType::kString;
+  bool differs = false;      ///< shown by default: the runs differ in it
+  std::string description;   ///< tooltip text; may be empty
+};
+
+/// One metric of an experiment: a scalar tag every session run writes.
+struct MetricInfo {
+  std::string tag;          ///< e.g. "summary/samples_per_s"
+  std::string description;  ///< tooltip text; may be empty
+};
 
 /// Appends events to one new event file in a directory. Every event is handed to the operating
 /// system as soon as it is written, so TensorBoard can tail a live run and a crash loses
@@ -51,14 +78,17 @@ class EventWriter {
   /// tab) under `tag` at `step`, stored as a scalar DT_STRING tensor.
   void add_text(const std::string& tag, const std::string& markdown, std::int64_t step);
 
-  /// Registers this run with the HPARAMS tab, as torch.utils.tensorboard's add_hparams does:
-  /// writes the "_hparams_/experiment" summary (one HParamInfo per entry, typed FLOAT64,
-  /// STRING or BOOL; one MetricInfo per scalar tag in `metric_tags`) and the
-  /// "_hparams_/session_start_info" summary with the values and the current time. Call it
-  /// once per writer (TensorBoard keeps only the first summary of each tag), before or after
-  /// the metric scalars; finish with end_hparams_session().
-  void add_hparams(const std::map<std::string, HParamValue>& hparams,
-                   const std::vector<std::string>& metric_tags);
+  /// Registers this directory as a session of the HPARAMS tab: writes the
+  /// "_hparams_/session_start_info" summary with `hparams` (typed FLOAT64, STRING or BOOL) and
+  /// the current time. Call it once per writer (TensorBoard keeps only the first summary of each
+  /// tag), before or after the metric scalars; finish with end_hparams_session().
+  void start_hparams_session(const std::map<std::string, HParamValue>& hparams);
+
+  /// Writes the "_hparams_/experiment" summary: the hparams and metrics the HPARAMS tab shows
+  /// for every session below this writer's directory, in this order (TensorBoard then sorts the
+  /// differing ones first). `description` is shown as the experiment's description.
+  void add_hparams_experiment(const std::vector<HParamInfo>& hparams, const std::vector<MetricInfo>& metrics,
+                              const std::string& description = {});
 
   /// Writes the "_hparams_/session_end_info" summary: status STATUS_SUCCESS when `success`,
   /// else STATUS_FAILURE, and the current time as end time.

@@ -14,9 +14,11 @@
 #include "dist/job_monitor.hpp"
 #include "launch/verdict.hpp"
 #include "text/errors_text.hpp"
+#include "io/build_info.hpp"
 #include "io/run_dir.hpp"
 #include "strata/errors.hpp"
 #include "tensorboard/event_writer.hpp"
+#include "tensorboard/hparams.hpp"
 #include "train/batches.hpp"
 #include "train/checkpoint.hpp"
 #include "train/checkpointing.hpp"
@@ -221,20 +223,10 @@ void Loop::setup() {
     // TensorBoard drops the points at and after this step that an earlier attempt logged (a run
     // resumed, or restarted, in its own directory).
     events_->add_session_start(start_step_ + 1);
-    std::map<std::string, tb::HParamValue> hparams{
-        {"strategy", e_.strategy.name},
-        {"world_size", static_cast<double>(p_.comm->world_size())},
-        {"devices", static_cast<double>(devices_)},
-        {"model", e_.model.name},
-        {"dataset", e_.dataset.name},
-        {"optimizer", e_.optimizer.name},
-        {"lr", e_.optimizer.lr},
-        {"global_batch_size", static_cast<double>(t.global_batch_size)},
-        {"micro_batches", static_cast<double>(t.micro_batches)},
-        {"seed", static_cast<double>(t.seed)},
-        {"device", p_.device.str()},
-    };
-    events_->add_hparams(hparams, {"eval/accuracy", "eval/loss", "train/loss", "perf/samples_per_s"});
+    // Only the session: TensorBoard infers the experiment (marking what differs between the runs
+    // it shows) unless `strata compare` wrote one for its directory. The metrics are the
+    // summary/* scalars written with summary.json (write_summary).
+    events_->start_hparams_session(tb::run_hparams(e_, p_.comm->world_size(), devices_, p_.device.str()));
     events_->add_text("config", "```toml\n" + resolved_toml(e_) + "```\n", 0);
     events_->flush();
   }
@@ -392,7 +384,8 @@ void Loop::log_scalars(const StepStats::Row& row, double lr) {
   events_->add_scalar("train/lr", lr, step);
   events_->add_scalar("train/grad_norm", row.grad_norm, step);
   events_->add_scalar("perf/step_time_s", step_time, step);
-  events_->add_scalar("perf/samples_per_s", static_cast<double>(e_.train.global_batch_size) / step_time, step);
+  // This step's throughput; the run's mean is summary/samples_per_s (results.csv's samples_per_s).
+  events_->add_scalar("perf/step_samples_per_s", static_cast<double>(e_.train.global_batch_size) / step_time, step);
   const double tflops = achieved_tflops(p_.model->flops_per_sample(),
                                         static_cast<double>(e_.train.global_batch_size) / step_time / devices_);
   if (p_.model->flops_per_sample() > 0) events_->add_scalar("perf/tflops_per_device", tflops, step);
@@ -503,10 +496,13 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   s["loss_curve"] = curve;
   s["restarts"] = p_.restarts;
   s["checkpoint"] = checkpoints_ ? checkpoints_->summary() : Json();
+  s["versions"] = versions_json();  // strata, commit, LibTorch, CUDA, NCCL (as `strata --version`)
+  s["host"] = host_name();
   return s;
 }
 
 void Loop::write_summary(const Json& summary) const {
+  if (events_) tb::add_summary_scalars(*events_, summary, steps_done_);  // the figures TensorBoard shows as metrics
   if (rank0_) write_text_file(p_.run_dir / "summary.json", summary.dump() + "\n");
 }
 

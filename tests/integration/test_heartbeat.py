@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""`strata run --nproc 2` when a rank stops, dies or the launcher is told to stop, mid-run: the job
+ends within [distributed] heartbeat_s of a stopped rank, the launcher names the rank that caused
+the end (not the first to exit) in a "cause" line and returns its code (128 + signal), and
+summary.json says how the run ended (status, error, failed_rank), written by the launcher when
+rank 0 could not.
+
+    STRATA_BIN=build/bin/strata python3 tests/integration/test_heartbeat.py
+"""
+import os
+import re
+import signal
+import time
+
+import strata_test as st
+from test_multihost import Watched
+
+HEARTBEAT_S = 5
+SLACK_S = 5          # the job ends within heartbeat_s + this after a rank stops
+SETS = ["strategy.name=ddp", "train.steps=1000000", "train.global_batch_size=16", "log.every=200",
+        "train.threads=1", "distributed.heartbeat_s=%d" % HEARTBEAT_S]
+
+
+class Job:
+    """`strata run GOOD_SYNTHETIC --nproc 2` with SETS, started in a session of its own, running
+    training steps on return; killed with everything it started when the case ends."""
+
+    def __init__(self, label):
+        self.out = st.temp_dir(label)
+        args = [st.strata_bin(), "run", st.GOOD_SYNTHETIC, "--out", self.out, "--nproc", "2"] + st.set_args(*SETS)
+        env, _ = st._clean_env()
+        self.launcher = Watched("launcher", args, env)
+        self.ranks = {}
+
+    def __enter__(self):
+        try:
+            self._wait_for_training()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _wait_for_training(self):
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and self.launcher.proc.poll() is None:
+            children = st.child_pids(self.launcher.proc.pid)
+            self.ranks = {rank_of(pid): pid for pid in children}
+            if len(self.ranks) == 2 and self.launcher.wait_for_line(r"\bstep +\d+/", 0):
+                break
+            time.sleep(0.2)
+        st.check(sorted(self.ranks) == [0, 1] and self.launcher.wait_for_line(r"\bstep +\d+/", 0),
+                 "the launcher did not reach training steps with ranks 0 and 1 within 120 s (ranks: %s)"
+                 % self.ranks, self.result())
+        time.sleep(1)  # well into training
+
+    def __exit__(self, *exc):
+        for pid in self.ranks.values():
+            try:
+                os.kill(pid, signal.SIGKILL)  # a stopped rank too
+            except ProcessLookupError:
+                pass
+        self.launcher.kill()
+        return False
+
+    def signal(self, target, sig):
+        """Sends `sig` to rank `target` (0, 1) or to the launcher ("launcher"); returns the time."""
+        pid = self.launcher.proc.pid if target == "launcher" else self.ranks[target]
+        os.kill(pid, sig)
+        return time.monotonic()
+
+    def end(self, since, bound, what):
+        """Waits for the launcher to exit; fails when it took more than `bound` s after `since`."""
+        code = self.launcher.wait(bound + 60)
+        if code is None:
+            st.fail("the launcher was still running %d s after %s" % (bound + 60, what), self.result())
+        took = self.launcher.ended_at - since
+        print("  launcher exited %s %.1f s after %s" % (code, took, what))
+        st.check(took <= bound, "the launcher ended %.1f s after %s; expected within %d s" % (took, what, bound),
+                 self.result())
+        st.expect_no_crash(self.result())
+        return self.result()
+
+    def result(self):
+        return self.launcher.result()
+
+    def summary(self):
+        return st.load_summary(self.out)
+
+
+def rank_of(pid):
+    """RANK of a launcher's child (from its environment), -1 when unreadable."""
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        return int(env.get(b"RANK", b"-1"))
+    except (OSError, ValueError):
+        return -1
+
+
+def cause_line(result, rank):
+    """The launcher's line that has "cause" and names `rank`; fails without one."""
+    text = result.stdout + result.stderr
+    lines = [l for l in text.splitlines() if "cause" in l and re.search(r"\brank %d\b" % rank, l)]
+    st.check(lines, "no line with \"cause\" naming rank %d in the launcher's output" % rank, result)
+    print("  " + lines[0].strip())
+    return lines[0]
+
+
+def expect_summary(job, status, failed_rank, result):
+    summary = job.summary()
+    st.check(summary.get("status") == status, "summary.json: status %r, expected %r (error %r)"
+             % (summary.get("status"), status, summary.get("error")), result)
+    if status != "ok":
+        st.check(isinstance(summary.get("error"), str) and summary["error"].strip(),
+                 "summary.json has no error paragraph: %r" % summary.get("error"), result)
+    st.check(summary.get("failed_rank") == failed_rank, "summary.json: failed_rank %r, expected %r"
+             % (summary.get("failed_rank"), failed_rank), result)
+    return summary
+
+
+def sigstop_of_rank_1_ends_the_job():
+    with Job("sigstop") as job:
+        stopped_at = job.signal(1, signal.SIGSTOP)
+        result = job.end(stopped_at, HEARTBEAT_S + SLACK_S, "SIGSTOP of rank 1")
+        cause_line(result, 1)
+        st.expect_exit(result, 128 + signal.SIGSTOP)
+        expect_summary(job, "failed", 1, result)
+
+
+def sigterm_to_the_launcher_interrupts():
+    with Job("sigterm") as job:
+        sent_at = job.signal("launcher", signal.SIGTERM)
+        result = job.end(sent_at, 30, "SIGTERM to the launcher")
+        st.expect_exit(result, 128 + signal.SIGTERM)
+        expect_summary(job, "interrupted", None, result)
+
+
+def sigkill_of_rank_1_is_named():
+    with Job("sigkill1") as job:
+        killed_at = job.signal(1, signal.SIGKILL)
+        result = job.end(killed_at, 30, "SIGKILL of rank 1")
+        line = cause_line(result, 1)
+        st.check("SIGKILL" in line, "the cause line does not name SIGKILL: %r" % line, result)
+        st.expect_exit(result, 128 + signal.SIGKILL)
+        expect_summary(job, "failed", 1, result)
+
+
+def sigkill_of_rank_0_launcher_writes_the_summary():
+    with Job("sigkill0") as job:
+        killed_at = job.signal(0, signal.SIGKILL)
+        result = job.end(killed_at, 30, "SIGKILL of rank 0")
+        line = cause_line(result, 0)
+        st.check("SIGKILL" in line, "the cause line does not name SIGKILL: %r" % line, result)
+        st.expect_exit(result, 128 + signal.SIGKILL)
+        expect_summary(job, "failed", 0, result)
+
+
+if __name__ == "__main__":
+    only = os.environ.get("STRATA_TEST_ONLY")
+    cases = [sigstop_of_rank_1_ends_the_job, sigterm_to_the_launcher_interrupts, sigkill_of_rank_1_is_named,
+             sigkill_of_rank_0_launcher_writes_the_summary]
+    st.main([c for c in cases if not only or c.__name__ == only])

@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""Two hosts emulated by two network namespaces joined by a veth pair: rank 0 in A, rank 1 in B,
+each started by hand with torchrun's variables and MASTER_ADDR = A's veth address, in the default
+environment (no GLOO_SOCKET_IFNAME). The host name resolves to 127.0.0.1 here, as on many real
+machines, so a Gloo that listens on (or advertises) the host name's address cannot be reached from
+the other host. Cases: DDP trains across the hosts; FSDP HYBRID_SHARD (one shard group per host)
+trains; the link goes down mid-run and both ranks end within heartbeat_s, each naming the other.
+
+Skips, saying why, where namespaces cannot be made (not root, no `ip`, no permission).
+
+    STRATA_BIN=build/bin/strata python3 tests/integration/test_multihost.py
+"""
+import itertools
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import strata_test as st
+
+HEARTBEAT_S = 5
+SLACK_S = 5            # the ranks end within heartbeat_s + this after the link goes down
+RUN_TIMEOUT_S = 180    # a short run across the hosts
+SETS = ["train.steps=24", "train.global_batch_size=16", "log.every=4", "train.threads=1",
+        "distributed.timeout_s=60"]
+# Variables that would steer Gloo or the rendezvous away from what this test sets.
+UNSET = ["GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE",
+         "LOCAL_RANK", "LOCAL_WORLD_SIZE", "STRATA_PLUGIN_PATH"]
+
+_serial = itertools.count()
+
+
+def _ip(*args, check=True):
+    r = subprocess.run(["ip"] + list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=30)
+    if check and r.returncode != 0:
+        st.fail("`ip %s` exited %d: %s" % (" ".join(args), r.returncode, r.stderr.strip()))
+    return r
+
+
+class Watched:
+    """A process whose stdout and stderr are read as they come (with the time of each line), in a
+    session of its own; `rank` is a label. test_heartbeat.py uses it too."""
+
+    def __init__(self, rank, args, env):
+        self.rank = rank
+        self.args = args
+        self.start = time.monotonic()
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env, cwd=st.scratch_dir(),
+                                     start_new_session=True)
+        self.lines = {"stdout": [], "stderr": []}
+        self.ended_at = None
+        self.readers = [threading.Thread(target=self._read, args=(name, stream), daemon=True)
+                        for name, stream in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr))]
+        for t in self.readers:
+            t.start()
+        threading.Thread(target=self._reap, daemon=True).start()
+
+    def _reap(self):
+        self.proc.wait()
+        self.ended_at = time.monotonic()  # when it ended, whoever waits for it later
+
+    def _read(self, name, stream):
+        for raw in iter(stream.readline, b""):
+            self.lines[name].append((time.monotonic(), raw.decode("utf-8", errors="replace")))
+
+    def text(self, name):
+        return "".join(line for _, line in list(self.lines[name]))
+
+    def wait_for_line(self, pattern, timeout):
+        """Waits until stdout or stderr has a line matching `pattern`; False if the process ended
+        or `timeout` passed first."""
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern)
+        while True:
+            for name in ("stdout", "stderr"):
+                if any(regex.search(line) for _, line in list(self.lines[name])):
+                    return True
+            if self.proc.poll() is not None or time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+    def wait(self, timeout):
+        """The exit code, or None when it still runs after `timeout` s."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        while self.ended_at is None:
+            time.sleep(0.01)
+        for t in self.readers:
+            t.join(timeout=5)
+        return self.proc.returncode
+
+    def kill(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+    def result(self):
+        return st.Result(self.args, self.proc.returncode, self.text("stdout"), self.text("stderr"),
+                         (self.ended_at or time.monotonic()) - self.start)
+
+
+class TwoHosts:
+    """Namespaces A and B joined by a veth pair (10.201.N.1/24 in A, .2/24 in B), loopback up in
+    both; unique names per run; deleted on exit, with every rank started in them."""
+
+    def __init__(self):
+        if os.geteuid() != 0:
+            raise st.Skip("network namespaces need root (euid %d)" % os.geteuid())
+        if shutil.which("ip") is None:
+            raise st.Skip("`ip` (iproute2) is not installed")
+        n = next(_serial)
+        tag = "st%d%d" % (os.getpid() % 100000, n)  # interface names: at most 15 characters
+        self.ns = ["strata-%s-a" % tag, "strata-%s-b" % tag]
+        self.veth = [tag + "a", tag + "b"]
+        subnet = "10.201.%d" % (random.randint(0, 250))
+        self.addr = [subnet + ".1", subnet + ".2"]
+        self.ranks = []
+
+    def __enter__(self):
+        r = _ip("netns", "add", self.ns[0], check=False)
+        if r.returncode != 0:
+            raise st.Skip("cannot create a network namespace (`ip netns add`: %s)" % r.stderr.strip())
+        try:
+            _ip("netns", "add", self.ns[1])
+            _ip("link", "add", self.veth[0], "type", "veth", "peer", "name", self.veth[1])
+            for ns, veth, addr in zip(self.ns, self.veth, self.addr):
+                _ip("link", "set", veth, "netns", ns)
+                _ip("-n", ns, "addr", "add", addr + "/24", "dev", veth)
+                _ip("-n", ns, "link", "set", "lo", "up")
+                _ip("-n", ns, "link", "set", veth, "up")
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        for rank in self.ranks:
+            rank.kill()
+        _ip("link", "del", self.veth[0], check=False)  # still here if moving it failed
+        for ns in self.ns:
+            _ip("netns", "del", ns, check=False)
+        return False
+
+    def start_rank(self, rank, out, *sets):
+        """`ip netns exec NS env RANK=.. ... strata run GOOD_SYNTHETIC --out OUT --set ...`."""
+        port = getattr(self, "port", None) or random.randint(20000, 39999)
+        self.port = port  # nothing else listens inside these namespaces
+        variables = ["RANK=%d" % rank, "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1",
+                     "MASTER_ADDR=" + self.addr[0], "MASTER_PORT=%d" % port]
+        args = (["ip", "netns", "exec", self.ns[rank], "env"] + variables
+                + [st.strata_bin(), "run", st.GOOD_SYNTHETIC, "--out", out] + st.set_args(*SETS, *sets))
+        env, _ = st._clean_env()
+        for key in UNSET:
+            env.pop(key, None)
+        r = Watched(rank, args, env)
+        self.ranks.append(r)
+        return r
+
+
+def finish_both(ranks, timeout, since="they started"):
+    """Waits for both ranks; fails naming the ones still running after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    for r in ranks:
+        r.wait(max(0.1, deadline - time.monotonic()))
+    running = [r for r in ranks if r.proc.poll() is None]
+    if running:
+        st.fail("rank(s) %s still running %d s after %s:\n%s"
+                % ([r.rank for r in running], timeout, since, "\n".join(r.result().describe() for r in ranks)))
+
+
+def train_across(label, *sets):
+    out = st.temp_dir(label)
+    with TwoHosts() as hosts:
+        ranks = [hosts.start_rank(0, out, *sets), hosts.start_rank(1, out, *sets)]
+        finish_both(ranks, RUN_TIMEOUT_S)
+        for r in ranks:
+            st.expect_exit(r.result(), 0)
+            st.expect_no_crash(r.result())
+    summary = st.load_summary(out)
+    st.check(summary.get("status") == "ok", "status %r, expected ok" % summary.get("status"), ranks[0].result())
+    st.check(summary.get("world_size") == 2, "world_size %r, expected 2" % summary.get("world_size"))
+    st.check(summary.get("backend") == "gloo", "backend %r, expected gloo" % summary.get("backend"))
+    return summary
+
+
+def ddp_trains_across_hosts():
+    summary = train_across("ddp", "strategy.name=ddp")
+    st.check(summary.get("strategy") == "ddp", "strategy %r" % summary.get("strategy"))
+
+
+def fsdp_hybrid_shard_across_hosts():
+    """HYBRID_SHARD with one rank per host: each host is a shard group of one, the two replicas
+    all-reduce their gradients across the link."""
+    summary = train_across("fsdp_hybrid", "strategy.name=fsdp", "strategy.sharding_strategy=HYBRID_SHARD")
+    st.check(summary.get("strategy") == "fsdp", "strategy %r" % summary.get("strategy"))
+
+
+def read_json(path):
+    import json
+    st.check(os.path.isfile(path), "%s does not exist" % path)
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def link_down_ends_both_ranks():
+    out = st.temp_dir("link_down")
+    with TwoHosts() as hosts:
+        sets = ["strategy.name=ddp", "train.steps=1000000", "log.every=200", "distributed.heartbeat_s=%d" % HEARTBEAT_S]
+        ranks = [hosts.start_rank(0, out, *sets), hosts.start_rank(1, out, *sets)]
+        if not ranks[0].wait_for_line(r"\bstep +\d+/", 120):
+            for r in ranks:
+                r.kill()
+            st.fail("rank 0 printed no step line within 120 s:\n%s"
+                    % "\n".join(r.result().describe() for r in ranks))
+        time.sleep(1)
+        _ip("-n", hosts.ns[0], "link", "set", hosts.veth[0], "down")
+        down_at = time.monotonic()
+        bound = HEARTBEAT_S + SLACK_S
+        finish_both(ranks, bound + 60, "the link went down")  # a late end fails below with the times
+        results = [r.result() for r in ranks]
+        for r, result in zip(ranks, results):
+            took = r.ended_at - down_at
+            print("  rank %d exited %s %.1f s after the link went down" % (r.rank, r.proc.returncode, took))
+            st.check(r.proc.returncode not in (0, None), "rank %d exited 0 after the link went down" % r.rank, result)
+            st.expect_no_crash(result)
+            st.check(took <= bound, "rank %d ended %.1f s after the link went down; expected within heartbeat_s + %d "
+                     "= %d s" % (r.rank, took, SLACK_S, bound), result)
+    summary = st.load_summary(out)
+    st.check(summary.get("status") == "failed", "rank 0's summary.json: status %r, expected failed"
+             % summary.get("status"), results[0])
+    names_1 = summary.get("failed_rank") == 1 or "rank 1" in str(summary.get("error", ""))
+    st.check(names_1, "rank 0's summary.json names neither failed_rank 1 nor rank 1 in its error: failed_rank %r, "
+             "error %r" % (summary.get("failed_rank"), summary.get("error")), results[0])
+    other = read_json(os.path.join(out, "summary_rank1.json"))
+    st.check(other.get("status") == "failed", "summary_rank1.json: status %r, expected failed" % other.get("status"),
+             results[1])
+    error = str(other.get("error", ""))
+    st.check(other.get("failed_rank") == 0 or "rank 0" in error or "store" in error,
+             "summary_rank1.json names neither rank 0 nor its store: failed_rank %r, error %r"
+             % (other.get("failed_rank"), error), results[1])
+
+
+if __name__ == "__main__":
+    only = os.environ.get("STRATA_TEST_ONLY")
+    cases = [ddp_trains_across_hosts, fsdp_hybrid_shard_across_hosts, link_down_ends_both_ranks]
+    st.main([c for c in cases if not only or c.__name__ == only])
