@@ -23,6 +23,15 @@
 namespace po = boost::program_options;
 
 namespace {
+/// A command line that does not parse (unknown command or option, missing argument): the usage
+/// follows the error. Usage errors found later (a launcher conflict, say) print their paragraph only.
+class CommandLineError : public strata::UsageError {
+ public:
+  using strata::UsageError::UsageError;
+};
+}  // namespace
+
+namespace {
 
 constexpr const char* kUsage = R"(usage: strata <command> [options]
 
@@ -244,7 +253,7 @@ std::optional<po::variables_map> parse(const std::string& command, const std::ve
     po::store(po::command_line_parser(args).options(options).positional(positional).run(), vars);
     po::notify(vars);
   } catch (const po::error& e) {
-    throw strata::UsageError(e.what(), "Run `strata " + command + " --help` for its options.");
+    throw CommandLineError(e.what(), "Run `strata " + command + " --help` for its options.");
   }
   if (vars.count("help")) {
     print_command_help(command, options, positional);
@@ -261,7 +270,7 @@ int bench(std::vector<std::string> args, po::options_description& options, po::p
     return 0;
   }
   if (what != "comms" && what != "gemm")
-    throw strata::UsageError(what.empty() ? "`strata bench` needs a benchmark." : "unknown benchmark '" + what + "'.",
+    throw CommandLineError(what.empty() ? "`strata bench` needs a benchmark." : "unknown benchmark '" + what + "'.",
                              "Write `strata bench comms` (collectives) or `strata bench gemm` (matmul).");
   args.erase(args.begin());
   options.add_options()("dtype", po::value<std::string>()->value_name("TYPE"), "element type (default float32)")(
@@ -326,7 +335,7 @@ int dispatch(int argc, char** argv) {
   const std::string command = args.front();
   const bool global_flag = command == "-h" || command == "--help" || command == "help" || command == "--version";
   if (global_flag && args.size() > 1)
-    throw strata::UsageError("`strata " + command + "` takes no further arguments.", "Run `strata --help`.");
+    throw CommandLineError("`strata " + command + "` takes no further arguments.", "Run `strata --help`.");
   if (command == "-h" || command == "--help" || command == "help") {
     std::cout << kUsage;
     return 0;
@@ -359,7 +368,7 @@ int dispatch(int argc, char** argv) {
     const auto parsed = parse(command, args, options, positional);
     if (!parsed) return 0;
     const auto& vars = *parsed;
-    if (!vars.count("file")) throw strata::UsageError("`strata " + command + "` needs an experiment file.",
+    if (!vars.count("file")) throw CommandLineError("`strata " + command + "` needs an experiment file.",
                                                       "Write `strata " + command + " experiments/quickstart.toml`.");
     strata::RunRequest request;
     request.file = vars["file"].as<std::string>();
@@ -390,7 +399,7 @@ int dispatch(int argc, char** argv) {
     if (!parsed) return 0;
     const auto& vars = *parsed;
     if (!vars.count("file"))
-      throw strata::UsageError("`strata compare` needs a sweep file.",
+      throw CommandLineError("`strata compare` needs a sweep file.",
                                "Write `strata compare experiments/compare_strategies.toml`.");
     strata::CompareRequest request;
     request.file = vars["file"].as<std::string>();
@@ -409,7 +418,7 @@ int dispatch(int argc, char** argv) {
     if (!parsed) return 0;
     const auto& vars = *parsed;
     if (!vars.count("runs"))
-      throw strata::UsageError("`strata plot` needs run directories.", "Write `strata plot runs/a runs/b --out report.html`.");
+      throw CommandLineError("`strata plot` needs run directories.", "Write `strata plot runs/a runs/b --out report.html`.");
     strata::PlotRequest request;
     for (const auto& dir : vars["runs"].as<std::vector<std::string>>()) request.runs.emplace_back(dir);
     if (vars.count("out")) request.out = vars["out"].as<std::string>();
@@ -429,7 +438,7 @@ int dispatch(int argc, char** argv) {
     if (!parsed) return 0;
     const auto& vars = *parsed;
     if (!vars.count("name"))
-      throw strata::UsageError("`strata check` needs a strategy name.",
+      throw CommandLineError("`strata check` needs a strategy name.",
                                "Write `strata check ddp`; `strata plugins` lists the strategies.");
     strata::CheckRequest request;
     request.strategy = vars["name"].as<std::string>();
@@ -447,7 +456,7 @@ int dispatch(int argc, char** argv) {
     if (!parsed) return 0;
     const auto& vars = *parsed;
     if (!vars.count("checkpoint") || !vars.count("to"))
-      throw strata::UsageError("`strata export` needs a checkpoint and --to.",
+      throw CommandLineError("`strata export` needs a checkpoint and --to.",
                                "Write `strata export runs/x/checkpoints/step_00000100 --to model.safetensors`.");
     strata::export_checkpoint({vars["checkpoint"].as<std::string>(), vars["to"].as<std::string>()});
     return 0;
@@ -465,11 +474,11 @@ int dispatch(int argc, char** argv) {
     const auto parsed = parse(command, args, options, positional);
     if (!parsed) return 0;
     const auto& vars = *parsed;
-    if (!vars.count("name")) throw strata::UsageError("`strata describe` needs a name.", "Write `strata describe mlp`.");
+    if (!vars.count("name")) throw CommandLineError("`strata describe` needs a name.", "Write `strata describe mlp`.");
     strata::describe(vars["name"].as<std::string>());
     return 0;
   }
-  throw strata::UsageError("unknown command '" + command + "'.",
+  throw CommandLineError("unknown command '" + command + "'.",
                            "Commands: run, validate, compare, plot, check, export, bench, plugins, describe.");
 }
 
@@ -478,7 +487,7 @@ int dispatch(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return dispatch(argc, argv);
-  } catch (const strata::UsageError& e) {
+  } catch (const CommandLineError& e) {
     std::cerr << strata::detail::format_error(e) << "\n\n" << kUsage;
     return e.exit_code();
   } catch (const std::exception& e) {

@@ -254,6 +254,16 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
     if (world.launcher == "none") world.master_port = free_port(world.master_addr);
     ProcessGroupOptions options{world, backend, p->device,
                                 std::chrono::milliseconds(static_cast<std::int64_t>(e.distributed.timeout_s * 1000))};
+    // c10d bounds the store's rendezvous by the timeout but not Gloo's connection retries (a
+    // peer listening where this rank cannot reach it held rank 0 for 150 s with a 30 s timeout).
+    monitor.set_deadline(options.timeout + std::chrono::seconds(5),
+                         fmt::format("rank {} of {} did not connect to its peers within [distributed] timeout_s = {:g} "
+                                     "s (the store at {}:{})",
+                                     world.rank, world.world_size, e.distributed.timeout_s, world.master_addr,
+                                     world.master_port),
+                         "start every rank, and check that the ranks reach one another: MASTER_ADDR must be rank 0's "
+                         "address as the other hosts see it, and where hosts share another network set "
+                         "GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to its interface");
     auto group = make_process_group_comm(options);
     // Rank 0 names the run directory (a UTC timestamp) and the checkpoint, and tells the others.
     if (world.rank == 0) {
@@ -265,6 +275,7 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
       if (const auto r = group->store_get("resume"); !r.empty()) resume = r;
     }
     if (watch.heartbeat.count() > 0 && world.world_size > 1) store = group->connect_store(watch.heartbeat);
+    monitor.clear_deadline();
     comm = std::move(group);
   } else {
     std::tie(run_dir, resume) = run_dir_and_resume(request, e);

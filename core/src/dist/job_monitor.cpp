@@ -102,6 +102,18 @@ void JobMonitor::attach(std::shared_ptr<JobStore> store, std::filesystem::path r
   heartbeat_ = std::thread([this] { heartbeat_loop(); });
 }
 
+void JobMonitor::set_deadline(std::chrono::milliseconds limit, std::string error, std::string fix) {
+  std::lock_guard lock(deadline_mutex_);
+  deadline_ = Clock::now() + limit;
+  deadline_error_ = std::move(error);
+  deadline_fix_ = std::move(fix);
+}
+
+void JobMonitor::clear_deadline() {
+  std::lock_guard lock(deadline_mutex_);
+  deadline_.reset();
+}
+
 void JobMonitor::set_verdict_writer(std::function<void(const FailureRecord&)> writer) {
   std::lock_guard lock(writer_mutex_);
   writer_ = std::move(writer);
@@ -139,6 +151,15 @@ void JobMonitor::monitor_loop() {
                                   signal_name(stop_signal_), step_.load(), seconds(options_.stop_grace)),
                       std::nullopt, unix_time_now()};
       fatal(v, 128 + stop_signal_, "");
+    }
+    {
+      std::unique_lock lock(deadline_mutex_);
+      if (deadline_ && Clock::now() >= *deadline_) {
+        FailureRecord v{options_.rank, "failed", deadline_error_, options_.rank, unix_time_now()};
+        const std::string fix = deadline_fix_;
+        lock.unlock();
+        fatal(v, 1, fix);
+      }
     }
     const auto beat = last_beat_ns_.load();
     if (beat != 0 && !finished_ && !failing_ &&

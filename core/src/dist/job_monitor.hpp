@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -81,6 +82,10 @@ class JobMonitor {
   /// the status ("failed"/"interrupted"), the error paragraph and the rank to blame, which is
   /// another rank when this one only saw the consequence (a collective that failed).
   FailureRecord record_failure(const std::exception& error);
+  /// Ends the process with `error` (exit 1) unless clear_deadline() comes within `limit`: the
+  /// rendezvous, whose Gloo connection retries c10d does not bound by its timeout.
+  void set_deadline(std::chrono::milliseconds limit, std::string error, std::string fix);
+  void clear_deadline();
   /// Training is over (the final barrier follows): silence of peers is no longer a failure.
   void finished() noexcept { finished_ = true; }
 
@@ -104,6 +109,9 @@ class JobMonitor {
   std::atomic<bool> failing_{false};             // the training thread handles a failure
   std::atomic<std::int64_t> last_beat_ns_{0};   // steady clock of the last heartbeat the store took
   std::atomic<bool> stopping_threads_{false};
+  std::mutex deadline_mutex_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  std::string deadline_error_, deadline_fix_;
   std::mutex writer_mutex_;
   std::function<void(const FailureRecord&)> writer_;
   std::mutex wake_mutex_;
