@@ -27,6 +27,7 @@
 #include "train/flops.hpp"
 #include "train/median.hpp"
 #include "train/progress.hpp"
+#include "train/replicas.hpp"
 #include "train/schedule.hpp"
 #include "train/step_breakdown.hpp"
 #include "train/step_stats.hpp"
@@ -63,7 +64,6 @@ class Loop {
   Json summary(const std::string& status, const std::string& error) const;
   void write_summary(const Json& summary) const;
   void measure_memory();
-  void check_replicas(Json& summary);
   void save_final_model(Json& summary);
   void register_verdict();
   void fail(const std::exception& error);
@@ -126,32 +126,6 @@ void Loop::measure_memory() {
   peak_bytes_ = at(3);
   peak_tensor_bytes_ = at(4);
   peak_setup_bytes_ = at(5);
-}
-
-/// Gathers every rank's replica digests (ReplicaDigest strategies) into the summary and warns
-/// when two replicas differ: they must stay identical bit for bit.
-void Loop::check_replicas(Json& summary) {
-  const auto* replicated = dynamic_cast<const ReplicaDigest*>(p_.strategy.get());
-  if (replicated == nullptr) return;
-  const auto mine = replicated->replica_digests();
-  std::vector<std::int64_t> values(mine.begin(), mine.end());
-  auto local = torch::tensor(values, torch::kInt64).to(p_.comm->device());
-  auto all = torch::empty({local.numel() * p_.comm->world_size()}, local.options());
-  p_.comm->set_phase(CommPhase::kEval);
-  p_.comm->all_gather(all, local);
-  p_.comm->set_phase(CommPhase::kTrain);
-  all = all.to(torch::kCPU);
-  Json digests = Json::array();
-  bool equal = true;
-  for (std::int64_t i = 0; i < all.numel(); ++i) {
-    const auto d = all[i].item<std::int64_t>();
-    digests.push_back(Json(d));
-    equal = equal && d == all[0].item<std::int64_t>();
-  }
-  summary["replica_digests"] = digests;
-  summary["replicas_equal"] = equal;
-  if (!equal) p_.log->warn("the replicas of the model differ between ranks or devices at the end of training "
-                           "(replica_digests in summary.json); the strategy let them drift apart");
 }
 
 /// Gathers the full model on rank 0 (a collective of every rank) and writes it for init_from.
@@ -582,7 +556,7 @@ Json Loop::run() {
     last_eval_ = evaluate();
     s = summary("ok", "");
     s["param_norm"] = p_.strategy->parameter_norm();
-    check_replicas(s);
+    check_replicas(*p_.strategy, *p_.comm, *p_.log, s);
     if (t.save_final) save_final_model(s);
   } catch (const std::exception& error) {
     fail(error);
