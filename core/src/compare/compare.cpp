@@ -249,12 +249,6 @@ class Comparison {
         row.signal = signal_name(outcome.exit_code - 128);
       if (row.result.error.empty()) row.result.error = failure_cause(outcome, child.lines);
     }
-    // A rank killed by a signal is the cause, whatever error the survivors saw afterwards (rank 0's
-    // paragraph about a lost peer, which its summary may hold).
-    if (!row.signal.empty() && row.result.error.find(row.signal) == std::string::npos)
-      row.result.error = (row.failed_rank ? fmt::format("rank {} was killed by {}", *row.failed_rank, row.signal)
-                                          : "killed by " + row.signal) +
-                         (row.result.error.empty() ? "" : "; then " + row.result.error);
   }
 
   std::string markdown() const;

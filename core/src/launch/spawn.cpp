@@ -307,7 +307,7 @@ class Supervisor {
 
   /// The cause of a failed job: the rank that stopped, died of a signal, or raised first (its
   /// failure record), not the first rank to exit. Prints it and returns the job's exit code.
-  int name_cause(const std::filesystem::path& run_dir, int code) const {
+  int name_cause(const std::filesystem::path& run_dir, int code) {
     const auto records = run_dir.empty() ? std::vector<FailureRecord>{} : read_failure_records(run_dir);
     const Child* cause = nullptr;
     std::string how;
@@ -432,11 +432,7 @@ class Supervisor {
     return timeout;
   }
 
-  static std::string first_line(const std::string& text) {
-    auto line = text.substr(0, text.find('\n'));
-    if (line.rfind("error: ", 0) == 0) line.erase(0, 7);
-    return line;
-  }
+  static std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
   static std::string c_status_text(int status) {
     if (status < 0) return "vanished";
     if (WIFSIGNALED(status)) return "was killed by " + signal_name(WTERMSIG(status));
@@ -444,9 +440,9 @@ class Supervisor {
   }
 
   std::vector<Child> children_;
-  mutable int cause_rank_ = -1;
-  mutable std::string cause_text_;
-  mutable int cause_signal_ = 0;
+  int cause_rank_ = -1;  // set by name_cause
+  std::string cause_text_;
+  int cause_signal_ = 0;
   std::chrono::seconds grace_;
   const SignalPipe& signals_;
   std::optional<int> result_;                // exit code, set when stopping begins
@@ -474,8 +470,9 @@ void write_launcher_verdict(const std::filesystem::path& run_dir, const Supervis
       if (supervisor.interrupted() || supervisor.cause_rank() < 0) return;  // what rank 0 wrote stands
       if (failed_status && known && static_cast<int>(failed->number_or(-1)) != supervisor.cause_rank()) return;
       if (failed_status && known && supervisor.cause_signal() == 0) return;  // nothing to add
-      if (!failed_status) {
-        // Rank 0 saw the launcher's SIGTERM (sent because another rank failed) as an interruption.
+      if (!failed_status || !known) {
+        // Rank 0 saw only the consequence: a collective that broke, or the launcher's SIGTERM
+        // (sent because another rank failed) taken for an interruption. The cause replaces it.
         if (const Json* error = summary.find("error")) {
           const Json rank0_error = *error;
           summary["rank0_error"] = rank0_error;

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include "io/build_info.hpp"
 #include "strata/errors.hpp"
 #include "tensorboard/crc32c.hpp"
 #include "tensorboard/protobuf.hpp"
@@ -83,10 +84,9 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "localhost";
-  std::string name(buf);
+/// The host's name as part of a file name.
+std::string file_host_name() {
+  std::string name = host_name();
   for (char& c : name)
     if (c == '/' || c == '\\') c = '_';
   return name;
@@ -140,7 +140,7 @@ EventWriter::EventWriter(const std::filesystem::path& dir) {
                 "Check that the run directory is writable and is not a file.");
   }
   const auto seconds = static_cast<long long>(now_seconds());
-  const std::string stem = "events.out.tfevents." + std::to_string(seconds) + "." + host_name() +
+  const std::string stem = "events.out.tfevents." + std::to_string(seconds) + "." + file_host_name() +
                            "." + std::to_string(static_cast<long long>(getpid()));
   path_ = dir / (stem + ".strata");
   // Two writers in one directory within the same second would otherwise share a name.
