@@ -22,6 +22,31 @@ struct CnnOptions {
   std::int64_t groups = 8;                        ///< GroupNorm groups per block; 0 disables normalization
 };
 
+constexpr double kMaxWidth = 2147483648.0;  // 2^31: more channels or features are certainly a mistake
+constexpr std::size_t kMaxBlocks = 64;      // each block halves the image: 64 exceed any real image
+
+/// Throws what make_cnn would for options that do not fit the data, so that estimating the
+/// size (without building) reports the same errors.
+void check_cnn(const CnnOptions& o, const strata::DataSpec& data) {
+  if (data.input_shape.size() != 3)
+    throw strata::Error(fmt::format("cnn needs image inputs shaped [C, H, W], but the dataset gives {} dimension(s).",
+                                    data.input_shape.size()),
+                        "Use a dataset of images, or the mlp model.");
+  std::int64_t h = data.input_shape[1], w = data.input_shape[2];
+  for (std::size_t i = 0; i < o.channels.size(); ++i) {
+    if (o.groups > 0 && o.channels[i] % o.groups != 0)
+      throw strata::OptionError("groups",
+                                fmt::format("groups {} does not divide channels[{}] = {}.", o.groups, i, o.channels[i]),
+                                "Choose groups that divides every entry of channels.");
+    if (h < 2 || w < 2)
+      throw strata::OptionError("channels", fmt::format("{} blocks halve a {}x{} image below 1x1.", o.channels.size(),
+                                                        data.input_shape[1], data.input_shape[2]),
+                                "Use fewer conv blocks.");
+    h /= 2;
+    w /= 2;
+  }
+}
+
 class ConvBlock final : public strata::Unit {
  public:
   ConvBlock(std::int64_t in, std::int64_t out, std::int64_t groups) {
@@ -55,22 +80,12 @@ class DenseUnit final : public strata::Unit {
 };
 
 std::shared_ptr<strata::Model> make_cnn(const CnnOptions& o, const strata::ModelContext& context) {
-  if (context.data.input_shape.size() != 3)
-    throw strata::Error(fmt::format("cnn needs image inputs shaped [C, H, W], but the dataset gives {} dimension(s).",
-                                    context.data.input_shape.size()),
-                        "Use a dataset of images, or the mlp model.");
+  check_cnn(o, context.data);
   std::int64_t channels = context.data.input_shape[0], h = context.data.input_shape[1], w = context.data.input_shape[2];
   auto model = std::make_shared<strata::Model>();
   std::int64_t macs = 0;
   for (std::size_t i = 0; i < o.channels.size(); ++i) {
     const std::int64_t out = o.channels[i];
-    if (o.groups > 0 && out % o.groups != 0)
-      throw strata::OptionError("groups", fmt::format("groups {} does not divide channels[{}] = {}.", o.groups, i, out),
-                                "Choose groups that divides every entry of channels.");
-    if (h < 2 || w < 2)
-      throw strata::OptionError("channels", fmt::format("{} blocks halve a {}x{} image below 1x1.", o.channels.size(),
-                                                        context.data.input_shape[1], context.data.input_shape[2]),
-                                "Use fewer conv blocks.");
     model->add_unit("block" + std::to_string(i), std::make_shared<ConvBlock>(channels, out, o.groups));
     macs += 9 * channels * out * h * w;
     channels = out;
@@ -89,13 +104,41 @@ std::shared_ptr<strata::Model> make_cnn(const CnnOptions& o, const strata::Model
   return model;
 }
 
+/// Parameters of make_cnn's model, without building it: per block 9 C_in C_out + C_out (3x3 conv
+/// and bias) + 2 C_out (GroupNorm weight and bias, when groups > 0); then in x out + out for the
+/// fully connected layer (when hidden > 0) and the head, in = C H W after the pools. In doubles.
+double estimate_cnn(const CnnOptions& o, const strata::ModelContext& context) {
+  check_cnn(o, context.data);
+  const auto& shape = context.data.input_shape;
+  double channels = static_cast<double>(shape[0]), params = 0;
+  std::int64_t h = shape[1], w = shape[2];
+  for (const std::int64_t c : o.channels) {
+    const double out = static_cast<double>(c);
+    params += 9 * channels * out + out + (o.groups > 0 ? 2 * out : 0.0);
+    channels = out;
+    h /= 2;
+    w /= 2;
+  }
+  double width = channels * static_cast<double>(h) * static_cast<double>(w);
+  if (o.hidden > 0) {
+    params += width * static_cast<double>(o.hidden) + static_cast<double>(o.hidden);
+    width = static_cast<double>(o.hidden);
+  }
+  const double classes = static_cast<double>(context.data.num_classes);
+  return params + width * classes + classes;
+}
+
 void register_cnn(strata::Registry& registry) {
   strata::Schema<CnnOptions> schema;
-  schema.option("channels", &CnnOptions::channels, "output channels of each conv block (one unit each)", strata::at_least(1))
-      .option("hidden", &CnnOptions::hidden, "width of the fully connected unit; 0 omits it", strata::at_least(0))
-      .option("groups", &CnnOptions::groups, "GroupNorm groups per block; 0 disables normalization", strata::at_least(0));
+  schema
+      .option("channels", &CnnOptions::channels, "output channels of each conv block (one unit each)",
+              strata::between(1, kMaxWidth).items_at_most(kMaxBlocks))
+      .option("hidden", &CnnOptions::hidden, "width of the fully connected unit; 0 omits it",
+              strata::between(0, kMaxWidth))
+      .option("groups", &CnnOptions::groups, "GroupNorm groups per block; 0 disables normalization",
+              strata::between(0, kMaxWidth));
   registry.add_model("cnn", "small ConvNet (conv-GroupNorm-ReLU-pool blocks, FC, head), one unit per block", schema,
-                     make_cnn);
+                     make_cnn, estimate_cnn);
 }
 
 }  // namespace

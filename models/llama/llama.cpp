@@ -266,11 +266,26 @@ std::shared_ptr<Model> make_llama(const LlamaOptions& options, const ModelContex
   return model;
 }
 
+/// Parameters of make_llama's model, without building it (resolve_config reads config_from's
+/// config.json, never weights). H hidden, Q = heads x head_dim, K = kv_heads x head_dim, I
+/// intermediate, V vocabulary, L layers: embed V H; per layer 2 H (two RMSNorms) + 2 H Q + 2 H K
+/// (q, o and k, v) + 3 H I (gate, up, down) + Q + 2 K + H with attention_bias; head H (norm) +
+/// H V (lm_head, 0 when tied to the embedding) or H classes (score). In doubles.
+double estimate_llama(const LlamaOptions& options, const ModelContext& context) {
+  const LlamaConfig c = resolve_config(options, context);
+  const auto f = [](std::int64_t v) { return static_cast<double>(v); };
+  const double h = f(c.hidden_size), q = f(c.num_heads) * f(c.head_dim), kv = f(c.num_kv_heads) * f(c.head_dim);
+  const double layer = 2 * h + 2 * h * q + 2 * h * kv + 3 * h * f(c.intermediate_size)
+                       + (c.attention_bias ? q + 2 * kv + h : 0.0);
+  const double out = !c.causal_lm ? h * f(c.num_classes) : c.tie_word_embeddings ? 0.0 : h * f(c.vocab_size);
+  return f(c.vocab_size) * h + f(c.num_layers) * layer + h + out;
+}
+
 void register_llama(Registry& registry) {
   registry.add_model("llama",
                      "Llama-family decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU) with Hugging Face names and "
                      "config; causal LM or sequence classification; one unit per layer",
-                     llama_schema(), make_llama);
+                     llama_schema(), make_llama, estimate_llama);
 }
 
 }  // namespace

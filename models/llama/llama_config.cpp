@@ -19,6 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::vector<std::string> kPresets = {"", "debug", "tinyllama-1.1b", "llama-3.2-1b"};
+constexpr double kMaxWidth = 2147483648.0;  // 2^31: a larger size is certainly a mistake
+constexpr double kMaxLayers = 65536;
 
 /// The defaults of a preset; fields left 0 are derived later (see resolve_config).
 LlamaConfig preset_config(const std::string& name) {
@@ -185,16 +187,21 @@ Schema<LlamaOptions> llama_schema() {
               file_path())
       .option("task", &O::task, "\"\": causal_lm for next-token targets, sequence_classification for labels",
               one_of({"", "causal_lm", "sequence_classification"}))
-      .option("vocab_size", &O::vocab_size, "embedding rows; 0: the preset's, else the data's vocabulary", at_least(0))
-      .option("hidden_size", &O::hidden_size, "width of the residual stream; 0: the preset's", at_least(0))
+      .option("vocab_size", &O::vocab_size, "embedding rows; 0: the preset's, else the data's vocabulary",
+              between(0, kMaxWidth))
+      .option("hidden_size", &O::hidden_size, "width of the residual stream; 0: the preset's",
+              between(0, kMaxWidth))
       .option("intermediate_size", &O::intermediate_size,
-              "SwiGLU MLP width; 0: the preset's, else 8/3 hidden_size rounded up to a multiple of 64", at_least(0))
-      .option("num_layers", &O::num_layers, "decoder blocks (one unit each); 0: the preset's", at_least(0))
-      .option("num_heads", &O::num_heads, "query heads; 0: the preset's", at_least(0))
+              "SwiGLU MLP width; 0: the preset's, else 8/3 hidden_size rounded up to a multiple of 64",
+              between(0, kMaxWidth))
+      .option("num_layers", &O::num_layers, "decoder blocks (one unit each); 0: the preset's",
+              between(0, kMaxLayers))
+      .option("num_heads", &O::num_heads, "query heads; 0: the preset's", between(0, kMaxWidth))
       .option("num_kv_heads", &O::num_kv_heads,
               "key/value heads, dividing num_heads (fewer: grouped-query attention); 0: the preset's, else num_heads",
-              at_least(0))
-      .option("head_dim", &O::head_dim, "width of one head (even); 0: hidden_size / num_heads", at_least(0))
+              between(0, kMaxWidth))
+      .option("head_dim", &O::head_dim, "width of one head (even); 0: hidden_size / num_heads",
+              between(0, kMaxWidth))
       .option("rope_theta", &O::rope_theta, "rotary embedding base; 0: the preset's (10000)", at_least(0))
       .option("rms_norm_eps", &O::rms_norm_eps, "RMSNorm epsilon; 0: the preset's (1e-6, 1e-5 for the 1B presets)",
               at_least(0))

@@ -20,6 +20,14 @@ struct MlpOptions {
   bool layer_norm = false;                        ///< LayerNorm before each hidden activation
 };
 
+constexpr double kMaxWidth = 2147483648.0;  // 2^31: a wider layer is certainly a mistake
+constexpr std::size_t kMaxLayers = 1024;
+
+/// Features of one flattened sample: the product of the input shape.
+std::int64_t input_width(const strata::DataSpec& data) {
+  return std::accumulate(data.input_shape.begin(), data.input_shape.end(), std::int64_t{1}, std::multiplies<>());
+}
+
 torch::Tensor activate(const std::string& name, const torch::Tensor& x) {
   if (name == "gelu") return torch::gelu(x);
   if (name == "tanh") return torch::tanh(x);
@@ -49,8 +57,7 @@ class DenseUnit final : public strata::Unit {
 };
 
 std::shared_ptr<strata::Model> make_mlp(const MlpOptions& o, const strata::ModelContext& context) {
-  const std::int64_t inputs = std::accumulate(context.data.input_shape.begin(), context.data.input_shape.end(), std::int64_t{1},
-                                              std::multiplies<>());
+  const std::int64_t inputs = input_width(context.data);
   auto model = std::make_shared<strata::Model>();
   std::int64_t width = inputs, macs = 0;
   for (std::size_t i = 0; i < o.hidden.size(); ++i) {
@@ -65,12 +72,28 @@ std::shared_ptr<strata::Model> make_mlp(const MlpOptions& o, const strata::Model
   return model;
 }
 
+/// Parameters of make_mlp's model, without building it: each dense layer in x out + out (bias),
+/// plus 2 out (LayerNorm weight and bias) for hidden layers with layer_norm. Doubles: widths up
+/// to 2^31 over up to 1024 layers overflow no integer here.
+double estimate_mlp(const MlpOptions& o, const strata::ModelContext& context) {
+  double width = static_cast<double>(input_width(context.data)), params = 0;
+  for (const std::int64_t h : o.hidden) {
+    const double out = static_cast<double>(h);
+    params += width * out + out + (o.layer_norm ? 2 * out : 0.0);
+    width = out;
+  }
+  const double classes = static_cast<double>(context.data.num_classes);
+  return params + width * classes + classes;
+}
+
 void register_mlp(strata::Registry& registry) {
   strata::Schema<MlpOptions> schema;
-  schema.option("hidden", &MlpOptions::hidden, "width of each hidden layer (one unit per layer)", strata::at_least(1))
+  schema.option("hidden", &MlpOptions::hidden, "width of each hidden layer (one unit per layer)",
+                strata::between(1, kMaxWidth).items_at_most(kMaxLayers))
       .option("activation", &MlpOptions::activation, "hidden activation", strata::one_of({"relu", "gelu", "tanh"}))
       .option("layer_norm", &MlpOptions::layer_norm, "LayerNorm before each hidden activation");
-  registry.add_model("mlp", "multilayer perceptron over flattened inputs, one unit per layer", schema, make_mlp);
+  registry.add_model("mlp", "multilayer perceptron over flattened inputs, one unit per layer", schema, make_mlp,
+                     estimate_mlp);
 }
 
 }  // namespace

@@ -29,6 +29,44 @@ struct VitOptions {
 };
 
 constexpr double kInitStd = 0.02;
+constexpr double kMaxWidth = 2147483648.0;  // 2^31: a wider tensor dimension is certainly a mistake
+constexpr double kMaxDepth = 65536;         // encoder blocks; more is certainly a mistake
+
+/// The shapes make_vit builds from the options and the images [C, H, W].
+struct VitShape {
+  std::int64_t channels = 0, patches = 0, tokens = 0;  // tokens: patches plus the class token, if any
+  std::int64_t hidden = 0;                             // MLP width, round(dim x mlp_ratio)
+  bool cls = true;
+};
+
+/// Validates the options against the data (what make_vit would throw) and derives the shapes,
+/// so that estimating the size without building reports the same errors.
+VitShape vit_shape(const VitOptions& o, const strata::DataSpec& data) {
+  const auto& shape = data.input_shape;
+  if (shape.size() != 3)
+    throw strata::Error(fmt::format("vit needs image inputs shaped [C, H, W], but the dataset gives {} dimension(s).",
+                                    shape.size()),
+                        "Use a dataset of images, or the mlp model.");
+  const std::int64_t h = shape[1], w = shape[2], p = o.patch_size;
+  if (h % p != 0 || w % p != 0)
+    throw strata::OptionError("patch_size", fmt::format("patch_size {} does not divide the {}x{} images.", p, h, w),
+                              "Choose a patch_size that divides both the height and the width.");
+  if (o.dim % o.heads != 0)
+    throw strata::OptionError("heads", fmt::format("heads {} does not divide dim {}.", o.heads, o.dim),
+                              "Choose heads and dim so that dim is a multiple of heads.");
+  // Rounded in double first: an absurd ratio must give an error, not an overflowing llround.
+  const double hidden = std::round(static_cast<double>(o.dim) * o.mlp_ratio);
+  if (!(hidden >= 1 && hidden <= kMaxWidth))  // NaN included
+    throw strata::OptionError("mlp_ratio", fmt::format("mlp_ratio {} gives an MLP of width {}.", o.mlp_ratio, hidden),
+                              "Use an mlp_ratio giving a width between 1 and 2^31 (4.0 is usual).");
+  VitShape s;
+  s.channels = shape[0];
+  s.patches = (h / p) * (w / p);
+  s.cls = o.pooling == "cls";
+  s.tokens = s.patches + (s.cls ? 1 : 0);
+  s.hidden = static_cast<std::int64_t>(hidden);
+  return s;
+}
 
 /// Normal(0, std) truncated at +-2 std, by inverse CDF as torch.nn.init.trunc_normal_ (which
 /// LibTorch lacks). Deterministic under torch::manual_seed.
@@ -117,24 +155,10 @@ class HeadUnit final : public strata::Unit {
 };
 
 std::shared_ptr<strata::Model> make_vit(const VitOptions& o, const strata::ModelContext& context) {
-  const auto& shape = context.data.input_shape;
-  if (shape.size() != 3)
-    throw strata::Error(fmt::format("vit needs image inputs shaped [C, H, W], but the dataset gives {} dimension(s).",
-                                    shape.size()),
-                        "Use a dataset of images, or the mlp model.");
-  const std::int64_t channels = shape[0], h = shape[1], w = shape[2], p = o.patch_size;
-  if (h % p != 0 || w % p != 0)
-    throw strata::OptionError("patch_size", fmt::format("patch_size {} does not divide the {}x{} images.", p, h, w),
-                              "Choose a patch_size that divides both the height and the width.");
-  if (o.dim % o.heads != 0)
-    throw strata::OptionError("heads", fmt::format("heads {} does not divide dim {}.", o.heads, o.dim),
-                              "Choose heads and dim so that dim is a multiple of heads.");
-  const auto hidden = static_cast<std::int64_t>(std::llround(static_cast<double>(o.dim) * o.mlp_ratio));
-  if (hidden < 1)
-    throw strata::OptionError("mlp_ratio", fmt::format("mlp_ratio {} gives an MLP of width {}.", o.mlp_ratio, hidden),
-                              "Use a larger mlp_ratio (4.0 is usual).");
-  const bool cls = o.pooling == "cls";
-  const std::int64_t patches = (h / p) * (w / p), tokens = patches + (cls ? 1 : 0), classes = context.data.num_classes;
+  const VitShape s = vit_shape(o, context.data);
+  const std::int64_t channels = s.channels, p = o.patch_size, hidden = s.hidden, patches = s.patches,
+                     tokens = s.tokens, classes = context.data.num_classes;
+  const bool cls = s.cls;
 
   auto model = std::make_shared<strata::Model>();
   model->add_unit("embed", std::make_shared<EmbedUnit>(channels, p, o.dim, tokens, cls));
@@ -155,19 +179,34 @@ std::shared_ptr<strata::Model> make_vit(const VitOptions& o, const strata::Model
   return model;
 }
 
+/// Parameters of make_vit's model, without building it (d dim, h MLP width, T tokens, C channels,
+/// p patch_size, K classes): embed C p^2 d + d (patch projection and bias) + d (class token, with
+/// cls pooling) + T d (position embedding); per block 4 d^2 + 2 d h + 9 d + h (qkv 3 d^2 + 3 d,
+/// proj d^2 + d, fc1 d h + h, fc2 h d + d, two LayerNorms 2 d each); head 2 d + d K + K. In doubles.
+double estimate_vit(const VitOptions& o, const strata::ModelContext& context) {
+  const VitShape s = vit_shape(o, context.data);
+  const double d = static_cast<double>(o.dim), h = static_cast<double>(s.hidden), p = static_cast<double>(o.patch_size);
+  const double classes = static_cast<double>(context.data.num_classes);
+  const double embed = static_cast<double>(s.channels) * p * p * d + d + (s.cls ? d : 0.0)
+                       + static_cast<double>(s.tokens) * d;
+  const double block = 4 * d * d + 2 * d * h + 9 * d + h;
+  const double head = 2 * d + d * classes + classes;
+  return embed + static_cast<double>(o.depth) * block + head;
+}
+
 void register_vit(strata::Registry& registry) {
   strata::Schema<VitOptions> schema;
   schema
       .option("patch_size", &VitOptions::patch_size, "side of a square patch in pixels (divides H and W)",
-              strata::at_least(1))
-      .option("dim", &VitOptions::dim, "token width", strata::at_least(1))
-      .option("depth", &VitOptions::depth, "encoder blocks (one unit each)", strata::at_least(0))
-      .option("heads", &VitOptions::heads, "attention heads (divide dim)", strata::at_least(1))
+              strata::between(1, kMaxWidth))
+      .option("dim", &VitOptions::dim, "token width", strata::between(1, kMaxWidth))
+      .option("depth", &VitOptions::depth, "encoder blocks (one unit each)", strata::between(0, kMaxDepth))
+      .option("heads", &VitOptions::heads, "attention heads (divide dim)", strata::between(1, kMaxWidth))
       .option("mlp_ratio", &VitOptions::mlp_ratio, "MLP hidden width as a multiple of dim", strata::positive())
       .option("pooling", &VitOptions::pooling, "what feeds the head: a class token, or the mean of the tokens",
               strata::one_of({"cls", "mean"}));
   registry.add_model("vit", "Vision Transformer (patch embedding, pre-norm encoder blocks, head), one unit per block",
-                     schema, make_vit);
+                     schema, make_vit, estimate_vit);
 }
 
 }  // namespace

@@ -50,7 +50,18 @@ struct Constraint {
   /// experiment file, or to the working directory for `--set`) before the plugin sees it, so
   /// the resolved config.toml of a run works from anywhere.
   bool path = false;
+  /// Most elements of a list option (the host allows kMaxListItems when unset).
+  std::optional<std::size_t> max_items;
+  /// Longest string (each string of a list), in bytes (the host allows kMaxStringBytes when unset).
+  std::optional<std::size_t> max_bytes;
+  /// This constraint with at most `n` list elements.
+  Constraint items_at_most(std::size_t n) const { Constraint c = *this; c.max_items = n; return c; }
 };
+
+/// Host-wide bounds on any option value, so that no input can make validation itself slow or
+/// large: strings (paths included, as PATH_MAX) and lists.
+inline constexpr std::size_t kMaxStringBytes = 4096;
+inline constexpr std::size_t kMaxListItems = 4096;
 /// value >= v
 inline Constraint at_least(double v) { Constraint c; c.min = v; return c; }
 /// value > 0

@@ -30,6 +30,9 @@ const char* kind_name(PluginKind kind) noexcept;
 using ModelFactory = std::function<std::shared_ptr<Model>(const Options&, const ModelContext&)>;
 using DatasetFactory = std::function<std::shared_ptr<Dataset>(const Options&, const DatasetContext&)>;
 using StrategyFactory = std::function<std::shared_ptr<Strategy>(const Options&)>;
+/// The number of parameters a model's options give, computed without building it (as a double:
+/// options can ask for more than fits an integer).
+using ModelEstimator = std::function<double(const Options&, const ModelContext&)>;
 
 /// How a strategy spreads over devices. The host rejects a world size the strategy cannot run
 /// at, and `strata compare` maps its `world_size` axis through it.
@@ -104,6 +107,7 @@ struct RegistryEntry {
   OptionsSchema schema;
   std::variant<StrategyFactory, ModelFactory, DatasetFactory> factory;
   StrategyTraits traits;  ///< strategies only
+  ModelEstimator estimator;  ///< models only; empty when the plugin declares none
 };
 
 class Registry {
@@ -127,6 +131,19 @@ class Registry {
     };
     add(PluginKind::kModel, std::move(name), std::move(description), schema.erased(), ModelFactory(fn));
   }
+  /// As above, with `estimate(const T& options, const ModelContext&)` returning the parameter
+  /// count (double) without allocating anything. The host checks it against the memory of the
+  /// machine before it builds the model, so options asking for too much are a configuration error
+  /// naming the bytes rather than an allocation failure (or minutes of building) later. It may
+  /// throw OptionError for inconsistent options, as `make` would.
+  template <class T, class F, class E>
+  void add_model(std::string name, std::string description, Schema<T> schema, F make, E estimate) {
+    const std::string key = name;
+    add_model(std::move(name), std::move(description), schema, std::move(make));
+    set_estimator(key, [schema, estimate](const Options& o, const ModelContext& c) -> double {
+      return estimate(schema.bind(o), c);
+    });
+  }
   /// Adds a dataset. `make(const T& options, const DatasetContext&)` returns a std::shared_ptr<Dataset-derived>.
   template <class T, class F>
   void add_dataset(std::string name, std::string description, Schema<T> schema, F make) {
@@ -140,6 +157,8 @@ class Registry {
   void add(PluginKind kind, std::string name, std::string description, OptionsSchema schema,
            std::variant<StrategyFactory, ModelFactory, DatasetFactory> factory);
 
+  /// Sets the parameter estimator of model `name` (added before).
+  void set_estimator(const std::string& name, ModelEstimator estimator);
   /// Sets the traits of strategy `name` (added before); checks them against its schema.
   void set_traits(const std::string& name, StrategyTraits traits);
   /// The entry of `name`, or nullptr.
@@ -158,6 +177,10 @@ class Registry {
                                       const ModelContext& context) const;
   std::shared_ptr<Dataset> create_dataset(const std::string& name, const Options& options,
                                           const DatasetContext& context) const;
+  /// The parameter count model `name` would have, without building it; nullopt when its plugin
+  /// declares no estimator. Errors as for create_model.
+  std::optional<double> estimate_model(const std::string& name, const Options& options,
+                                       const ModelContext& context) const;
 
   /// Set by the loader while a library registers: the library attached to new entries.
   void set_current_library(std::string path, std::shared_ptr<void> handle);

@@ -78,6 +78,7 @@ std::string OptionSpec::constraint_text() const {
   if (c.max) parts.push_back(fmt::format("{} {}", c.max_exclusive ? "<" : "<=", *c.max));
   if (!c.choices.empty()) parts.push_back("one of: " + detail::join(c.choices));
   if (c.path) parts.push_back("a path; relative to the experiment file");
+  if (c.max_items) parts.push_back(fmt::format("at most {} elements", *c.max_items));
   return detail::join(parts, " and ");
 }
 
@@ -100,6 +101,22 @@ std::string check_choice(const OptionSpec& spec, const std::string& s) {
 }  // namespace
 
 std::string OptionSpec::check(const OptionValue& value) const {
+  const std::size_t max_items = constraint.max_items.value_or(kMaxListItems);
+  const std::size_t max_bytes = constraint.max_bytes.value_or(kMaxStringBytes);
+  const auto too_long = [&](const std::string& s) {
+    return s.size() > max_bytes ? fmt::format("must be at most {} bytes long, got {}", max_bytes, s.size())
+                                : std::string();
+  };
+  std::size_t items = 0;
+  if (auto* v = std::get_if<std::vector<std::int64_t>>(&value)) items = v->size();
+  if (auto* v = std::get_if<std::vector<double>>(&value)) items = v->size();
+  if (auto* v = std::get_if<std::vector<std::string>>(&value)) items = v->size();
+  if (items > max_items) return fmt::format("must have at most {} elements, got {}", max_items, items);
+  if (auto* s = std::get_if<std::string>(&value))
+    if (auto e = too_long(*s); !e.empty()) return e;
+  if (auto* v = std::get_if<std::vector<std::string>>(&value))
+    for (const auto& s : *v)
+      if (auto e = too_long(s); !e.empty()) return "each element " + e;
   if (auto* i = std::get_if<std::int64_t>(&value)) return check_number(*this, static_cast<double>(*i));
   if (auto* d = std::get_if<double>(&value)) return check_number(*this, *d);
   if (auto* s = std::get_if<std::string>(&value)) return check_choice(*this, *s);

@@ -88,6 +88,14 @@ void Registry::add(PluginKind kind, std::string name, std::string description, O
   entries_.emplace(std::move(key), std::move(entry));
 }
 
+void Registry::set_estimator(const std::string& name, ModelEstimator estimator) {
+  auto it = entries_.find({PluginKind::kModel, name});
+  if (it == entries_.end())
+    throw PluginError(current_library_, "set_estimator: no model '" + name + "' was added.",
+                      "Add the model before its estimator.");
+  it->second.estimator = std::move(estimator);
+}
+
 void Registry::set_traits(const std::string& name, StrategyTraits traits) {
   auto it = entries_.find({PluginKind::kStrategy, name});
   if (it == entries_.end())
@@ -149,6 +157,13 @@ std::shared_ptr<Model> Registry::create_model(const std::string& name, const Opt
                                               const ModelContext& context) const {
   const auto& e = at(PluginKind::kModel, name);
   return guarded_create(e, [&] { return std::get<ModelFactory>(e.factory)(options, context); });
+}
+
+std::optional<double> Registry::estimate_model(const std::string& name, const Options& options,
+                                               const ModelContext& context) const {
+  const auto& e = at(PluginKind::kModel, name);
+  if (!e.estimator) return std::nullopt;
+  return *guarded_create(e, [&] { return std::make_shared<double>(e.estimator(options, context)); });
 }
 
 std::shared_ptr<Dataset> Registry::create_dataset(const std::string& name, const Options& options,

@@ -1,0 +1,208 @@
+// Each bundled model's parameter estimator against the model it builds: equal exactly for several
+// option variants and data kinds, the constructor's errors raised without building, and absurd
+// sizes answered at once with a large finite count.
+#include "test_support.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <utility>
+
+#include "plugin_loader.hpp"
+#include "strata/dataset.hpp"
+#include "strata/errors.hpp"
+#include "strata/model.hpp"
+#include "strata/registry.hpp"
+
+namespace {
+
+using namespace std::string_literals;
+using I = std::int64_t;
+using Ints = std::vector<std::int64_t>;
+using Overrides = std::vector<std::pair<std::string, strata::OptionValue>>;
+
+constexpr I kMaxWidth = I{1} << 31;  // the plugins' bound on widths
+
+/// The bundled plugins, loaded once for this file.
+const strata::Registry& bundled() {
+  static const strata::Registry registry = [] {
+    strata::Registry r;
+    strata::PluginLoader(r).load_directory(STRATA_PLUGIN_BUILD_DIR);
+    return r;
+  }();
+  return registry;
+}
+
+/// Model `name`'s defaults with `overrides`, each checked against the schema as the host would.
+strata::Options options(const std::string& name, const Overrides& overrides = {}) {
+  const auto& schema = bundled().at(strata::PluginKind::kModel, name).schema;
+  strata::Options o = schema.defaults();
+  for (const auto& [key, value] : overrides) {
+    const strata::OptionSpec* spec = schema.find(key);
+    REQUIRE_MESSAGE(spec != nullptr, name << " has no option " << key);
+    CHECK_MESSAGE(spec->check(value).empty(), name << "." << key << ": " << spec->check(value));
+    o.set(key, value);
+  }
+  return o;
+}
+
+strata::ModelContext images(I channels, I side, I classes = 10) {
+  strata::ModelContext c;
+  c.data.input_shape = {channels, side, side};
+  c.data.num_classes = classes;
+  return c;
+}
+
+/// Token ids [T]: next-token targets (classes 0) or labeled sequences.
+strata::ModelContext tokens(I classes = 0, I vocab = 50, I length = 16) {
+  strata::ModelContext c;
+  c.data.input_shape = {length};
+  c.data.input_dtype = torch::kInt64;
+  c.data.vocab_size = vocab;
+  c.data.seq_len = length;
+  c.data.num_classes = classes;
+  return c;
+}
+
+double estimate(const std::string& name, const strata::Options& o, const strata::ModelContext& c) {
+  const std::optional<double> n = bundled().estimate_model(name, o, c);
+  REQUIRE_MESSAGE(n.has_value(), name << " declares no estimator");
+  return *n;
+}
+
+/// The estimate equals the parameter count of the model built from the same options and data.
+void check_exact(const std::string& name, const Overrides& overrides, const strata::ModelContext& c) {
+  const strata::Options o = options(name, overrides);
+  const double estimated = estimate(name, o, c);
+  const auto model = bundled().create_model(name, o, c);
+  CHECK_MESSAGE(estimated == static_cast<double>(model->parameter_count()),
+                name << " with " << overrides.size() << " override(s): estimate " << estimated << ", built "
+                     << model->parameter_count());
+}
+
+/// What `f` throws, as "OptionError <option>: <message>" or "<type>: <message>"; "" when nothing.
+/// (The registry passes strata errors through and wraps other exceptions in PluginError.)
+template <class F>
+std::string thrown(F f) {
+  try {
+    f();
+  } catch (const strata::OptionError& e) {
+    return "OptionError " + e.option() + ": " + e.what();
+  } catch (const strata::PluginError& e) {
+    return "PluginError: "s + e.what();
+  } catch (const strata::Error& e) {
+    return "Error: "s + e.what();
+  } catch (const std::exception& e) {
+    return "other: "s + e.what();
+  }
+  return "";
+}
+
+/// Estimating throws exactly what building throws, and something is thrown.
+void check_same_error(const std::string& name, const Overrides& overrides, const strata::ModelContext& c,
+                      const std::string& expected_start) {
+  const strata::Options o = options(name, overrides);
+  const std::string built = thrown([&] { bundled().create_model(name, o, c); });
+  const std::string estimated = thrown([&] { estimate(name, o, c); });
+  CHECK_MESSAGE(built.rfind(expected_start, 0) == 0, name << " threw \"" << built << "\"");
+  CHECK(estimated == built);
+}
+
+}  // namespace
+
+TEST_CASE("every bundled model declares a parameter estimator") {
+  for (const auto& name : {"mlp", "cnn", "vit", "llama"})
+    CHECK_MESSAGE(bundled().at(strata::PluginKind::kModel, name).estimator, name);
+}
+
+TEST_CASE("mlp: the estimate is the built parameter count") {
+  check_exact("mlp", {}, images(1, 28));
+  check_exact("mlp", {}, images(3, 32, 100));
+  check_exact("mlp", {{"hidden", Ints{}}}, images(1, 28));
+  check_exact("mlp", {{"hidden", Ints{64, 32, 16}}, {"activation", "gelu"s}, {"layer_norm", true}}, images(3, 32));
+  check_exact("mlp", {{"hidden", Ints{7}}, {"activation", "tanh"s}, {"layer_norm", true}}, tokens(2));
+}
+
+TEST_CASE("cnn: the estimate is the built parameter count") {
+  check_exact("cnn", {}, images(1, 28));
+  check_exact("cnn", {}, images(3, 32, 100));
+  check_exact("cnn", {{"channels", Ints{8}}, {"hidden", I{0}}, {"groups", I{0}}}, images(1, 28));
+  check_exact("cnn", {{"channels", Ints{16, 32, 48}}, {"hidden", I{64}}, {"groups", I{4}}}, images(3, 32));
+  check_exact("cnn", {{"channels", Ints{6, 6, 6, 6}}, {"hidden", I{5}}, {"groups", I{6}}}, images(1, 28, 2));
+}
+
+TEST_CASE("vit: the estimate is the built parameter count") {
+  check_exact("vit", {}, images(3, 32));
+  check_exact("vit", {{"patch_size", I{7}}, {"dim", I{48}}, {"depth", I{2}}, {"heads", I{4}}, {"pooling", "mean"s}},
+              images(1, 28));
+  check_exact("vit", {{"dim", I{40}}, {"heads", I{5}}, {"mlp_ratio", 2.5}, {"depth", I{1}}}, images(3, 32, 100));
+  check_exact("vit", {{"patch_size", I{16}}, {"dim", I{32}}, {"depth", I{0}}, {"heads", I{1}}}, images(3, 32, 2));
+}
+
+TEST_CASE("llama: the estimate is the built parameter count") {
+  check_exact("llama", {}, tokens());
+  check_exact("llama", {{"preset", "debug"s}}, tokens());
+  check_exact("llama", {{"preset", "debug"s}}, tokens(3));  // sequence classification: a score head
+  check_exact("llama", {{"hidden_size", I{64}}, {"num_heads", I{4}}, {"num_layers", I{2}}, {"tie_word_embeddings", true}},
+              tokens());
+  check_exact("llama",
+              {{"hidden_size", I{64}}, {"num_heads", I{4}}, {"num_kv_heads", I{2}}, {"head_dim", I{32}},
+               {"intermediate_size", I{100}}, {"num_layers", I{3}}, {"attention_bias", true}, {"vocab_size", I{70}}},
+              tokens());
+
+  // Shapes from a Hugging Face config.json: the estimator reads the file (never weights).
+  strata::test::TempDir dir;
+  dir.write("config.json", R"({"model_type": "llama", "vocab_size": 100, "hidden_size": 32,
+    "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "tie_word_embeddings": true, "attention_bias": true})");
+  check_exact("llama", {{"config_from", dir.path().string()}}, tokens());
+  check_exact("llama", {{"config_from", dir.path().string()}}, tokens(2));
+}
+
+TEST_CASE("llama: the 1B presets estimate their published parameter counts without building") {
+  // Hugging Face's counts for TinyLlama-1.1B (untied lm_head) and Llama-3.2-1B (tied).
+  CHECK(estimate("llama", options("llama", {{"preset", "tinyllama-1.1b"s}}), tokens()) == 1'100'048'384.0);
+  CHECK(estimate("llama", options("llama", {{"preset", "llama-3.2-1b"s}}), tokens()) == 1'235'814'400.0);
+}
+
+TEST_CASE("an estimate throws what building would, without building") {
+  check_same_error("cnn", {{"channels", Ints{32}}, {"groups", I{3}}}, images(1, 28), "OptionError groups:");
+  check_same_error("cnn", {{"channels", Ints{4, 4, 4, 4, 4}}, {"groups", I{0}}}, images(1, 28), "OptionError channels:");
+  check_same_error("cnn", {}, tokens(2), "Error:");  // wrong kind of data
+  check_same_error("vit", {{"heads", I{5}}}, images(3, 32), "OptionError heads:");
+  check_same_error("vit", {{"patch_size", I{5}}}, images(3, 32), "OptionError patch_size:");
+  check_same_error("vit", {{"mlp_ratio", 1e-3}}, images(3, 32), "OptionError mlp_ratio:");
+  check_same_error("vit", {}, tokens(2), "Error:");  // wrong kind of data
+  check_same_error("llama", {{"num_kv_heads", I{3}}}, tokens(), "OptionError num_kv_heads:");
+  check_same_error("llama", {{"vocab_size", I{10}}}, tokens(), "OptionError vocab_size:");
+  check_same_error("llama", {}, images(1, 28), "Error:");  // wrong kind of data
+}
+
+TEST_CASE("absurd sizes give a large finite estimate at once, without allocating") {
+  // Each model below would need exabytes: building it would throw (or take the machine) long
+  // before returning, so a finite estimate within a second shows nothing was allocated.
+  const auto start = std::chrono::steady_clock::now();
+  const auto huge = [](const std::string& name, const Overrides& overrides, const strata::ModelContext& c) {
+    const double n = estimate(name, options(name, overrides), c);
+    CHECK_MESSAGE(std::isfinite(n), name);
+    CHECK_MESSAGE(n > 1e18, name << ": " << n);
+  };
+  huge("mlp", {{"hidden", Ints{kMaxWidth, kMaxWidth}}}, images(1, 28));
+  huge("mlp", {{"hidden", Ints(1024, kMaxWidth)}, {"layer_norm", true}}, images(3, 32));
+  huge("cnn", {{"channels", Ints{kMaxWidth, kMaxWidth}}, {"hidden", kMaxWidth}, {"groups", I{1}}}, images(3, 32));
+  huge("vit", {{"dim", kMaxWidth / 2}, {"depth", I{65536}}, {"heads", I{1}}, {"mlp_ratio", 2.0}}, images(3, 32));
+  huge("llama", {{"hidden_size", kMaxWidth}, {"num_heads", I{2}}, {"num_layers", I{65536}}, {"vocab_size", kMaxWidth}},
+       tokens());
+
+  // Past the schema's bounds (the host refuses them) the estimator still answers in doubles.
+  const auto& spec = *bundled().at(strata::PluginKind::kModel, "mlp").schema.find("hidden");
+  CHECK_FALSE(spec.check(Ints{I{9'000'000'000'000'000'000}}).empty());
+  CHECK_FALSE(spec.check(Ints(1025, I{1})).empty());
+  strata::Options o = options("mlp");
+  o.set("hidden", Ints{I{9'000'000'000'000'000'000}});
+  const double n = estimate("mlp", o, images(1, 28));
+  CHECK(std::isfinite(n));
+  CHECK(n == doctest::Approx(9e18 * (784 + 1 + 10)));
+
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+}
