@@ -5,12 +5,15 @@
 // 1024 red, then the 1024 green, then the 1024 blue values of the image, each row-major.
 //
 // Everything is read and checked when the dataset is created (so `strata validate` finds a bad
-// file) and kept as uint8 (150 MB for all 50000 training images); batches are converted to
+// file): each file's size (whole records, at most 10000, as many in every file of the set) and
+// every label, also those of records a limit leaves out. The used records are kept as uint8
+// (150 MB for all 50000 training images); batches are converted to
 // float32 when read. Optional augmentation (random crop after zero padding of 4, horizontal flip:
 // the usual CIFAR recipe of He et al. 2016) applies to training batches only, and depends on
 // (seed, example, epoch) alone through a stateless hash, so every rank and micro-batch split
 // sees the same augmented example.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <filesystem>
@@ -51,6 +54,10 @@ constexpr const char* kInstallFix =
     "cifar-10-batches-bin extracted from the binary version of CIFAR-10 (cifar-10-binary.tar.gz from "
     "https://www.cs.toronto.edu/~kriz/cifar.html; not the Python or MATLAB version), which holds "
     "data_batch_1.bin .. data_batch_5.bin and test_batch.bin.";
+
+constexpr const char* kDamagedFix =
+    "The file is damaged: extract cifar-10-binary.tar.gz (https://www.cs.toronto.edu/~kriz/cifar.html) again, "
+    "or point `[dataset] path` at a directory holding a complete copy of cifar-10-batches-bin.";
 
 /// Options of the `cifar10` dataset.
 struct Cifar10Options {
@@ -169,76 +176,110 @@ class Cifar10 final : public strata::Dataset, public strata::Augmenting {
   torch::Tensor inv_std_;  // float32 [1, 3, 1, 1]
 };
 
-/// One batch file and how many of its records are read.
+/// One batch file: its size, its records and how many of them are read.
 struct BatchFile {
   fs::path file;
+  std::int64_t bytes = 0;    ///< size of the file
   std::int64_t records = 0;  ///< records in the file
   std::int64_t used = 0;     ///< records read (after the split's limit)
 };
 
-/// Checks the size of `file`: a positive whole number of records. Throws OptionError("path").
-std::int64_t count_records(const fs::path& file) {
-  std::error_code ec;
-  const auto bytes = static_cast<std::int64_t>(fs::file_size(file, ec));
-  if (ec)
-    throw strata::OptionError("path", "cannot read the size of '" + file.string() + "': " + ec.message(), kInstallFix);
+/// Checks the sizes of all files of a set (training and test) and sets their `records`: every
+/// file holds the same whole number of records, 10000 in CIFAR-10 (fewer in sets made for tests),
+/// so the count expected is the largest whole count found, up to 10000. Bytes short of it are a
+/// truncated file, bytes beyond it trailing bytes. Throws OptionError("path").
+void check_sizes(std::vector<BatchFile>& files) {
+  const auto whole = [](const BatchFile& f) { return std::min(f.bytes / kRecord, kFileRecords); };
+  const BatchFile* reference = &files.front();
+  for (const auto& f : files)
+    if (whole(f) > whole(*reference)) reference = &f;
+  const std::int64_t expected = whole(*reference);
   const std::string full = "a CIFAR-10 batch file is " + std::to_string(kFileRecords) + " records of " +
                            std::to_string(kRecord) + " bytes (" + std::to_string(kFileRecords * kRecord) + ")";
-  if (bytes == 0) throw strata::OptionError("path", "'" + file.string() + "' is empty; " + full, kInstallFix);
-  if (bytes % kRecord != 0)
-    throw strata::OptionError("path",
-                              "'" + file.string() + "' is " + std::to_string(bytes) + " bytes, not a whole number of " +
-                                  std::to_string(kRecord) + "-byte records (1 label byte + 3072 pixel bytes); " +
-                                  full + "; the file is truncated or not a CIFAR-10 binary batch",
-                              kInstallFix);
-  return bytes / kRecord;
+  for (auto& f : files) {
+    f.records = expected;
+    if (expected > 0 && f.bytes == expected * kRecord) continue;
+    std::string what = "'" + f.file.string() + "' is " + std::to_string(f.bytes) + " bytes";
+    if (f.bytes % kRecord != 0)
+      what += ", not a whole number of " + std::to_string(kRecord) + "-byte records (1 label byte + 3072 pixel bytes)";
+    if (expected == 0)
+      throw strata::OptionError("path", what + ", less than one record; " + full + ": the file is truncated",
+                                kDamagedFix);
+    what += "; " + std::to_string(expected) + " records (" + std::to_string(expected * kRecord) + " bytes) expected, " +
+            (expected == kFileRecords ? full
+                                      : "as in '" + reference->file.filename().string() + "' (every file of a set "
+                                        "holds the same number; " + full + ")");
+    what += f.bytes < expected * kRecord
+                ? ": the file is truncated"
+                : ": the file has " + std::to_string(f.bytes - expected * kRecord) +
+                      " trailing bytes (or is not a CIFAR-10 binary batch: CIFAR-100's have 2 label bytes per record)";
+    throw strata::OptionError("path", what, kDamagedFix);
+  }
 }
 
-/// Reads the used records of `files` into one split, checking every label.
+/// Reads `files` whole in chunks: the first `used` records of each into one split, and every
+/// label checked, also those of records the limit leaves out.
 SplitData read_split(const std::vector<BatchFile>& files) {
+  constexpr std::int64_t kChunk = 256;  // records per read: 787 kB
   std::int64_t total = 0;
   for (const auto& f : files) total += f.used;
   SplitData out{torch::empty({total, kChannels, kSide, kSide}, torch::kUInt8), torch::empty({total}, torch::kLong)};
   auto* images = out.images.data_ptr<std::uint8_t>();
   auto* labels = out.labels.data_ptr<std::int64_t>();
-  std::vector<char> buffer;
+  std::vector<char> buffer(static_cast<std::size_t>(kChunk * kRecord));
   std::int64_t row = 0;
   for (const auto& f : files) {
     std::ifstream in(f.file, std::ios::binary);
-    buffer.resize(static_cast<std::size_t>(f.used * kRecord));
-    if (!in || !in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())))
-      throw strata::OptionError("path", "cannot read " + std::to_string(buffer.size()) + " bytes from '" +
-                                            f.file.string() + "'",
-                                kInstallFix);
-    for (std::int64_t r = 0; r < f.used; ++r, ++row) {
-      const char* record = buffer.data() + r * kRecord;
-      const auto label = static_cast<unsigned char>(record[0]);
-      if (label >= kNumClasses)
+    for (std::int64_t first = 0; first < f.records; first += kChunk) {
+      const std::int64_t n = std::min(kChunk, f.records - first);
+      if (!in || !in.read(buffer.data(), static_cast<std::streamsize>(n * kRecord)))
         throw strata::OptionError("path",
-                                  "'" + f.file.string() + "': label " + std::to_string(label) + " at record " +
-                                      std::to_string(r) + " (byte offset " + std::to_string(r * kRecord) +
-                                      ") is outside 0..9; the file is damaged or not a CIFAR-10 binary batch "
-                                      "(CIFAR-100's binary files have 2 label bytes per record)",
-                                  kInstallFix);
-      labels[row] = label;
-      std::copy(record + 1, record + kRecord, reinterpret_cast<char*>(images + row * kPixels));
+                                  "cannot read " + std::to_string(n * kRecord) + " bytes at offset " +
+                                      std::to_string(first * kRecord) + " of '" + f.file.string() + "'",
+                                  kDamagedFix);
+      for (std::int64_t k = 0; k < n; ++k) {
+        const std::int64_t r = first + k;
+        const char* record = buffer.data() + k * kRecord;
+        const auto label = static_cast<unsigned char>(record[0]);
+        if (label >= kNumClasses)
+          throw strata::OptionError("path",
+                                    "'" + f.file.string() + "': label " + std::to_string(label) + " at record " +
+                                        std::to_string(r) + " (byte offset " + std::to_string(r * kRecord) +
+                                        ") is outside 0..9; the file is damaged or not a CIFAR-10 binary batch "
+                                        "(CIFAR-100's binary files have 2 label bytes per record)",
+                                    kDamagedFix);
+        if (r >= f.used) continue;
+        labels[row] = label;
+        std::copy(record + 1, record + kRecord, reinterpret_cast<char*>(images + row * kPixels));
+        ++row;
+      }
     }
   }
   return out;
 }
 
-/// The files of one split, with `limit` (0 = none) applied in file order.
-std::vector<BatchFile> open_split(const fs::path& dir, const std::vector<std::string>& names, std::int64_t limit) {
+/// The files `names` in `dir`, with their sizes.
+std::vector<BatchFile> open_files(const fs::path& dir, const std::vector<std::string>& names) {
   std::vector<BatchFile> files;
-  std::int64_t remaining = limit > 0 ? limit : std::int64_t{1} << 62;
   for (const auto& name : names) {
     BatchFile f{dir / name};
-    f.records = count_records(f.file);
-    f.used = std::min(f.records, remaining);
-    remaining -= f.used;
-    if (f.used > 0) files.push_back(f);
+    std::error_code ec;
+    f.bytes = static_cast<std::int64_t>(fs::file_size(f.file, ec));
+    if (ec)
+      throw strata::OptionError("path", "cannot read the size of '" + f.file.string() + "': " + ec.message(),
+                                kInstallFix);
+    files.push_back(f);
   }
   return files;
+}
+
+/// Applies `limit` (0 = none) to the files of one split, in file order.
+void apply_limit(std::vector<BatchFile>& files, std::int64_t limit) {
+  std::int64_t remaining = limit > 0 ? limit : std::int64_t{1} << 62;
+  for (auto& f : files) {
+    f.used = std::min(f.records, remaining);
+    remaining -= f.used;
+  }
 }
 
 /// The data directory: the option, else the environment, else the default; a directory that
@@ -283,8 +324,14 @@ std::shared_ptr<strata::Dataset> make_cifar10(const Cifar10Options& options, con
   needed.push_back("test_batch.bin");
   const fs::path dir = resolve_dir(options, context, needed);
 
-  SplitData train = read_split(open_split(dir, train_names, options.train_limit));
-  SplitData eval = read_split(open_split(dir, {"test_batch.bin"}, options.eval_limit));
+  std::vector<BatchFile> files = open_files(dir, needed);  // training files, then test_batch.bin
+  check_sizes(files);
+  std::vector<BatchFile> eval_files(files.end() - 1, files.end());
+  files.pop_back();
+  apply_limit(files, options.train_limit);
+  apply_limit(eval_files, options.eval_limit);
+  SplitData train = read_split(files);
+  SplitData eval = read_split(eval_files);
   return std::make_shared<Cifar10>(std::move(train), std::move(eval), options.normalize, options.augment, context.seed);
 }
 

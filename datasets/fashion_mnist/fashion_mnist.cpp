@@ -1,12 +1,16 @@
 // Dataset plugin `fashion_mnist`: Zalando's Fashion-MNIST, 28x28 grayscale images of clothing in
 // 10 classes (60,000 training and 10,000 test images), read from the four IDX files
 // (`train-images-idx3-ubyte[.gz]`, ... as installed by Debian's `dataset-fashion-mnist`).
-// The factory only reads the file headers; the pixels are loaded on first use and kept as uint8.
+// The factory checks the files (so `strata validate` finds a damaged one) without decompressing
+// the images: their headers, their sizes against the headers (a raw file's size, a gzip file's
+// recorded length), and every label (the label files are small, so they are read whole). The
+// pixels are loaded on first use and kept as uint8; that read checks the images' gzip CRC-32.
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,6 +41,10 @@ constexpr const char* kInstallFix =
     "`[dataset] path` (or the STRATA_FASHION_MNIST_DIR environment variable) at a directory "
     "holding train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz "
     "and t10k-labels-idx1-ubyte.gz (or the same names without .gz).";
+
+constexpr const char* kDamagedFix =
+    "The file is damaged: re-download it or reinstall Debian's package (`apt-get install --reinstall "
+    "dataset-fashion-mnist`), or point `[dataset] path` at a directory holding a complete copy.";
 
 /// Options of the `fashion_mnist` dataset.
 struct FashionMnistOptions {
@@ -164,7 +172,81 @@ class FashionMnist final : public strata::Dataset {
   mutable SplitData eval_data_;
 };
 
-/// Finds and checks the files of one split from their headers only; throws OptionError("path").
+/// strata::read_idx(file), its errors as OptionError("path") (a damaged file).
+torch::Tensor read_checked(const fs::path& file) {
+  try {
+    return strata::read_idx(file);
+  } catch (const strata::Error& e) {
+    throw strata::OptionError("path", std::string("Fashion-MNIST: ") + e.what(), kDamagedFix);
+  }
+}
+
+/// Checks without decompressing that `file` (of uint8 elements) holds what its header declares:
+/// the size of a raw file, or, for a gzip file, the length its trailer records (ISIZE, modulo
+/// 2^32), which a cut-off .gz file or one with bytes after its end does not end with. `what` names
+/// the elements ("images"). A mismatch is reported in numbers; a gzip file is then read whole to
+/// say what is wrong (several gzip members, whose last ISIZE is not the total, read fine).
+void check_size(const fs::path& file, const strata::IdxHeader& header, const char* what) {
+  const auto header_bytes = static_cast<std::uint64_t>(4 + 4 * header.dims.size());
+  std::uint64_t data_bytes = 1;
+  std::string dims;
+  for (const auto d : header.dims) {
+    data_bytes *= static_cast<std::uint64_t>(d);
+    dims += (dims.empty() ? "" : " x ") + std::to_string(d);
+  }
+  std::error_code ec;
+  const std::uint64_t size = fs::file_size(file, ec);
+  if (ec)
+    throw strata::OptionError("path", "cannot read the size of '" + file.string() + "': " + ec.message(), kDamagedFix);
+  std::ifstream in(file, std::ios::binary);
+  unsigned char magic[2] = {};
+  unsigned char trailer[4] = {};
+  const bool gzip = size >= 2 && in.read(reinterpret_cast<char*>(magic), 2) && magic[0] == 0x1F && magic[1] == 0x8B;
+  if (gzip) {
+    // A gzip file is at least a 10-byte header and an 8-byte trailer (CRC-32, ISIZE little-endian).
+    if (size >= 18 && in.seekg(static_cast<std::streamoff>(size - 4)) && in.read(reinterpret_cast<char*>(trailer), 4)) {
+      const std::uint32_t isize = trailer[0] | (trailer[1] << 8) | (trailer[2] << 16) | (std::uint32_t{trailer[3]} << 24);
+      if (isize == static_cast<std::uint32_t>(header_bytes + data_bytes)) return;
+    }
+    read_checked(file);
+    return;
+  }
+  if (size == header_bytes + data_bytes) return;
+  const std::string expected = "Fashion-MNIST file '" + file.string() + "': " + std::to_string(data_bytes) + " bytes of " +
+                               what + " expected after the " + std::to_string(header_bytes) + "-byte header (" + dims +
+                               "), found ";
+  if (size < header_bytes + data_bytes)
+    throw strata::OptionError("path", expected + std::to_string(size - header_bytes) + "; the file is truncated",
+                              kDamagedFix);
+  throw strata::OptionError("path",
+                            expected + std::to_string(size - header_bytes) + ": " +
+                                std::to_string(size - header_bytes - data_bytes) +
+                                " trailing bytes; the file is damaged or its header is wrong",
+                            kDamagedFix);
+}
+
+/// Reads a labels file whole (60,000 bytes at most) and checks that every label names a class.
+/// A plain loop, not tensor operations: those would start LibTorch's OpenMP threads, which cost
+/// `strata validate` more time than the whole check.
+void check_labels(const fs::path& file) {
+  const torch::Tensor labels = read_checked(file);  // uint8 [n], checked by open_split
+  const auto* label = labels.data_ptr<std::uint8_t>();
+  std::int64_t first = -1;
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < labels.numel(); ++i)
+    if (label[i] >= kNumClasses && bad++ == 0) first = i;
+  if (bad == 0) return;
+  throw strata::OptionError("path",
+                            "Fashion-MNIST file '" + file.string() + "' holds label " + std::to_string(label[first]) +
+                                " at index " + std::to_string(first) +
+                                (bad > 1 ? " (and " + std::to_string(bad - 1) + " more out of range)" : std::string()) +
+                                "; there are " + std::to_string(kNumClasses) + " classes, so labels must be 0.." +
+                                std::to_string(kNumClasses - 1),
+                            kDamagedFix);
+}
+
+/// Finds and checks the files of one split: headers, sizes and labels, without decompressing the
+/// images; throws OptionError("path").
 SplitFiles open_split(const DataDir& where, const std::string& prefix, std::int64_t limit) {
   SplitFiles files;
   files.images = find_file(where.dir, prefix + "-images-idx3-ubyte");
@@ -176,7 +258,7 @@ SplitFiles open_split(const DataDir& where, const std::string& prefix, std::int6
     images = strata::read_idx_header(files.images);
     labels = strata::read_idx_header(files.labels);
   } catch (const strata::Error& e) {
-    throw strata::OptionError("path", std::string("Fashion-MNIST: ") + e.what(), kInstallFix);
+    throw strata::OptionError("path", std::string("Fashion-MNIST: ") + e.what(), kDamagedFix);
   }
   if (images.type_code != strata::idx_type::kUInt8 || images.dims.size() != 3 || images.dims[1] != kSide ||
       images.dims[2] != kSide)
@@ -191,6 +273,8 @@ SplitFiles open_split(const DataDir& where, const std::string& prefix, std::int6
                                   std::to_string(labels.type_code) + " of shape " + shape_text(labels.dims) +
                                   "; expected unsigned bytes (code 8) of shape [n]",
                               kInstallFix);
+  check_size(files.images, images, "images");
+  check_size(files.labels, labels, "labels");
   if (labels.dims[0] != images.dims[0])
     throw strata::OptionError("path",
                               "Fashion-MNIST files '" + files.images.string() + "' and '" + files.labels.string() +
@@ -200,6 +284,7 @@ SplitFiles open_split(const DataDir& where, const std::string& prefix, std::int6
   if (images.dims[0] == 0)
     throw strata::OptionError("path", "Fashion-MNIST file '" + files.images.string() + "' holds no images",
                               kInstallFix);
+  check_labels(files.labels);
   files.available = images.dims[0];
   files.used = limit > 0 ? std::min(limit, files.available) : files.available;
   return files;

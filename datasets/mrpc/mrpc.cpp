@@ -171,15 +171,19 @@ void append_pair(std::vector<TokenId> a, std::vector<TokenId> b, const Specials&
   out.offsets.push_back(static_cast<std::int64_t>(t.size()));
 }
 
+/// The start of `line` in quotes for a message: whole characters, tabs as spaces, control
+/// characters escaped.
 std::string excerpt(std::string_view line) {
   constexpr std::size_t kShown = 60;
-  std::string shown(line.substr(0, kShown));
+  std::size_t cut = std::min(line.size(), kShown);
+  while (cut > 0 && cut < line.size() && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+  std::string shown(line.substr(0, cut));
   for (char& c : shown)
     if (c == '\t') c = ' ';
-  return "\"" + shown + (line.size() > kShown ? "...\"" : "\"");
+  return "\"" + strata::tokenizer::printable(shown) + (cut < line.size() ? "...\"" : "\"");
 }
 
-/// Reads, checks and tokenizes one MRPC file (at most `limit` pairs, 0 = all).
+/// Reads and checks one MRPC file, every line of it, and tokenizes its first `limit` pairs (0 = all).
 SplitData read_pairs(const fs::path& file, const strata::tokenizer::Tokenizer& tokenizer, const Specials& specials,
                      std::int64_t seq_len, std::int64_t limit) {
   const std::string text = strata::tokenizer::read_text_file(file, 0, kPathFix);
@@ -189,7 +193,7 @@ SplitData read_pairs(const fs::path& file, const strata::tokenizer::Tokenizer& t
   std::vector<TokenId> second;
   std::int64_t line_number = 0;
   std::size_t start = 0;
-  while (start < text.size() && (limit == 0 || out.size() < limit)) {
+  while (start < text.size()) {
     std::size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
     std::string_view line(text.data() + start, end - start);
@@ -222,8 +226,9 @@ SplitData read_pairs(const fs::path& file, const strata::tokenizer::Tokenizer& t
                                 kPathFix);
     if (columns[0] != "0" && columns[0] != "1")
       throw strata::OptionError("path",
-                                where + ": label (Quality) is \"" + std::string(columns[0]) + "\"; it must be 0 or 1",
+                                where + ": label (Quality) is " + excerpt(columns[0]) + "; it must be 0 or 1",
                                 kPathFix);
+    if (limit > 0 && out.size() >= limit) continue;  // checked, not used
     first.clear();
     second.clear();
     tokenizer.encode(columns[3], first);

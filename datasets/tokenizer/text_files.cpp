@@ -73,6 +73,31 @@ std::size_t find_invalid_utf8(std::string_view text) noexcept {
   return std::string_view::npos;
 }
 
+std::string printable(std::string_view text) {
+  const auto escaped = [](const char* prefix, unsigned char value) {
+    char buffer[8];
+    std::snprintf(buffer, sizeof buffer, "%02X", value);
+    return prefix + std::string(buffer);
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    const std::size_t length = b < 0x80 ? 1 : utf8_sequence(text, i);
+    if (b < 0x20 || b == 0x7F || length == 0) {
+      out += escaped("\\x", b);
+      ++i;
+    } else if (b == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0) {  // U+0080..U+009F
+      out += escaped("\\u00", static_cast<unsigned char>(text[i + 1]));
+      i += 2;
+    } else {
+      out.append(text.substr(i, length));
+      i += length;
+    }
+  }
+  return out;
+}
+
 std::int64_t line_of(std::string_view text, std::size_t offset) noexcept {
   offset = std::min(offset, text.size());
   return 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n');

@@ -22,6 +22,10 @@ std::string quoted(const std::filesystem::path& path);
 /// surrogates and code points above U+10FFFF count as invalid) or is a NUL, or npos when none.
 std::size_t find_invalid_utf8(std::string_view text) noexcept;
 
+/// `text` (from a file) safe to print in a message: control characters (C0, DEL and C1, tab
+/// included) become `\xNN` or `\u00NN`, bytes that are not UTF-8 become `\xNN`.
+std::string printable(std::string_view text);
+
 /// 1-based line number of byte `offset` in `text`.
 std::int64_t line_of(std::string_view text, std::size_t offset) noexcept;
 

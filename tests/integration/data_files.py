@@ -1,5 +1,5 @@
 """Small data files in the real formats of the file-reading dataset plugins (standard library only),
-for the end-to-end tests of `cifar10`, `text` and `mrpc`.
+for the end-to-end tests of `fashion_mnist`, `cifar10`, `text` and `mrpc`.
 
 Every writer takes a directory (created when missing), writes deterministic content (the same
 arguments give the same bytes) and returns what a test needs to check. The `damage_*` functions
@@ -13,6 +13,9 @@ plugin's error message must contain, so a test reads:
     assert damage.file_name in result.stderr and damage.message in result.stderr
 
 Formats:
+  Fashion-MNIST    IDX files train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte,
+                   t10k-labels-idx1-ubyte, raw or gzip-compressed (.gz): magic 00 00 08 <dims>, one
+                   big-endian uint32 per dimension, then the unsigned bytes.
   CIFAR-10 binary  data_batch_1.bin .. data_batch_5.bin, test_batch.bin: records of 1 label byte
                    (0..9) + 3072 pixel bytes (1024 R, 1024 G, 1024 B, each 32x32 row-major).
   text             UTF-8 files in a directory (the plugin reads them sorted by name).
@@ -21,8 +24,10 @@ Formats:
 """
 
 import collections
+import gzip
 import os
 import random
+import struct
 
 CIFAR_RECORD = 3073          # bytes of one CIFAR-10 record: 1 label + 3 * 32 * 32 pixels
 CIFAR_PIXELS = 3072
@@ -248,3 +253,85 @@ def damage_mrpc_missing(directory, name="dev.tsv"):
     path = os.path.join(directory, name)
     os.remove(path)
     return Damage(path, name, None, "lacks " + name)
+
+
+# ---- Fashion-MNIST (IDX) ----------------------------------------------------------------------
+
+FASHION_IMAGES = {"train": "train-images-idx3-ubyte", "t10k": "t10k-images-idx3-ubyte"}
+FASHION_LABELS = {"train": "train-labels-idx1-ubyte", "t10k": "t10k-labels-idx1-ubyte"}
+
+
+def idx_bytes(dims, payload):
+    """An IDX file of unsigned bytes: magic 00 00 08 <number of dims>, big-endian dims, payload."""
+    return bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims) + bytes(payload)
+
+
+def _read_idx_file(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return gzip.decompress(data) if path.endswith(".gz") else data
+
+
+def _write_idx_file(path, data):
+    with open(path, "wb") as f:
+        f.write(gzip.compress(data, mtime=0) if path.endswith(".gz") else data)
+
+
+def write_fashion_mnist(directory, train=60, test=20, gz=True):
+    """Writes the four Fashion-MNIST IDX files with `train` and `test` 28x28 images (gzip-compressed
+    under .gz names when `gz`, else raw); labels cycle 0..9 and an image's brightness follows its
+    label. Returns {split: (images path, labels path)}."""
+    _mkdir(directory)
+    suffix = ".gz" if gz else ""
+    paths = {}
+    for split, count in (("train", train), ("t10k", test)):
+        labels = [i % 10 for i in range(count)]
+        rng = random.Random(count)
+        pixels = bytes((25 * label + rng.randrange(25)) % 256 for label in labels for _ in range(28 * 28))
+        images_path = os.path.join(directory, FASHION_IMAGES[split] + suffix)
+        labels_path = os.path.join(directory, FASHION_LABELS[split] + suffix)
+        _write_idx_file(images_path, idx_bytes([count, 28, 28], pixels))
+        _write_idx_file(labels_path, idx_bytes([count], labels))
+        paths[split] = (images_path, labels_path)
+    return paths
+
+
+def damage_truncate(path, keep):
+    """Keeps the first `keep` bytes of a file (raw or compressed: a .gz file's stream is cut off)."""
+    with open(path, "r+b") as f:
+        f.truncate(keep)
+    return Damage(path, os.path.basename(path), None, "truncated")
+
+
+def damage_append(path, extra=b"junk\n"):
+    """Appends bytes to a file: after the data of a raw IDX file, after the gzip stream of a .gz."""
+    with open(path, "ab") as f:
+        f.write(extra)
+    message = "after the end of its gzip data" if path.endswith(".gz") else "%d trailing bytes" % len(extra)
+    return Damage(path, os.path.basename(path), None, message)
+
+
+def damage_gzip_crc(path):
+    """Flips the first byte of a .gz file's CRC-32 (its trailer); the data decompresses as before."""
+    with open(path, "r+b") as f:
+        f.seek(-8, os.SEEK_END)
+        byte = f.read(1)
+        f.seek(-8, os.SEEK_END)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    return Damage(path, os.path.basename(path), None, "CRC-32")
+
+
+def damage_idx_label(path, index=3, label=200):
+    """Sets label `index` (0-based) of an IDX labels file, raw or .gz, to `label`."""
+    data = bytearray(_read_idx_file(path))
+    data[8 + index] = label
+    _write_idx_file(path, bytes(data))
+    return Damage(path, os.path.basename(path), index, "label %d at index %d" % (label, index))
+
+
+def damage_idx_magic(path):
+    """Replaces the magic number of an IDX file, raw or .gz, with the start of a PNG file."""
+    data = bytearray(_read_idx_file(path))
+    data[0:4] = b"\x89PNG"
+    _write_idx_file(path, bytes(data))
+    return Damage(path, os.path.basename(path), None, "bad magic number 0x89504E47")

@@ -296,6 +296,35 @@ TEST_CASE("idx: errors name the file and what is wrong") {
     const std::string message = error_of([&] { strata::read_idx(file); });
     CHECK(message.find(file.string()) != std::string::npos);
     CHECK(message.find("more data than its header declares") != std::string::npos);
+    CHECK(message.find("1 trailing byte") != std::string::npos);
+  }
+  SUBCASE("gzip: trailer cut off, trailer damaged, bytes after the stream, two members") {
+    const Bytes full = idx_bytes(0x08, {3, 2, 2}, Bytes(kImagePixels.begin(), kImagePixels.end()));
+    write_gz(dir / "good.gz", full);
+    std::ifstream in(dir / "good.gz", std::ios::binary);
+    const Bytes good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto message_for = [&](const std::string& name, const Bytes& bytes) {
+      write_raw(dir / name, bytes);
+      const std::string message = error_of([&] { strata::read_idx(dir / name); });
+      CHECK(message.find((dir / name).string()) != std::string::npos);
+      return message;
+    };
+    const Bytes no_trailer(good.begin(), good.end() - 3);  // the data is whole, its ISIZE is not
+    CHECK(message_for("cut_trailer.gz", no_trailer).find("cut off before the trailer") != std::string::npos);
+    Bytes bad_crc = good;
+    bad_crc[bad_crc.size() - 8] ^= 0xFF;  // first byte of the CRC-32
+    CHECK(message_for("bad_crc.gz", bad_crc).find("CRC-32") != std::string::npos);
+    Bytes garbage = good;
+    garbage.insert(garbage.end(), {'j', 'u', 'n', 'k', '\n'});
+    CHECK(message_for("garbage.gz", garbage).find("5 bytes after the end of its gzip data") != std::string::npos);
+    // Two members read as one stream: the header and half the data, then the rest.
+    write_gz(dir / "part1.gz", Bytes(full.begin(), full.begin() + 20));
+    write_gz(dir / "part2.gz", Bytes(full.begin() + 20, full.end()));
+    std::ifstream p1(dir / "part1.gz", std::ios::binary), p2(dir / "part2.gz", std::ios::binary);
+    Bytes joined((std::istreambuf_iterator<char>(p1)), std::istreambuf_iterator<char>());
+    joined.insert(joined.end(), std::istreambuf_iterator<char>(p2), std::istreambuf_iterator<char>());
+    write_raw(dir / "joined.gz", joined);
+    CHECK(strata::read_idx(dir / "joined.gz").flatten()[11].item<int>() == 255);
   }
   SUBCASE("errors carry a fix") {
     const fs::path file = dir / "tiny";
