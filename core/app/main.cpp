@@ -78,7 +78,8 @@ options:
 exit codes: 0 ok, 1 a run or check failed, 2 configuration or usage error, 128+N ended by signal N
 
 plugins are searched in ../plugins and ../lib/strata/plugins next to this program (build/plugins
-in a build tree), in each directory of STRATA_PLUGIN_PATH, and in [plugins] paths of the experiment.
+in a build tree), in each directory of STRATA_PLUGIN_PATH, and in [plugins] paths of the experiment;
+a library that does not load is skipped with a warning, and fails only the commands that need it.
 )";
 
 // ---- `strata <command> --help` -------------------------------------------------------------------
@@ -105,7 +106,8 @@ constexpr const char* kLauncherEnvironment = R"(  RANK WORLD_SIZE LOCAL_RANK LOC
 )";
 
 constexpr const char* kPluginEnvironment = R"(  STRATA_PLUGIN_PATH
-                  more plugin directories or libraries, ':'-separated
+                  more plugin directories or libraries, ':'-separated (an entry that does
+                  not exist is skipped with a warning)
 )";
 
 constexpr const char* kDataEnvironment = R"(  STRATA_FASHION_MNIST_DIR STRATA_CIFAR10_DIR STRATA_MRPC_DIR STRATA_TEXT_PATH
@@ -209,15 +211,16 @@ const std::vector<CommandHelp>& command_helps() {
        "  STRATA_CACHE_DIR\n"
        "                  where the measured peaks are recorded (gemm_peaks.json; default\n"
        "                  $XDG_CACHE_HOME/strata, else ~/.cache/strata)\n"},
-      {"plugins", "strata plugins", "Lists the plugins found: kind, name, description, library.",
-       "  0       listed\n"
-       "  2       a plugin library is broken (the message names it)\n"
+      {"plugins", "strata plugins",
+       "Lists the plugins found: kind, name, description, library; then the libraries that did not load, and why.",
+       "  0       listed (some libraries may not have loaded: they are listed after the table)\n"
+       "  2       no plugin loaded at all\n"
        "  128+N   ended by signal N",
        kPluginEnvironment},
       {"describe", "strata describe NAME",
        "Options of a plugin or a core section (e.g. train): type, default, constraint and meaning.",
        "  0       described\n"
-       "  2       nothing has that name (the message suggests one), or a broken plugin\n"
+       "  2       nothing has that name (the message suggests one, or names the library that did not load)\n"
        "  128+N   ended by signal N",
        kPluginEnvironment},
   };
@@ -501,5 +504,10 @@ int main(int argc, char** argv) {
     std::fwrite(text.data(), 1, text.size(), stderr);
     std::fflush(stderr);
     return strata::detail::exit_code_of(e);
+  } catch (...) {
+    std::fputs("error: an exception that is not a std::exception ended strata.\n  fix: this is a bug in strata or a "
+               "plugin; please report it with the command line.\n",
+               stderr);
+    return 1;
   }
 }

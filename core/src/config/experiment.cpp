@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -24,6 +24,14 @@ struct ExperimentDocument {
 };
 
 namespace {
+
+// Stated bounds (README "Experiment files"): the longest duration strata waits, the ranks per
+// hardware thread of a host, and what a file name and a path may hold (NAME_MAX, PATH_MAX).
+constexpr double kMaxSeconds = 1e6;  // 11.6 days
+constexpr std::int64_t kRanksPerThread = 4;
+constexpr std::int64_t kMinRankBound = 8;
+constexpr std::size_t kMaxNameBytes = 255;
+constexpr std::size_t kMaxPathBytes = 4000;
 
 // ---- core section schemas -------------------------------------------------------------------
 
@@ -57,7 +65,7 @@ const Schema<OptimizerSpec>& optimizer_schema() {
 const Schema<TrainSection>& train_schema() {
   static const auto schema = [] {
     Schema<TrainSection> s;
-    s.option("steps", &TrainSection::steps, "optimizer steps; 0 = evaluate the initial model only", at_least(0))
+    s.option("steps", &TrainSection::steps, "optimizer steps; 0 = evaluate the initial model only", between(0, 1e12))
         .option("global_batch_size", &TrainSection::global_batch_size,
                 "examples per optimizer step over all ranks and micro-batches", at_least(1))
         .option("micro_batches", &TrainSection::micro_batches,
@@ -130,14 +138,17 @@ const Schema<LogSection>& log_schema() {
 const Schema<DistributedSection>& distributed_schema() {
   static const auto schema = [] {
     Schema<DistributedSection> s;
-    s.option("nproc", &DistributedSection::nproc, "processes (ranks) on this host", at_least(1))
+    s.option("nproc", &DistributedSection::nproc,
+             "processes (ranks) on this host; at most 4 per hardware thread (at least 8 allowed), a warning above "
+             "one per thread on a CPU",
+             at_least(1))
         .option("backend", &DistributedSection::backend, "process group backend", one_of({"auto", "gloo", "nccl"}))
         .option("timeout_s", &DistributedSection::timeout_s, "collective and rendezvous timeout in seconds",
-                positive())
+                between(1, kMaxSeconds))
         .option("heartbeat_s", &DistributedSection::heartbeat_s,
                 "a rank silent for this long (stopped, killed or cut off) ends the job, naming it; 0 disables "
                 "the heartbeat",
-                at_least(0.0))
+                between(0, kMaxSeconds))
         .option("max_restarts", &DistributedSection::max_restarts,
                 "strata's launcher restarts all ranks from the latest complete checkpoint when a rank fails, up "
                 "to this many times (torchrun's --max-restarts)",
@@ -188,11 +199,12 @@ const Schema<PluginsSection>& plugins_schema() {
 
 const std::vector<std::string> kPluginSections = {"model", "dataset", "strategy"};
 
+
 // ---- TOML node helpers ----------------------------------------------------------------------
 
 std::string describe_node(const toml::node& node) {
   switch (node.type()) {
-    case toml::node_type::string: return fmt::format("string \"{}\"", node.as_string()->get());
+    case toml::node_type::string: return fmt::format("string \"{}\"", detail::shown(node.as_string()->get()));
     case toml::node_type::integer: return fmt::format("integer {}", node.as_integer()->get());
     case toml::node_type::floating_point: return fmt::format("float {}", node.as_floating_point()->get());
     case toml::node_type::boolean: return node.as_boolean()->get() ? "boolean true" : "boolean false";
@@ -248,6 +260,10 @@ class Validator {
           return n.as_floating_point()->get();
         case OptionType::kString:
           if (!n.is_string()) expect(n, "a string");
+          if (n.as_string()->get().find('\0') != std::string::npos)
+            fail(key_path, &n, fmt::format("{} contains a NUL character (\"{}\").", spec.name,
+                                           detail::shown(n.as_string()->get())),
+                 "Remove the \\u0000 escape from the string.");
           return n.as_string()->get();
         default: return {};
       }
@@ -267,7 +283,8 @@ class Validator {
     }
     if (auto problem = spec.check(value); !problem.empty())
       fail(key_path, &node, fmt::format("{} {}", spec.name, problem),
-           fmt::format("Use a value that is {}.", spec.constraint_text()));
+           spec.constraint_text().empty() ? std::string("Use a shorter value.")
+                                          : fmt::format("Use a value that is {}.", spec.constraint_text()));
     if (spec.constraint.path) resolve_paths(key_path, value);
     return value;
   }
@@ -303,7 +320,7 @@ class Validator {
         if (key.source().begin.line != 0 && !e_.document->overrides.count(path))
           where = {e_.document->file_label, key.source().begin.line, key.source().begin.column};
         throw ConfigError(where, path,
-                          fmt::format("unknown key '{}' in [{}].{} Known keys: {}.", name, section,
+                          fmt::format("unknown key '{}' in [{}].{} Known keys: {}.", detail::shown(name), section,
                                       detail::did_you_mean(name, known), known.empty() ? "none" : detail::join(known)),
                           fmt::format("Remove or correct it; `strata describe {}` lists the options.", describe));
       }
@@ -350,7 +367,7 @@ void apply_override(ExperimentDocument& doc, const std::string& text, const Sour
     toml::node* child = table->get(parts[i]);
     if (!child) child = &table->insert_or_assign(parts[i], toml::table{}).first->second;
     if (!child->is_table())
-      throw ConfigError(origin, path, "'" + parts[i] + "' is not a table, so it has no keys.",
+      throw ConfigError(origin, path, "'" + detail::shown(parts[i]) + "' is not a table, so it has no keys.",
                         "Override a key inside a section, for example `--set train.steps=50`.");
     table = child->as_table();
   }
@@ -378,6 +395,86 @@ void clamp_warmup(Experiment& e) {
   Logger(rank ? std::atoi(rank) : 0, world ? std::max(1, std::atoi(world)) : 1).warn(message);
 }
 
+/// c10's device index is 8 bits wide.
+constexpr int kMaxDeviceIndex = 127;
+
+/// auto, cpu, cuda or cuda:N, checked by hand: a regex recurses per character (a 50k-character
+/// value overflowed the stack).
+bool valid_device(const std::string& d) {
+  if (d == "auto" || d == "cpu" || d == "cuda") return true;
+  if (d.rfind("cuda:", 0) != 0) return false;
+  const std::string index = d.substr(5);
+  if (index.empty() || index.size() > 3 || !std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  return std::stoi(index) <= kMaxDeviceIndex;
+}
+
+/// Hardware threads of this machine (at least 1).
+std::int64_t machine_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+void check_threads(const Experiment& e) {
+  if (e.train.threads > machine_threads())
+    throw e.error("train.threads",
+                  fmt::format("threads = {} exceeds the {} hardware threads of this machine.", e.train.threads,
+                              machine_threads()),
+                  "Use at most the machine's thread count, or 0 for LibTorch's default.");
+}
+
+/// Ranks on one host: a stated bound, and a warning where CPU ranks oversubscribe the cores (each
+/// rank is a process with its own LibTorch threads and memory).
+void check_nproc(const Experiment& e) {
+  const std::int64_t nproc = e.distributed.nproc;
+  const std::int64_t bound = std::max<std::int64_t>(kMinRankBound, kRanksPerThread * machine_threads());
+  if (nproc > bound)
+    throw e.error("distributed.nproc",
+                  fmt::format("nproc = {} ranks on this host exceeds the bound of {} ({} per hardware thread, {} "
+                              "threads here).",
+                              nproc, bound, kRanksPerThread, machine_threads()),
+                  "Use fewer ranks on this host (one per GPU, or at most one per core on a CPU), or spread the job "
+                  "over hosts with a launcher (torchrun, srun, mpirun).");
+  static bool warned = false;
+  const char* spawned = std::getenv("STRATA_SPAWNED");
+  const bool cpu = e.train.device == "cpu" || e.train.device == "auto";
+  if (cpu && nproc > machine_threads() && !warned && !(spawned != nullptr && std::string(spawned) == "1")) {
+    warned = true;
+    Logger(0, 1).warn(fmt::format("distributed.nproc = {} ranks oversubscribe the {} hardware threads of this host "
+                                  "({}); CPU ranks will run slowly",
+                                  nproc, machine_threads(), e.location("distributed.nproc").str()));
+  }
+}
+
+/// The run directory <out_dir>/<name>/<UTC time>[-N] must be creatable: a name that is one path
+/// component of at most NAME_MAX bytes, not "." or "..", and a path within PATH_MAX.
+void check_run_path(const Experiment& e) {
+  const auto& name = e.experiment.name;
+  const bool chars_ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  });
+  if (!chars_ok || name == "." || name == "..")
+    throw e.error("experiment.name",
+                  fmt::format("name \"{}\" is not usable as a directory name.", detail::shown(name)),
+                  "Use letters, digits, '.', '_' and '-' only (not \".\" or \"..\").");
+  if (name.size() > kMaxNameBytes)
+    throw e.error("experiment.name",
+                  fmt::format("name \"{}\" is {} bytes long; a directory name has at most {}.", detail::shown(name),
+                              name.size(), kMaxNameBytes),
+                  "Use a shorter name.");
+  for (const auto& part : fs::path(e.experiment.out_dir))
+    if (part.string().size() > kMaxNameBytes)
+      throw e.error("experiment.out_dir",
+                    fmt::format("out_dir \"{}\" has a component of {} bytes; a directory name has at most {}.",
+                                detail::shown(e.experiment.out_dir), part.string().size(), kMaxNameBytes),
+                    "Use shorter directory names.");
+  // <out_dir>/<name>/20261121T193012Z-NNN plus the longest file inside a run directory.
+  const std::size_t longest = fs::absolute(e.experiment.out_dir).string().size() + name.size() + 64;
+  if (longest > kMaxPathBytes)
+    throw e.error("experiment.out_dir",
+                  fmt::format("run directories under out_dir \"{}\" would have paths of about {} bytes; paths have "
+                              "at most {}.",
+                              detail::shown(e.experiment.out_dir), longest, kMaxPathBytes),
+                  "Use a shorter out_dir or name.");
+}
+
 void check_consistency(const Experiment& e) {
   const auto& t = e.train;
   if (t.global_batch_size % t.micro_batches != 0)
@@ -391,10 +488,16 @@ void check_consistency(const Experiment& e) {
                               "\"none\".",
                               t.activation_checkpointing_every),
                   "Set activation_checkpointing = \"full\" as well, or remove activation_checkpointing_every.");
-  static const std::regex device_pattern("auto|cpu|cuda(:[0-9]+)?");
-  if (!std::regex_match(t.device, device_pattern))
-    throw e.error("train.device", "device must be auto, cpu, cuda or cuda:N; got \"" + t.device + "\".",
+  if (!valid_device(t.device))
+    throw e.error("train.device",
+                  fmt::format("device must be auto, cpu, cuda or cuda:N (N below {}); got \"{}\".", kMaxDeviceIndex + 1,
+                              detail::shown(t.device)),
                   "Write for example `device = \"cpu\"`.");
+  check_threads(e);
+  check_nproc(e);
+  if (const double h = e.distributed.heartbeat_s; h > 0 && h < 1)
+    throw e.error("distributed.heartbeat_s", fmt::format("heartbeat_s = {:g} is below one second.", h),
+                  "Use 0 (no heartbeat) or at least 1 second; a rank is declared lost after this long.");
   if (e.optimizer.betas.size() != 2)
     throw e.error("optimizer.betas", fmt::format("betas needs exactly 2 values, got {}.", e.optimizer.betas.size()),
                   "Write `betas = [0.9, 0.999]`.");
@@ -403,10 +506,7 @@ void check_consistency(const Experiment& e) {
                   "Point init_from at the final_model.pt or final_model directory of a run made with "
                   "`save_final = true`, or at a Hugging Face model directory (model.safetensors or "
                   "model.safetensors.index.json inside).");
-  static const std::regex name_pattern("[A-Za-z0-9_.-]+");
-  if (!std::regex_match(e.experiment.name, name_pattern))
-    throw e.error("experiment.name", "name \"" + e.experiment.name + "\" is not usable as a directory name.",
-                  "Use letters, digits, '.', '_' and '-' only.");
+  check_run_path(e);
 }
 
 }  // namespace
@@ -465,7 +565,8 @@ Experiment load_experiment(const fs::path& file, const std::vector<std::string>&
                       std::string(err.description()) + ".", "Fix the TOML syntax at this position.");
   }
   for (std::size_t i = 0; i < overrides.size(); ++i)
-    apply_override(*doc, overrides[i], i < origins.size() ? origins[i] : SourceLocation{"--set " + overrides[i], 0, 0});
+    apply_override(*doc, overrides[i],
+                   i < origins.size() ? origins[i] : SourceLocation{"--set " + detail::shown(overrides[i], 120), 0, 0});
   e.document = doc;
   Validator v(e);
 
@@ -477,7 +578,7 @@ Experiment load_experiment(const fs::path& file, const std::vector<std::string>&
     bool known = std::find(sections.begin(), sections.end(), name) != sections.end();
     if (!known)
       throw ConfigError(v.at(name, &node), name,
-                        fmt::format("unknown section [{}].{} Known sections: {}.", name,
+                        fmt::format("unknown section [{}].{} Known sections: {}.", detail::shown(name),
                                     detail::did_you_mean(name, sections), detail::join(sections)),
                         "Remove it or correct its name.");
     if (!node.is_table())

@@ -22,7 +22,8 @@ EvalResult evaluate(Strategy& strategy, Dataset& dataset, Comm& comm, const torc
                     const EvalOptions& options) {
   comm.set_phase(CommPhase::kEval);
   const std::int64_t n = dataset.size(Split::kEval);
-  const std::int64_t batch = options.batch_size;
+  // An eval batch larger than the split is the split (and (n + batch - 1) cannot overflow).
+  const std::int64_t batch = std::max<std::int64_t>(1, std::min(options.batch_size, n));
   const std::int64_t batches = options.batches > 0 ? std::min(options.batches, (n + batch - 1) / batch)
                                                    : (n + batch - 1) / batch;
   // Sums on the device: loss, counted targets, examples, then the model's metric sums by name.
