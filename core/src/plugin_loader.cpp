@@ -1,20 +1,28 @@
 #include "plugin_loader.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <fmt/format.h>
 
 #include "strata/errors.hpp"
+#include "strata/logger.hpp"
 #include "strata/plugin.hpp"
+#include "text/errors_text.hpp"
 #include "text/suggest.hpp"
 
 namespace strata {
@@ -36,8 +44,6 @@ void keep_forever(std::shared_ptr<boost::dll::shared_library> library) {
   parked->push_back(std::move(library));
 }
 
-std::string file_label(const fs::path& p) { return p.filename().string(); }
-
 std::vector<std::string> split_names(const std::string& names) {
   std::vector<std::string> out;
   std::stringstream in(names);
@@ -51,102 +57,254 @@ std::vector<std::string> split_names(const std::string& names) {
   return out;
 }
 
+/// A check refused the library: why (a clause without the library's path) and what to do.
+[[noreturn]] void refuse(const fs::path& file, const std::string& reason, std::string fix) {
+  throw PluginError(file.string(), reason, std::move(fix));
+}
+
 PluginKind parse_kind(const std::string& kind, const fs::path& file) {
   if (kind == "strategy") return PluginKind::kStrategy;
   if (kind == "model") return PluginKind::kModel;
   if (kind == "dataset") return PluginKind::kDataset;
-  throw PluginError(file.string(), "plugin library " + file_label(file) + " declares unknown kind '" + kind + "'.",
-                    "Use STRATA_PLUGIN(strategy|model|dataset, ...).");
+  refuse(file, "its manifest declares unknown kind '" + kind + "'", "Use STRATA_PLUGIN(strategy|model|dataset, ...).");
+}
+
+// ---- a library that crashes while its code runs ------------------------------------------------
+// Its static constructors run inside dlopen, its entry points and register function right after;
+// an abort or a segfault there cannot be survived in-process, but the user must learn which file
+// of the search path did it. The handler may only use async-signal-safe calls, so the text is
+// composed before the library's code runs.
+
+constexpr int kFatalSignals[] = {SIGABRT, SIGSEGV, SIGBUS, SIGILL, SIGFPE};
+
+struct CrashText {
+  char head[4400];  // "error: plugin library <path> crashed while loading ("
+  std::size_t head_size = 0;
+  const char* volatile where = "";  // " in its initialization code"
+};
+CrashText crash_text;
+
+void write_stderr(const char* text, std::size_t size) noexcept {
+  while (size > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, text, size);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return;
+    }
+    text += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+void write_stderr(const char* text) noexcept {
+  std::size_t size = 0;
+  while (text[size] != '\0') ++size;
+  write_stderr(text, size);
+}
+
+void on_fatal_signal(int signal) {
+  const char* name = signal == SIGABRT   ? "SIGABRT"
+                     : signal == SIGSEGV ? "SIGSEGV"
+                     : signal == SIGBUS  ? "SIGBUS"
+                     : signal == SIGILL  ? "SIGILL"
+                     : signal == SIGFPE  ? "SIGFPE"
+                                         : "a fatal signal";
+  write_stderr(crash_text.head, crash_text.head_size);
+  write_stderr(name);
+  write_stderr(crash_text.where);
+  write_stderr(").\n  fix: remove it from the plugin search path (STRATA_PLUGIN_PATH, [plugins] paths) or rebuild "
+               "it.\n");
+  ::_exit(2);
+}
+
+/// While alive, a fatal signal prints one error paragraph naming `path` and exits with code 2;
+/// the previous handlers (and alternate signal stack) come back when it ends.
+class CrashGuard {
+ public:
+  CrashGuard(const std::string& path, const char* where) {
+    const std::string head = "error: plugin library " + path + " crashed while loading (";
+    crash_text.head_size = std::min(head.size(), sizeof crash_text.head);
+    std::memcpy(crash_text.head, head.data(), crash_text.head_size);
+    crash_text.where = where;
+    // Its own stack, so that a stack overflow in the library is reported too.
+    static char stack_memory[64 * 1024];
+    stack_t stack{};
+    stack.ss_sp = stack_memory;
+    stack.ss_size = sizeof stack_memory;
+    has_stack_ = ::sigaltstack(&stack, &previous_stack_) == 0;
+    struct sigaction action {};
+    action.sa_handler = on_fatal_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_ONSTACK;
+    for (std::size_t i = 0; i < std::size(kFatalSignals); ++i) ::sigaction(kFatalSignals[i], &action, &previous_[i]);
+  }
+  ~CrashGuard() {
+    for (std::size_t i = 0; i < std::size(kFatalSignals); ++i) ::sigaction(kFatalSignals[i], &previous_[i], nullptr);
+    if (has_stack_) ::sigaltstack(&previous_stack_, nullptr);
+  }
+  CrashGuard(const CrashGuard&) = delete;
+  CrashGuard& operator=(const CrashGuard&) = delete;
+
+ private:
+  struct sigaction previous_[std::size(kFatalSignals)] {};
+  stack_t previous_stack_{};
+  bool has_stack_ = false;
+};
+
+/// (kind, name) of every entry, sorted as the registry keeps them.
+std::vector<std::pair<PluginKind, std::string>> keys_of(const Registry& registry) {
+  std::vector<std::pair<PluginKind, std::string>> out;
+  for (const auto* entry : registry.entries()) out.emplace_back(entry->kind, entry->name);
+  return out;
 }
 
 }  // namespace
 
-void PluginLoader::load_library(const fs::path& file) {
+bool PluginLoader::load_library(const fs::path& file) {
   std::error_code fs_error;
   fs::path canonical = fs::weakly_canonical(file, fs_error);
   if (fs_error) canonical = file;
   for (const auto& loaded : libraries_)
-    if (loaded.path == canonical) return;
+    if (loaded.path == canonical) return true;
+  for (const auto& failed : failures_)
+    if (failed.path == canonical) return false;
+  PluginLoadFailure failure;
+  failure.path = canonical;
+  try {
+    load_checked(canonical, failure);
+    return true;
+  } catch (const PluginError& e) {
+    failure.reason = e.what();
+    failure.fix = e.fix();
+  } catch (const std::exception& e) {
+    failure.reason = detail::exception_text(e);
+    failure.fix = "Remove the library from the plugin search path, or report this to its authors.";
+  }
+  while (!failure.reason.empty() && (failure.reason.back() == '.' || failure.reason.back() == '\n'))
+    failure.reason.pop_back();
+  failures_.push_back(std::move(failure));
+  return false;
+}
+
+void PluginLoader::load_checked(const fs::path& canonical, PluginLoadFailure& failure) {
   const std::string where = canonical.string();
-  const std::string label = file_label(canonical);
   if (!fs::exists(canonical))
-    throw PluginError(where, "plugin library " + where + " does not exist.",
-                      "Check the plugin search path (STRATA_PLUGIN_PATH, [plugins] paths) or rebuild the plugin.");
+    refuse(canonical, "the file does not exist",
+           "Check the plugin search path (STRATA_PLUGIN_PATH, [plugins] paths) or rebuild the plugin.");
 
   // 1. Load with every symbol resolved now, so a missing dependency fails here, not mid-run.
   auto library = std::make_shared<boost::dll::shared_library>();
   boost::dll::fs::error_code load_error;
-  library->load(canonical, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
+  {
+    CrashGuard guard(where, " in its initialization code");
+    library->load(canonical, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
+  }
   if (load_error || !library->is_loaded()) {
     // Boost's error code says only that loading failed; ask the dynamic loader why.
     std::string reason = load_error.message();
     if (void* probe = ::dlopen(canonical.c_str(), RTLD_NOW | RTLD_LOCAL)) ::dlclose(probe);
     else if (const char* text = ::dlerror()) reason = text;
-    throw PluginError(where, "cannot load plugin library " + label + ": " + reason + ".",
-                      "Rebuild the plugin against this Strata and LibTorch, and check that the libraries it "
-                      "needs are on the loader path (ldd " + where + ").");
+    if (reason.rfind(where + ": ", 0) == 0) reason.erase(0, where.size() + 2);  // the failure names the path
+    refuse(canonical, "the dynamic loader cannot load it: " + reason,
+           "Rebuild the plugin against this Strata and LibTorch, check that the libraries it needs are on the "
+           "loader path (ldd " + where + "), or remove it from the plugin search path.");
   }
+  // Its static constructors have run: unloading it could be unsafe, whatever the checks below say.
+  keep_forever(library);
 
   // 2. ABI version, read through a plain C function before trusting anything else.
   if (!library->has(kAbiVersionSymbol))
-    throw PluginError(where,
-                      label + " is not a Strata plugin: it does not export `" + std::string(kAbiVersionSymbol) + "`.",
-                      "Define the plugin's entry points with STRATA_PLUGIN(...) from <strata/plugin.hpp>, or "
-                      "remove this file from the plugin directory.");
-  const std::uint32_t abi = library->get<std::uint32_t()>(kAbiVersionSymbol)();
+    refuse(canonical, "not a Strata plugin: it does not export `" + std::string(kAbiVersionSymbol) + "`",
+           "Define the plugin's entry points with STRATA_PLUGIN(...) from <strata/plugin.hpp>, or remove this file "
+           "from the plugin search path.");
+  std::uint32_t abi = 0;
+  {
+    CrashGuard guard(where, " in its ABI version function");
+    abi = library->get<std::uint32_t()>(kAbiVersionSymbol)();
+  }
   if ((abi >> 16) != (kAbiVersion >> 16) || (abi & 0xffff) > (kAbiVersion & 0xffff))
-    throw PluginError(where,
-                      label + " was built for plugin ABI " + abi_string(abi) + ", but this strata host provides ABI " +
-                          abi_string(kAbiVersion) + " (same major and a minor not newer than the host's are required).",
-                      "Rebuild the plugin against this version of the Strata SDK.");
+    refuse(canonical,
+           "built for plugin ABI " + abi_string(abi) + ", but this strata host provides ABI " +
+               abi_string(kAbiVersion) + " (same major and a minor not newer than the host's are required)",
+           "Rebuild the plugin against this version of the Strata SDK.");
 
   // 3. Manifest: kind, names, and the LibTorch it was compiled against.
   for (const char* symbol : {kManifestSymbol, kRegisterSymbol})
     if (!library->has(symbol))
-      throw PluginError(where, label + " does not export `" + std::string(symbol) + "`.",
-                        "Define the plugin's entry points with STRATA_PLUGIN(...) from <strata/plugin.hpp>.");
-  const StrataPluginManifest* manifest = library->get<const StrataPluginManifest*()>(kManifestSymbol)();
+      refuse(canonical, "it does not export `" + std::string(symbol) + "`",
+             "Define the plugin's entry points with STRATA_PLUGIN(...) from <strata/plugin.hpp>.");
+  const StrataPluginManifest* manifest = nullptr;
+  {
+    CrashGuard guard(where, " in its manifest function");
+    manifest = library->get<const StrataPluginManifest*()>(kManifestSymbol)();
+  }
   if (manifest == nullptr || manifest->kind == nullptr || manifest->names == nullptr)
-    throw PluginError(where, label + " returned an empty manifest.", "Define it with STRATA_PLUGIN(...).");
+    refuse(canonical, "its manifest is empty", "Define it with STRATA_PLUGIN(...).");
+  failure.kind = manifest->kind;  // from here a failure knows which names it would have provided
+  failure.names = split_names(manifest->names);
   const PluginKind kind = parse_kind(manifest->kind, canonical);
   const std::string torch_version = manifest->torch_version ? manifest->torch_version : "?";
   if (torch_version != TORCH_VERSION || manifest->cxx11_abi != _GLIBCXX_USE_CXX11_ABI)
-    throw PluginError(where,
-                      fmt::format("{} was built against LibTorch {} (C++11 ABI {}), but this host uses LibTorch {} "
-                                  "(C++11 ABI {}).",
-                                  label, torch_version, manifest->cxx11_abi, TORCH_VERSION, _GLIBCXX_USE_CXX11_ABI),
-                      "Rebuild the plugin with the LibTorch this host was built with.");
+    refuse(canonical,
+           fmt::format("built against LibTorch {} (C++11 ABI {}), but this host uses LibTorch {} (C++11 ABI {})",
+                       torch_version, manifest->cxx11_abi, TORCH_VERSION, _GLIBCXX_USE_CXX11_ABI),
+           "Rebuild the plugin with the LibTorch this host was built with.");
 
-  // 4. Register, then check the names against the manifest.
-  const auto before = registry_.names(kind);
-  std::shared_ptr<void> handle = library;
-  registry_.set_current_library(where, handle);
+  // 4. Register, then check the names against the manifest. The Registry has no removal, so a
+  // library that fails after adding some names gets the registry back as it was from this copy.
+  static_assert(std::is_copy_assignable_v<Registry>, "the loader restores a copy of the registry");
+  Registry before = registry_;
+  const auto keys_before = keys_of(registry_);
+  registry_.set_current_library(where, library);
   char error[2048] = {0};
   using RegisterFn = int(Registry*, char*, std::size_t);
-  const int rc = library->get<RegisterFn>(kRegisterSymbol)(&registry_, error, sizeof error);
+  int rc = 0;
+  {
+    CrashGuard guard(where, " in its register function");
+    rc = library->get<RegisterFn>(kRegisterSymbol)(&registry_, error, sizeof error);
+  }
+  error[sizeof error - 1] = '\0';
   registry_.set_current_library({}, nullptr);
-  if (rc != 0)
-    throw PluginError(where, label + " failed to register its plugins: " + std::string(error),
-                      "Fix the plugin's register function, or remove the library from the plugin search path.");
-  auto after = registry_.names(kind);
-  std::vector<std::string> added;
-  std::set_difference(after.begin(), after.end(), before.begin(), before.end(), std::back_inserter(added));
-  const auto declared = split_names(manifest->names);
-  if (added != declared)
-    throw PluginError(where,
-                      fmt::format("{} declares {} names [{}] in its manifest but registered [{}].", label,
-                                  manifest->kind, detail::join(declared), detail::join(added)),
-                      "Make the names in STRATA_PLUGIN(...) match the ones the register function adds.");
+  if (rc != 0) {
+    registry_ = std::move(before);
+    refuse(canonical, "its register function failed: " + std::string(error),
+           "Fix the plugin's register function, or remove the library from the plugin search path.");
+  }
+  std::vector<std::pair<PluginKind, std::string>> added;
+  const auto keys_after = keys_of(registry_);
+  std::set_difference(keys_after.begin(), keys_after.end(), keys_before.begin(), keys_before.end(),
+                      std::back_inserter(added));
+  std::vector<std::string> names, shown;
+  for (const auto& [k, name] : added) {
+    if (k == kind) names.push_back(name);
+    shown.push_back(k == kind ? name : std::string(kind_name(k)) + " " + name);
+  }
+  if (names != failure.names || names.size() != added.size()) {
+    registry_ = std::move(before);
+    refuse(canonical,
+           fmt::format("its manifest declares {} names [{}] but it registered [{}]", manifest->kind,
+                       detail::join(failure.names), detail::join(shown)),
+           "Make the names in STRATA_PLUGIN(...) match the ones the register function adds.");
+  }
 
-  keep_forever(library);
   libraries_.push_back({canonical, manifest->kind, manifest->names,
                         manifest->plugin_version ? manifest->plugin_version : "", torch_version, abi});
 }
 
 void PluginLoader::load_directory(const fs::path& dir) {
+  for (const auto& failed : failures_)
+    if (failed.path == dir) return;
   std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.is_regular_file() && entry.path().extension() == ".so") files.push_back(entry.path());
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    std::error_code type_error;
+    if (it->is_regular_file(type_error) && it->path().extension() == ".so") files.push_back(it->path());
+  }
+  if (error) {
+    failures_.push_back({dir, "cannot list the directory: " + error.message(),
+                         "Check its permissions, or remove it from the plugin search path.", {}, {}});
+    return;
+  }
   std::sort(files.begin(), files.end());
   for (const auto& f : files) load_library(f);
 }
@@ -156,12 +314,12 @@ void PluginLoader::load_path(const fs::path& path) {
   else load_library(path);
 }
 
-std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& extra) {
-  std::vector<fs::path> out;
+std::vector<PluginPathEntry> plugin_search_path(const std::vector<fs::path>& extra) {
+  std::vector<PluginPathEntry> out;
   const fs::path exe_dir = boost::dll::program_location().parent_path();
   for (const fs::path& candidate : {exe_dir / ".." / "plugins", exe_dir / ".." / "lib" / "strata" / "plugins"}) {
     if (fs::is_directory(candidate)) {
-      out.push_back(fs::weakly_canonical(candidate));
+      out.push_back({fs::weakly_canonical(candidate), PluginPathOrigin::kBuild});
       break;
     }
   }
@@ -169,10 +327,64 @@ std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& extra) {
     std::stringstream in(env);
     std::string item;
     while (std::getline(in, item, ':'))
-      if (!item.empty()) out.emplace_back(item);
+      if (!item.empty()) out.push_back({item, PluginPathOrigin::kEnvironment});
   }
-  out.insert(out.end(), extra.begin(), extra.end());
+  for (const auto& path : extra) out.push_back({path, PluginPathOrigin::kExperiment});
   return out;
+}
+
+namespace {
+/// A warning once per process, and none in the ranks strata's own launcher started.
+void warn_once(const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  const char* spawned = std::getenv("STRATA_SPAWNED");
+  if (spawned != nullptr && std::string(spawned) == "1") return;
+  std::lock_guard lock(mutex);
+  if (!said.insert(message).second) return;
+  const char* rank = std::getenv("RANK");
+  const char* world = std::getenv("WORLD_SIZE");
+  Logger(rank ? std::atoi(rank) : 0, world ? std::max(1, std::atoi(world)) : 1).warn(message);
+}
+}  // namespace
+
+std::vector<PluginLoadFailure> load_search_path(Registry& registry, const std::vector<fs::path>& extra,
+                                                bool warn_failures) {
+  PluginLoader loader(registry);
+  for (const auto& entry : plugin_search_path(extra)) {
+    if (fs::exists(entry.path)) loader.load_path(entry.path);
+    // The variable is often set for a whole session, like PATH: a stale entry is no error.
+    else if (entry.origin == PluginPathOrigin::kEnvironment)
+      warn_once(fmt::format("STRATA_PLUGIN_PATH entry \"{}\" does not exist; it is skipped", entry.path.string()));
+  }
+  if (warn_failures)
+    for (const auto& f : loader.failures())
+      warn_once(fmt::format("plugin library {} was not loaded: {}", f.path.string(), f.reason));
+  return loader.failures();
+}
+
+std::string failure_list(const std::vector<PluginLoadFailure>& failures) {
+  std::vector<std::string> items;
+  for (const auto& f : failures) items.push_back(f.path.string() + " (" + f.reason + ")");
+  return detail::join(items, "; ");
+}
+
+std::optional<PluginProblem> explain_missing(const Registry& registry, PluginKind kind, const std::string& name,
+                                             const std::vector<PluginLoadFailure>& failures) {
+  if (failures.empty() || registry.find(kind, name) != nullptr) return std::nullopt;
+  for (const auto& f : failures)
+    if (f.kind == kind_name(kind) && std::binary_search(f.names.begin(), f.names.end(), name))
+      return PluginProblem{fmt::format("{} '{}' comes from plugin library {}, which did not load: {}.", kind_name(kind),
+                                       name, f.path.string(), f.reason),
+                           f.fix};
+  const auto known = registry.names(kind);
+  return PluginProblem{
+      fmt::format("unknown {} '{}'; available: {}.{} {} plugin librar{} did not load and may provide it: {}.",
+                  kind_name(kind), name, known.empty() ? "none" : detail::join(known),
+                  detail::did_you_mean(name, known), failures.size(), failures.size() == 1 ? "y" : "ies",
+                  failure_list(failures)),
+      "Fix or remove the libraries that did not load (`strata plugins` lists them with the reason), or use one of "
+      "the available names."};
 }
 
 }  // namespace strata

@@ -1,8 +1,14 @@
 #include "run.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
+#include <tuple>
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Logging.h>
@@ -36,9 +42,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Loads every plugin on the search path (plus the experiment's [plugins] paths).
-void load_plugins(Registry& registry, const Experiment* experiment) {
-  PluginLoader loader(registry);
+/// Loads every plugin on the search path (plus the experiment's [plugins] paths) and returns the
+/// libraries that did not load, each reported by a warning. A [plugins] paths entry that does not
+/// exist is an error: the experiment asks for it (a STRATA_PLUGIN_PATH entry that does not exist
+/// is only a warning).
+std::vector<PluginLoadFailure> load_plugins(Registry& registry, const Experiment* experiment) {
   std::vector<fs::path> extra;
   if (experiment) {
     extra = experiment->plugin_paths();
@@ -48,8 +56,21 @@ void load_plugins(Registry& registry, const Experiment* experiment) {
                                 fmt::format("plugin path \"{}\" does not exist.", extra[i].string()),
                                 "Paths are relative to the experiment file; fix or remove the entry.");
   }
-  for (const auto& dir : plugin_search_path(extra))
-    if (fs::exists(dir)) loader.load_path(dir);
+  return load_search_path(registry, extra);
+}
+
+/// A model, dataset or strategy that is not registered while some library did not load: the
+/// error names that library, where validate_plugin_sections could only list the available names.
+void check_plugins_loaded(const Experiment& e, const Registry& registry,
+                          const std::vector<PluginLoadFailure>& failures) {
+  const std::tuple<const char*, PluginKind, const std::string*> sections[] = {
+      {"model", PluginKind::kModel, &e.model.name},
+      {"dataset", PluginKind::kDataset, &e.dataset.name},
+      {"strategy", PluginKind::kStrategy, &e.strategy.name}};
+  for (const auto& [section, kind, name] : sections)
+    if (!name->empty())
+      if (auto why = explain_missing(registry, kind, *name, failures))
+        throw e.error(std::string(section) + ".name", why->message, why->fix);
 }
 
 /// Runs a plugin factory; an OptionError becomes a ConfigError at that option's position.
@@ -112,24 +133,66 @@ void check_placement(const Experiment& e, const Placement& placement, int world_
                 fmt::format("Use nproc = 1 and set strategy.{} to the number of devices.", placement.devices_option));
 }
 
+constexpr double kFloat32Bytes = 4;
+constexpr double kValidateBuildBytes = 1024.0 * 1024 * 1024;
+
+/// Memory this host can still give, from /proc/meminfo's MemAvailable (bytes); nullopt where unknown.
+std::optional<double> available_host_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  double kib = 0;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return std::nullopt;
+}
+
+std::string gib(double bytes) { return fmt::format("{:.3g} GiB", bytes / (1024.0 * 1024 * 1024)); }
+
+/// Every rank builds its model in host memory first: the parameters of this host's ranks, as
+/// float32, must fit what the host has available, else the model's options are the error.
+void check_model_fits(const Experiment& e, double parameters, int local_ranks) {
+  const double bytes = parameters * kFloat32Bytes * std::max(1, local_ranks);
+  const auto available = available_host_bytes();
+  if (!available || bytes <= *available) return;
+  std::string options;
+  for (const auto& [key, value] : e.model.options.values())
+    options += fmt::format("{} {} = {}", options.empty() ? "" : ",", key, detail::shown(to_toml(value), 60));
+  throw e.error("model",
+                fmt::format("model '{}' with{} would have {:.4g} parameters, {} as float32{}, more than the {} of "
+                            "memory available on this host.",
+                            e.model.name, options.empty() ? std::string(" no options") : options, parameters,
+                            gib(parameters * kFloat32Bytes),
+                            local_ranks > 1 ? fmt::format(" per rank, {} for this host's {} ranks", gib(bytes), local_ranks)
+                                            : std::string(),
+                            gib(*available)),
+                "Choose smaller model options (`strata describe " + e.model.name +
+                    "` lists them), fewer ranks per host, or a machine with more memory.");
+}
+
 /// Everything a run needs, built and validated before any training.
 struct Prepared {
   Experiment experiment;
   WorldInfo world;
   Registry registry;
   std::shared_ptr<Dataset> dataset;
-  std::shared_ptr<Model> model;
+  std::shared_ptr<Model> model;  ///< null when validation skipped building it (see Purpose)
   std::shared_ptr<Strategy> strategy;
   torch::Device device{torch::kCPU};
+  std::optional<double> estimated_parameters;  ///< the model plugin's estimate, when it has one
 };
 
+/// What prepare() is for: a run builds everything; validation builds a model only up to
+/// kValidateBuildBytes of parameters (a larger one is checked through its plugin's estimate),
+/// so that `strata validate` stays quick and small whatever the options ask for.
+enum class Purpose { kRun, kValidate };
+
 /// Loads and validates everything a rank of `world` needs, before any training.
-std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world) {
+std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world, Purpose purpose = Purpose::kRun) {
   auto p = std::make_unique<Prepared>();
   p->world = world;
   p->experiment = std::move(experiment);
   Experiment& e = p->experiment;
-  load_plugins(p->registry, &e);
+  check_plugins_loaded(e, p->registry, load_plugins(p->registry, &e));
   validate_plugin_sections(e, p->registry);
   check_placement(e, p->registry.at(PluginKind::kStrategy, e.strategy.name).traits.placement, world.world_size);
 
@@ -141,6 +204,7 @@ std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world)
                   "Choose a global batch that is a multiple of world size x micro_batches (the global batch is "
                   "the same whatever the world size).");
   p->device = resolve_device(e, world);
+  resolve_backend(e, p->device);  // a backend that cannot carry this device's tensors is a config error
   // CPU ranks sharing a host share its cores: oversubscribed LibTorch threads slow down badly.
   if (e.train.threads > 0)
     torch::set_num_threads(static_cast<int>(e.train.threads));
@@ -168,8 +232,14 @@ std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world)
   // Same seed on every rank: every replica starts from the same parameters.
   torch::manual_seed(static_cast<std::uint64_t>(e.train.seed));
   const ModelContext model_context{p->dataset->spec(), e.directory()};
-  p->model = create(e, "model", [&] { return p->registry.create_model(e.model.name, e.model.options, model_context); });
+  p->estimated_parameters =
+      create(e, "model", [&] { return p->registry.estimate_model(e.model.name, e.model.options, model_context); });
+  if (p->estimated_parameters) check_model_fits(e, *p->estimated_parameters, world.local_world_size);
   p->strategy = create(e, "strategy", [&] { return p->registry.create_strategy(e.strategy.name, e.strategy.options); });
+  if (purpose == Purpose::kValidate && p->estimated_parameters &&
+      *p->estimated_parameters * kFloat32Bytes > kValidateBuildBytes)
+    return p;  // validated from its estimate; `run` builds it
+  p->model = create(e, "model", [&] { return p->registry.create_model(e.model.name, e.model.options, model_context); });
   return p;
 }
 
@@ -178,27 +248,56 @@ std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world)
 void check_experiment(const Experiment& experiment) {
   WorldInfo world;
   world.world_size = world.local_world_size = static_cast<int>(experiment.distributed.nproc);
-  prepare(experiment, world);
+  prepare(experiment, world, Purpose::kValidate);
 }
 
 void load_registry(Registry& registry, const Experiment* experiment) { load_plugins(registry, experiment); }
 
+/// The run directories go under out_dir: its nearest existing ancestor must be a directory this
+/// process can write in (`run` creates the rest).
+void check_out_dir_writable(const Experiment& e) {
+  std::error_code ec;
+  fs::path dir = fs::absolute(e.experiment.out_dir, ec).lexically_normal();
+  while (!dir.empty() && !fs::exists(dir, ec) && dir != dir.parent_path()) dir = dir.parent_path();
+  const bool usable = fs::is_directory(dir, ec) && ::access(dir.c_str(), W_OK | X_OK) == 0;
+  if (!usable)
+    throw e.error("experiment.out_dir",
+                  fmt::format("run directories cannot be created under out_dir \"{}\": {} is {}.",
+                              detail::shown(e.experiment.out_dir, 200), detail::shown(dir.string(), 200),
+                              fs::is_directory(dir, ec) ? "not writable" : "not a directory"),
+                  "Choose a writable out_dir (or pass --out DIR to `strata run`).");
+}
+
 void validate_experiment(const RunRequest& request) {
   WorldInfo world = world_from_environment().value_or(WorldInfo{});
   auto experiment = load_experiment(request.file, request.overrides);
+  check_out_dir_writable(experiment);
   if (world.launcher == "none") world.world_size = world.local_world_size = static_cast<int>(experiment.distributed.nproc);
-  auto p = prepare(std::move(experiment), world);
+  auto p = prepare(std::move(experiment), world, Purpose::kValidate);
   const auto& e = p->experiment;
+  const std::string parameters =
+      p->model ? std::to_string(p->model->parameter_count())
+               : fmt::format("{:.4g} (estimated; {} as float32, built by run only)", *p->estimated_parameters,
+                             gib(*p->estimated_parameters * kFloat32Bytes));
   std::cout << fmt::format("{}: ok (model {} with {} parameters, dataset {}, strategy {}, {} steps, world {} on {})\n",
-                           request.file.string(), e.model.name, p->model->parameter_count(), e.dataset.name,
+                           detail::shown(request.file.string(), 200), e.model.name, parameters, e.dataset.name,
                            e.strategy.name, e.train.steps, world.world_size, p->device.str());
 }
 
 namespace {
 
-/// The run directory (created) and the checkpoint to resume, if any: a resumed run continues in the
-/// directory of the run that saved its checkpoint unless --out names another.
-std::pair<fs::path, std::optional<fs::path>> run_dir_and_resume(const RunRequest& request, const Experiment& e) {
+/// The restart count a launcher gives its ranks (strata's or torchrun's), 0 when none.
+int restart_count() {
+  for (const char* name : {"STRATA_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"})
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return std::atoi(value);
+  return 0;
+}
+
+/// The run directory (created and claimed) and the checkpoint to resume, if any: a resumed run
+/// continues in the directory of the run that saved its checkpoint unless --out names another.
+/// `share`: only create it (a node whose job's rank 0 runs on another node, which claims it).
+std::pair<fs::path, std::optional<fs::path>> run_dir_and_resume(const RunRequest& request, const Experiment& e,
+                                                                bool share = false) {
   std::optional<fs::path> checkpoint;
   fs::path out = request.out;
   const bool automatic = request.resume == "auto";
@@ -209,16 +308,13 @@ std::pair<fs::path, std::optional<fs::path>> run_dir_and_resume(const RunRequest
   if (automatic && out.empty())
     throw UsageError("--resume auto continues the run in --out DIR, but no --out was given.",
                      "Name the run directory: strata run EXP --out DIR --resume auto.");
-  const fs::path run_dir = make_run_directory(out, e.experiment.out_dir, e.experiment.name, !request.resume.empty());
+  // A resumed run, or a launcher's restart of this rank (torchrun's), continues in its directory.
+  const RunDirUse use = share                                              ? RunDirUse::kShare
+                        : !request.resume.empty() || restart_count() > 0 ? RunDirUse::kContinue
+                                                                         : RunDirUse::kNew;
+  const fs::path run_dir = make_run_directory(out, e.experiment.out_dir, e.experiment.name, use);
   if (automatic) checkpoint = resolve_resume("auto", e, run_dir);
   return {run_dir, checkpoint};
-}
-
-/// The restart count a launcher gives its ranks (strata's or torchrun's), 0 when none.
-int restart_count() {
-  for (const char* name : {"STRATA_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"})
-    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return std::atoi(value);
-  return 0;
 }
 
 /// One rank of a job: joins the process group, agrees on the run directory, trains.
@@ -385,13 +481,15 @@ int run_experiment(const RunRequest& request) {
     return 0;
   }
   // Every configuration error surfaces once, before any rank starts.
-  const auto prepared = prepare(e, world);
+  const auto prepared = prepare(e, world, Purpose::kValidate);
   std::vector<std::string> common = {"run", request.file.string()};
   std::optional<fs::path> checkpoint;
-  // The node of rank 0 names the run directory; the ranks of other nodes take rank 0's.
+  // The node of rank 0 names and claims the run directory, for its ranks too (kRunClaimVariable:
+  // its rank 0 finds the launcher's claim its own); the ranks of other nodes take rank 0's.
   if (spawn.node_rank == 0 || !request.out.empty()) {
     fs::path run_dir;
-    std::tie(run_dir, checkpoint) = run_dir_and_resume(request, e);
+    std::tie(run_dir, checkpoint) = run_dir_and_resume(request, e, /*share=*/spawn.node_rank != 0);
+    spawn.env.emplace_back(kRunClaimVariable, run_claim());
     if (checkpoint) check_resumable(prepared->experiment, *checkpoint);
     common.insert(common.end(), {"--out", run_dir.string()});
     if (spawn.node_rank == 0) spawn.run_dir = run_dir;
@@ -408,60 +506,6 @@ int run_experiment(const RunRequest& request) {
   spawn.restart_args.insert(spawn.restart_args.end(), {"--resume", "auto"});
   if (checkpoint && request.resume != "auto") spawn.env.emplace_back("STRATA_RESUME_FALLBACK", checkpoint->string());
   return spawn_and_supervise(spawn);
-}
-
-void list_plugins() {
-  Registry registry;
-  load_plugins(registry, nullptr);
-  std::size_t name_width = 4, description_width = 11;
-  for (const auto* entry : registry.entries()) {
-    name_width = std::max(name_width, entry->name.size());
-    description_width = std::max(description_width, entry->description.size());
-  }
-  const auto row = [&](const std::string& kind, const std::string& name, const std::string& description,
-                       const std::string& library) {
-    std::cout << fmt::format("{:<9} {:<{}}  {:<{}}  {}\n", kind, name, name_width, description, description_width,
-                             library);
-  };
-  row("KIND", "NAME", "DESCRIPTION", "LIBRARY");
-  for (const auto* entry : registry.entries())
-    row(kind_name(entry->kind), entry->name, entry->description, entry->library);
-}
-
-namespace {
-void print_schema(const std::string& title, const OptionsSchema& schema) {
-  std::cout << title << "\n";
-  if (schema.specs.empty()) std::cout << "  (no options)\n";
-  for (const auto& s : schema.specs) {
-    std::cout << fmt::format("  {:<20} {:<18} default {}\n", s.name, type_name(s.type), to_toml(s.default_value));
-    std::cout << fmt::format("  {:<20} {}{}\n", "", s.doc,
-                             s.constraint_text().empty() ? "" : " (" + s.constraint_text() + ")");
-  }
-}
-}  // namespace
-
-void describe(const std::string& name) {
-  if (const auto* schema = core_section_schema(name)) {
-    print_schema(fmt::format("[{}] (core section)", name), *schema);
-    return;
-  }
-  Registry registry;
-  load_plugins(registry, nullptr);
-  std::vector<std::string> all = core_section_names();
-  bool found = false;
-  for (const auto* entry : registry.entries()) {
-    all.push_back(entry->name);
-    if (entry->name != name) continue;
-    found = true;
-    print_schema(fmt::format("{} '{}': {}\n  library: {}\n\n[{}] name = \"{}\", options:", kind_name(entry->kind),
-                             entry->name, entry->description, entry->library, kind_name(entry->kind), entry->name),
-                 entry->schema);
-  }
-  if (!found)
-    throw PluginError({}, fmt::format("nothing named '{}' to describe.{} Known: {}.", name, detail::did_you_mean(name, all),
-                                 detail::join(all)),
-                     "Run `strata plugins` for plugin names; core sections are " +
-                         detail::join(core_section_names()) + ".");
 }
 
 }  // namespace strata

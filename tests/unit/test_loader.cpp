@@ -1,6 +1,8 @@
 // The plugin loader against fixture libraries built by the test suite, one case per directory.
 #include "test_support.hpp"
 
+#include <csignal>
+
 #include "plugin_loader.hpp"
 #include "strata/plugin.hpp"
 #include "strata/errors.hpp"
@@ -11,17 +13,20 @@ namespace fs = std::filesystem;
 namespace {
 fs::path fixture(const std::string& name) { return fs::path(STRATA_FIXTURE_PLUGIN_DIR) / name; }
 
-/// Loads `dirs` in order into a fresh registry and returns the PluginError raised.
-strata::PluginError load_error(const std::vector<fs::path>& dirs) {
-  strata::Registry registry;
+/// Loads `dirs` in order into `registry` and returns the one library that did not load.
+strata::PluginLoadFailure load_failure(const std::vector<fs::path>& dirs, strata::Registry& registry) {
   strata::PluginLoader loader(registry);
-  try {
-    for (const auto& d : dirs) loader.load_path(d);
-  } catch (const strata::PluginError& e) {
-    return e;
-  }
-  FAIL("no PluginError");
-  throw std::logic_error("unreachable");
+  for (const auto& d : dirs) loader.load_path(d);
+  REQUIRE(loader.failures().size() == 1);
+  return loader.failures()[0];
+}
+strata::PluginLoadFailure load_failure(const std::vector<fs::path>& dirs) {
+  strata::Registry registry;
+  return load_failure(dirs, registry);
+}
+
+bool contains(const strata::PluginLoadFailure& f, const std::string& text) {
+  return f.reason.find(text) != std::string::npos;
 }
 
 bool contains(const std::exception& e, const std::string& text) {
@@ -63,54 +68,104 @@ TEST_CASE("one library registers several names; its objects keep it loaded") {
 }
 
 TEST_CASE("a missing library is named") {
-  auto e = load_error({"/nonexistent/libstrata_strategy_x.so"});
-  CHECK(e.library() == "/nonexistent/libstrata_strategy_x.so");
-  CHECK(contains(e, "does not exist"));
+  auto f = load_failure({"/nonexistent/libstrata_strategy_x.so"});
+  CHECK(f.path == "/nonexistent/libstrata_strategy_x.so");
+  CHECK(contains(f, "does not exist"));
+  CHECK(f.names.empty());
 }
 
 TEST_CASE("a library without the entry points is not a plugin") {
-  auto e = load_error({fixture("missing_symbol")});
-  CHECK(e.library().find("missing_symbol") != std::string::npos);
-  CHECK(contains(e, "is not a Strata plugin"));
-  CHECK(contains(e, "strata_plugin_abi_version"));
+  auto f = load_failure({fixture("missing_symbol")});
+  CHECK(f.path.string().find("missing_symbol") != std::string::npos);
+  CHECK(contains(f, "not a Strata plugin"));
+  CHECK(contains(f, "strata_plugin_abi_version"));
+  CHECK(!f.fix.empty());
 }
 
 TEST_CASE("an ABI mismatch is refused before any C++ call, naming both versions") {
-  auto e = load_error({fixture("abi_mismatch")});
-  CHECK(contains(e, "plugin ABI 99.0"));
-  CHECK(contains(e, "ABI " + strata::abi_string(strata::kAbiVersion)));
-  CHECK(e.exit_code() == 2);
+  auto f = load_failure({fixture("abi_mismatch")});
+  CHECK(contains(f, "plugin ABI 99.0"));
+  CHECK(contains(f, "ABI " + strata::abi_string(strata::kAbiVersion)));
+  CHECK(f.names.empty());  // its manifest is not trusted, so not read
 }
 
 TEST_CASE("a plugin built against another LibTorch is refused") {
-  auto e = load_error({fixture("torch_mismatch")});
-  CHECK(contains(e, "LibTorch 1.13.1"));
-  CHECK(contains(e, std::string("LibTorch ") + TORCH_VERSION));
+  auto f = load_failure({fixture("torch_mismatch")});
+  CHECK(contains(f, "LibTorch 1.13.1"));
+  CHECK(contains(f, std::string("LibTorch ") + TORCH_VERSION));
+  CHECK(f.kind == "strategy");  // the manifest was read: the failure knows what it would provide
+  CHECK(f.names == std::vector<std::string>{"fixture_old_torch"});
 }
 
 TEST_CASE("an unresolved symbol fails at load time with the loader's reason") {
-  auto e = load_error({fixture("undefined_symbol")});
-  CHECK(contains(e, "cannot load plugin library"));
-  CHECK(contains(e, "strata_fixture_function_that_does_not_exist"));
+  auto f = load_failure({fixture("undefined_symbol")});
+  CHECK(contains(f, "the dynamic loader cannot load it"));
+  CHECK(contains(f, "strata_fixture_function_that_does_not_exist"));
+  CHECK(!contains(f, f.path.string()));  // dlerror's path prefix is not repeated
 }
 
 TEST_CASE("a register function that throws is reported, not propagated across C") {
-  auto e = load_error({fixture("register_throws")});
-  CHECK(contains(e, "fixture register failure"));
-  CHECK(e.library().find("register_throws") != std::string::npos);
+  auto f = load_failure({fixture("register_throws")});
+  CHECK(contains(f, "fixture register failure"));
+  CHECK(f.path.string().find("register_throws") != std::string::npos);
 }
 
-TEST_CASE("a duplicate name across libraries names both") {
-  auto e = load_error({STRATA_PLUGIN_BUILD_DIR, fixture("duplicate")});
-  CHECK(contains(e, "duplicate strategy name 'single'"));
-  CHECK(contains(e, "libstrata_strategy_single.so"));
-  CHECK(contains(e, "libstrata_strategy_fixture_duplicate.so"));
+TEST_CASE("a duplicate name across libraries names both, and the first one stays") {
+  strata::Registry registry;
+  auto f = load_failure({STRATA_PLUGIN_BUILD_DIR, fixture("duplicate")}, registry);
+  CHECK(contains(f, "duplicate strategy name 'single'"));
+  CHECK(contains(f, "libstrata_strategy_single.so"));
+  CHECK(contains(f, "libstrata_strategy_fixture_duplicate.so"));
+  CHECK(registry.at(strata::PluginKind::kStrategy, "single").library.find("libstrata_strategy_single.so") !=
+        std::string::npos);
 }
 
-TEST_CASE("names registered must match the manifest") {
-  auto e = load_error({fixture("wrong_names")});
-  CHECK(contains(e, "fixture_declared"));
-  CHECK(contains(e, "fixture_actual"));
+TEST_CASE("names registered must match the manifest, and a failed library leaves no entry behind") {
+  strata::Registry registry;
+  auto f = load_failure({fixture("wrong_names")}, registry);
+  CHECK(contains(f, "fixture_declared"));
+  CHECK(contains(f, "fixture_actual"));
+  CHECK(f.names == std::vector<std::string>{"fixture_declared"});
+  // It had registered fixture_actual before the check refused it: rolled back.
+  CHECK(registry.find(strata::PluginKind::kStrategy, "fixture_actual") == nullptr);
+  CHECK(registry.entries().empty());
+}
+
+TEST_CASE("a library that does not load stops no other") {
+  strata::Registry registry;
+  strata::PluginLoader loader(registry);
+  for (const char* broken : {"missing_symbol", "wrong_names", "abi_mismatch", "undefined_symbol"})
+    loader.load_path(fixture(broken));
+  loader.load_path(fixture("good"));
+  loader.load_path(STRATA_PLUGIN_BUILD_DIR);
+  CHECK(loader.failures().size() == 4);
+  CHECK(registry.find(strata::PluginKind::kStrategy, "fixture_echo_a") != nullptr);
+  CHECK(registry.find(strata::PluginKind::kModel, "mlp") != nullptr);
+  CHECK(registry.find(strata::PluginKind::kStrategy, "fixture_actual") == nullptr);
+  // Trying a failed library again neither loads it nor records it twice.
+  CHECK(!loader.load_library(fixture("missing_symbol") / "libstrata_fixture_missing_symbol.so"));
+  CHECK(loader.failures().size() == 4);
+}
+
+TEST_CASE("the crash handlers around a library's code are gone once it has loaded") {
+  // A handler of the host's own (doctest installs some too) must be back after every load.
+  struct sigaction mine {};
+  mine.sa_handler = [](int) {};
+  sigemptyset(&mine.sa_mask);
+  struct sigaction saved[2] {};
+  ::sigaction(SIGSEGV, &mine, &saved[0]);
+  ::sigaction(SIGABRT, nullptr, &saved[1]);
+  {
+    strata::Registry registry;
+    strata::PluginLoader loader(registry);
+    loader.load_path(fixture("good"));
+    loader.load_path(fixture("wrong_names"));
+  }
+  struct sigaction now[2] {};
+  ::sigaction(SIGSEGV, &saved[0], &now[0]);
+  ::sigaction(SIGABRT, nullptr, &now[1]);
+  CHECK((now[0].sa_handler == mine.sa_handler));
+  CHECK((now[1].sa_handler == saved[1].sa_handler));
 }
 
 TEST_CASE("a factory that throws gives a plugin error naming the library") {

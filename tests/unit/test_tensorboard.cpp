@@ -318,3 +318,36 @@ TEST_CASE("summary figures carry results.csv's names and summary.json's numbers"
   CHECK(records[1].find("summary/samples_per_s") != std::string::npos);
   CHECK(find_field(parse_message(records[1]), 2)->value == 12u);
 }
+
+TEST_CASE("EventWriter names a full disk and keeps only complete records") {
+  TempDir tmp;
+  fs::create_directories(tmp.path);
+  fs::path file;
+  std::string error;
+  {
+    strata::tb::EventWriter writer(tmp.path);
+    file = writer.path();
+    const auto before = fs::file_size(file);
+    strata::test::FileSizeLimit limit(before + 100);  // EFBIG past it, as ENOSPC on a full disk
+    try {
+      for (int step = 1; step < 100; ++step) writer.add_scalar("train/loss", 0.5, step);
+    } catch (const strata::Error& e) {
+      error = e.what();
+    }
+  }
+  CHECK(error.find(file.string()) != std::string::npos);
+  CHECK(error.find("TensorBoard event file") != std::string::npos);
+  CHECK(error.find("File too large") != std::string::npos);
+  const auto records = read_records(file);  // every record whole: the torn one was cut off
+  CHECK(records.size() > 1);
+  CHECK(records.size() < 100);
+
+  // A writer whose first event cannot be written leaves no (empty) file behind.
+  const fs::path empty_dir = tmp.path / "empty";
+  fs::create_directories(empty_dir);
+  {
+    strata::test::FileSizeLimit limit(0);
+    CHECK_THROWS_AS(strata::tb::EventWriter{empty_dir}, strata::Error);
+  }
+  CHECK(fs::is_empty(empty_dir));
+}

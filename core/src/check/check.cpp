@@ -270,6 +270,10 @@ class Checker {
     o.lines = std::move(logged.lines);
     o.exit_code = child.exit_code;
     if (args.front() == "run") o.result = read_run_result(o.dir);
+    if (!logged.log_error.empty()) {  // the run's record is incomplete: not a pass
+      o.result.status = "failed";
+      o.result.error = logged.log_error;
+    }
     if (child.interrupted) interrupted_ = child.interrupted;
     std::cout << fmt::format("exit {} in {:.1f} s{}\n", o.exit_code, seconds,
                              args.front() != "run" || o.ok() ? "" : " (failed)");

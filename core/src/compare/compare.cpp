@@ -249,6 +249,11 @@ class Comparison {
         row.signal = signal_name(outcome.exit_code - 128);
       if (row.result.error.empty()) row.result.error = failure_cause(outcome, child.lines);
     }
+    // Its output.log is where a reader of the comparison looks; a run that lost it is not clean.
+    if (!child.log_error.empty()) {
+      if (row.status() == "ok") row.result.status = "failed";
+      row.result.error += (row.result.error.empty() ? "" : "; ") + child.log_error;
+    }
   }
 
   std::string markdown() const;

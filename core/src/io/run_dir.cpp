@@ -1,11 +1,21 @@
 #include "io/run_dir.hpp"
 
-#include <chrono>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
+#include <iterator>
+#include <random>
+#include <sstream>
 
 #include <fmt/format.h>
 
+#include "io/atomic_file.hpp"
+#include "io/build_info.hpp"
 #include "strata/errors.hpp"
 
 namespace strata {
@@ -13,25 +23,83 @@ namespace strata {
 namespace fs = std::filesystem;
 
 namespace {
+constexpr const char* kWritableFix = "Choose a writable location with --out DIR or [experiment] out_dir.";
+
 void make_directories(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec)
-    throw UsageError("cannot create run directory " + dir.string() + ": " + ec.message() + ".",
-                     "Choose a writable location with --out DIR or [experiment] out_dir.");
+  if (ec) throw UsageError("cannot create run directory " + dir.string() + ": " + ec.message() + ".", kWritableFix);
 }
 
-/// True when `dir` already holds the outputs of a run (which a new run would mix with its own).
-bool holds_a_run(const fs::path& dir) {
+/// True when `dir` holds the outputs of a run from before markers (a new run would mix with them).
+bool holds_unmarked_run(const fs::path& dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return false;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const auto name = entry.path().filename().string();
     if (name == "summary.json" || name.find("tfevents") != std::string::npos) return true;
   }
   return false;
 }
+
+/// The marker's text; empty when there is none, or its run is still writing it.
+std::string read_marker(const fs::path& dir) {
+  std::ifstream in(dir / kRunMarkerFile, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+/// The value of the marker line "`key` VALUE", empty when it has none.
+std::string marker_field(const std::string& marker, const std::string& key) {
+  std::istringstream lines(marker);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind(key + " ", 0) == 0) return line.substr(key.size() + 1);
+  return {};
+}
+
+[[noreturn]] void refuse(const fs::path& dir, const std::string& marker) {
+  std::string who;
+  if (const auto pid = marker_field(marker, "pid"); !pid.empty())
+    who = fmt::format(" (started {} by pid {} on {})", marker_field(marker, "started"), pid, marker_field(marker, "host"));
+  else if (marker.empty() && fs::exists(dir / kRunMarkerFile))
+    who = " (another run is claiming it now)";
+  throw UsageError("run directory " + dir.string() + " already holds a run" + who + ".",
+                   "Choose a new directory for --out, delete the old run first, or continue it with --resume.");
+}
+
+/// Creates `dir`'s marker holding this process's claim; false when `dir` has one already. The
+/// exclusive creation is the claim: of runs racing for one directory exactly one gets true.
+bool create_marker(const fs::path& dir) {
+  StreamedFile marker;
+  if (!marker.open(dir / kRunMarkerFile, /*exclusive=*/true, "the run directory's marker")) {
+    if (errno == EEXIST) return false;
+    throw UsageError(fmt::format("cannot claim run directory {}: cannot create {}: {}.", dir.string(),
+                                 (dir / kRunMarkerFile).string(), std::strerror(errno)),
+                     kWritableFix);
+  }
+  const std::string text = fmt::format("claim {}\npid {}\nhost {}\nstarted {}\n", run_claim(), ::getpid(), host_name(),
+                                       utc_time("%Y-%m-%dT%H:%M:%SZ"));
+  try {
+    marker.append(text.data(), text.size());
+  } catch (...) {
+    marker.remove();  // never an empty marker: it would hold the directory for nobody
+    throw;
+  }
+  return true;
+}
 }  // namespace
+
+const std::string& run_claim() {
+  static const std::string claim = [] {
+    // Only a rank of strata's launcher takes a handed claim: one leaked into another process's
+    // environment must not let it into a directory claimed by someone else.
+    const char* spawned = std::getenv("STRATA_SPAWNED");
+    const char* handed = std::getenv(kRunClaimVariable);
+    if (spawned != nullptr && std::string(spawned) == "1" && handed != nullptr && *handed != '\0')
+      return std::string(handed);
+    std::random_device random;
+    return fmt::format("{:08x}{:08x}-{}", random(), random(), ::getpid());
+  }();
+  return claim;
+}
 
 std::string utc_time(const char* format) {
   std::time_t now = std::time(nullptr);
@@ -42,32 +110,38 @@ std::string utc_time(const char* format) {
   return text;
 }
 
-fs::path make_run_directory(const fs::path& out, const std::string& out_dir, const std::string& name, bool continuing) {
+fs::path make_run_directory(const fs::path& out, const std::string& out_dir, const std::string& name, RunDirUse use) {
   if (!out.empty()) {
-    if (!continuing && holds_a_run(out))
-      throw UsageError("run directory " + out.string() + " already holds a run (summary.json or TensorBoard events).",
-                       "Choose a new directory for --out, or delete the old run first.");
     make_directories(out);
+    if (use == RunDirUse::kShare) return out;
+    if (create_marker(out)) {
+      if (use == RunDirUse::kNew && holds_unmarked_run(out)) {
+        ::unlink((out / kRunMarkerFile).c_str());
+        refuse(out, "");
+      }
+      return out;
+    }
+    // Marked already: by an earlier run, by a run racing this one, or by the launcher of this rank.
+    if (use == RunDirUse::kNew) {
+      const std::string marker = read_marker(out);
+      if (marker_field(marker, "claim") != run_claim()) refuse(out, marker);
+    }
     return out;
   }
-  fs::path base = fs::path(out_dir) / name / utc_time("%Y%m%dT%H%M%SZ");
+  // A new directory: mkdir fails when another run made the name first; the next suffix then.
+  const fs::path base = fs::path(out_dir) / name / utc_time("%Y%m%dT%H%M%SZ");
+  make_directories(base.parent_path());
   fs::path dir = base;
-  for (int i = 1; fs::exists(dir); ++i) dir = base.string() + "-" + std::to_string(i);
-  make_directories(dir);
+  for (int i = 1; ::mkdir(dir.c_str(), 0777) != 0; ++i) {
+    if (errno != EEXIST)
+      throw UsageError(fmt::format("cannot create run directory {}: {}.", dir.string(), std::strerror(errno)),
+                       kWritableFix);
+    dir = base.string() + "-" + std::to_string(i);
+  }
+  if (use != RunDirUse::kShare && !create_marker(dir)) refuse(dir, read_marker(dir));
   return dir;
 }
 
-void write_text_file(const fs::path& file, const std::string& text) {
-  fs::path tmp = file;
-  tmp += ".tmp";
-  {
-    std::ofstream os(tmp, std::ios::binary | std::ios::trunc);
-    os << text;
-    if (!os) throw Error("cannot write " + tmp.string() + ".", "Check free space and permissions.");
-  }
-  std::error_code ec;
-  fs::rename(tmp, file, ec);
-  if (ec) throw Error("cannot write " + file.string() + ": " + ec.message() + ".", "Check permissions.");
-}
+void write_text_file(const fs::path& file, const std::string& text) { write_file_atomically(file, text); }
 
 }  // namespace strata

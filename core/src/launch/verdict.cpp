@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -47,6 +48,9 @@ void write_failure_record(const fs::path& run_dir, const FailureRecord& record) 
     std::error_code ec;
     fs::create_directories(run_dir / "failures", ec);
     write_file_atomically(failure_record_path(run_dir, record.rank), record.to_json().dump() + "\n");
+  } catch (const std::exception& e) {
+    // The launcher then names the cause from the exit statuses alone; the user learns why.
+    std::fprintf(stderr, "strata: warning: rank %d could not write its failure record: %s\n", record.rank, e.what());
   } catch (...) {
   }
 }

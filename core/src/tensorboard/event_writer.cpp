@@ -1,6 +1,8 @@
 #include "tensorboard/event_writer.hpp"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <system_error>
 #include <type_traits>
 
@@ -143,25 +145,25 @@ EventWriter::EventWriter(const std::filesystem::path& dir) {
   const std::string stem = "events.out.tfevents." + std::to_string(seconds) + "." + file_host_name() +
                            "." + std::to_string(static_cast<long long>(getpid()));
   path_ = dir / (stem + ".strata");
-  // Two writers in one directory within the same second would otherwise share a name.
-  for (int n = 1; std::filesystem::exists(path_, ec); ++n)
+  // Two writers in one directory within the same second would otherwise share a name: the
+  // exclusive creation gives each its own.
+  for (int n = 1; !file_.open(path_, /*exclusive=*/true, "the TensorBoard event file"); ++n) {
+    if (errno != EEXIST)
+      throw Error("cannot create the TensorBoard event file '" + path_.string() + "': " + std::strerror(errno) + ".",
+                  "Check that the run directory is writable and the disk is not full.");
     path_ = dir / (stem + "." + std::to_string(n) + ".strata");
-
-  out_.open(path_, std::ios::binary | std::ios::out | std::ios::trunc);
-  if (!out_.is_open()) {
-    throw Error("cannot open the TensorBoard event file '" + path_.string() + "' for writing",
-                "Check that the run directory is writable and the disk is not full.");
   }
   ProtoWriter event = event_header(0);
   event.bytes_field(kEventFileVersion, kFileVersion);
-  write_event(event.bytes());
+  try {
+    write_event(event.bytes());
+  } catch (...) {
+    file_.remove();  // an empty event file would be all that is left
+    throw;
+  }
 }
 
-EventWriter::~EventWriter() {
-  std::lock_guard lock(mutex_);
-  out_.flush();
-  out_.close();
-}
+EventWriter::~EventWriter() = default;
 
 void EventWriter::add_scalar(const std::string& tag, double value, std::int64_t step) {
   ProtoWriter v;
@@ -247,25 +249,10 @@ void EventWriter::add_session_start(std::int64_t step) {
   write_event(event.bytes());
 }
 
-void EventWriter::flush() {
-  std::lock_guard lock(mutex_);
-  out_.flush();
-  check_stream();
-}
-
 void EventWriter::write_event(const std::string& event) {
   const std::string record = tfrecord_frame(event);
   std::lock_guard lock(mutex_);
-  out_.write(record.data(), static_cast<std::streamsize>(record.size()));
-  out_.flush();
-  check_stream();
-}
-
-void EventWriter::check_stream() const {
-  if (!out_) {
-    throw Error("cannot write to the TensorBoard event file '" + path_.string() + "'",
-                "Check that the disk is not full and the run directory is still writable.");
-  }
+  file_.append(record.data(), record.size());
 }
 
 }  // namespace strata::tb

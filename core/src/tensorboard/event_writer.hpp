@@ -20,12 +20,13 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
 #include <variant>
 #include <vector>
+
+#include "io/atomic_file.hpp"
 
 namespace strata::tb {
 
@@ -56,16 +57,18 @@ struct MetricInfo {
 
 /// Appends events to one new event file in a directory. Every event is handed to the operating
 /// system as soon as it is written, so TensorBoard can tail a live run and a crash loses
-/// nothing already added. Methods are safe to call from several threads (one internal mutex).
+/// nothing already added. An event that cannot be written (a full disk) is a strata::Error naming
+/// the file and the system's reason, and is cut off again: the file always ends with a complete
+/// record. Methods are safe to call from several threads (one internal mutex).
 class EventWriter {
  public:
   /// Creates `dir` (and parents) if needed, then the file
   /// `events.out.tfevents.<unix seconds>.<hostname>.<pid>.strata` in it (a `.<n>` is inserted
   /// before `.strata` if that name is taken) and writes the first event, whose `file_version`
-  /// is "brain.Event:2". Throws strata::Error naming the path when the directory or the file
-  /// cannot be created.
+  /// is "brain.Event:2". Throws strata::Error naming the path and the system's reason when the
+  /// directory or the file cannot be created, or the first event written (then no file is left).
   explicit EventWriter(const std::filesystem::path& dir);
-  /// Flushes and closes the file; never throws.
+  /// Closes the file; never throws.
   ~EventWriter();
   EventWriter(const EventWriter&) = delete;
   EventWriter& operator=(const EventWriter&) = delete;
@@ -99,21 +102,19 @@ class EventWriter {
   /// continues the step axis without the steps of an abandoned attempt).
   void add_session_start(std::int64_t step);
 
-  /// Pushes everything written so far to the operating system (std::ofstream::flush). Throws
-  /// strata::Error if the file can no longer be written (for example a full disk).
-  void flush();
+  /// Nothing to do: every event reached the operating system when it was added (or threw then).
+  /// Kept so that callers mark where a run's events must be out.
+  void flush() {}
 
   /// Full path of the event file being written.
   const std::filesystem::path& path() const noexcept { return path_; }
 
  private:
-  /// Frames one serialized Event as a TFRecord, appends it and flushes; throws on failure.
+  /// Frames one serialized Event as a TFRecord and appends it whole; throws on failure.
   void write_event(const std::string& event);
-  /// Throws strata::Error naming path_ when the stream is in a failed state.
-  void check_stream() const;
 
   std::filesystem::path path_;
-  std::ofstream out_;
+  StreamedFile file_;
   std::mutex mutex_;
 };
 

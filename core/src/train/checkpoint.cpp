@@ -12,6 +12,7 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/utils.h>
 
+#include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "io/run_dir.hpp"
 #include "io/safetensors.hpp"
@@ -24,9 +25,9 @@ void save_state_dict(const StateDict& state, const std::filesystem::path& file) 
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& [name, tensor] : state) dict.insert(name, tensor.detach().to(torch::kCPU).contiguous());
   const auto bytes = torch::jit::pickle_save(c10::IValue(dict));
-  std::ofstream out(file, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!out) throw Error(fmt::format("could not write the model to {}", file.string()), "check free disk space");
+  AtomicFile out(file);
+  out.write(bytes.data(), bytes.size(), "the model");
+  out.commit();
 }
 
 std::map<std::string, torch::Tensor> read_state_dict(const std::filesystem::path& file, const std::string& where,

@@ -1,0 +1,94 @@
+// `strata plugins` and `strata describe`: what the plugin search path provides, and what of it
+// did not load.
+#include <algorithm>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "config/experiment.hpp"
+#include "plugin_loader.hpp"
+#include "run.hpp"
+#include "strata/errors.hpp"
+#include "text/suggest.hpp"
+
+namespace strata {
+
+void list_plugins() {
+  Registry registry;
+  const auto failures = load_search_path(registry, {}, /*warn_failures=*/false);
+  std::size_t name_width = 4, description_width = 11;
+  for (const auto* entry : registry.entries()) {
+    name_width = std::max(name_width, entry->name.size());
+    description_width = std::max(description_width, entry->description.size());
+  }
+  const auto row = [&](const std::string& kind, const std::string& name, const std::string& description,
+                       const std::string& library) {
+    std::cout << fmt::format("{:<9} {:<{}}  {:<{}}  {}\n", kind, name, name_width, description, description_width,
+                             library);
+  };
+  row("KIND", "NAME", "DESCRIPTION", "LIBRARY");
+  for (const auto* entry : registry.entries())
+    row(kind_name(entry->kind), entry->name, entry->description, entry->library);
+  // After the table, apart: what did not load and why, one library a line.
+  if (!failures.empty()) {
+    std::cout << fmt::format("\nnot loaded ({} librar{}; commands that do not need {} still run):\n", failures.size(),
+                             failures.size() == 1 ? "y" : "ies", failures.size() == 1 ? "it" : "them");
+    for (const auto& f : failures) std::cout << fmt::format("  {}: {}\n", f.path.string(), f.reason);
+  }
+  // Exit 0 while anything is usable; no plugin at all is a broken installation.
+  if (registry.entries().empty())
+    throw PluginError({}, failures.empty() ? std::string("no plugin library was found on the plugin search path.")
+                                           : fmt::format("no plugin loaded: every library on the plugin search path "
+                                                         "failed ({} listed above).", failures.size()),
+                      "Build the plugins (cmake --build build), or point STRATA_PLUGIN_PATH at a directory of plugin "
+                      "libraries.");
+}
+
+namespace {
+void print_schema(const std::string& title, const OptionsSchema& schema) {
+  std::cout << title << "\n";
+  if (schema.specs.empty()) std::cout << "  (no options)\n";
+  for (const auto& s : schema.specs) {
+    std::cout << fmt::format("  {:<20} {:<18} default {}\n", s.name, type_name(s.type), to_toml(s.default_value));
+    std::cout << fmt::format("  {:<20} {}{}\n", "", s.doc,
+                             s.constraint_text().empty() ? "" : " (" + s.constraint_text() + ")");
+  }
+}
+}  // namespace
+
+void describe(const std::string& name) {
+  if (const auto* schema = core_section_schema(name)) {
+    print_schema(fmt::format("[{}] (core section)", name), *schema);
+    return;
+  }
+  Registry registry;
+  const auto failures = load_search_path(registry, {});
+  std::vector<std::string> all = core_section_names();
+  bool found = false;
+  for (const auto* entry : registry.entries()) {
+    all.push_back(entry->name);
+    if (entry->name != name) continue;
+    found = true;
+    print_schema(fmt::format("{} '{}': {}\n  library: {}\n\n[{}] name = \"{}\", options:", kind_name(entry->kind),
+                             entry->name, entry->description, entry->library, kind_name(entry->kind), entry->name),
+                 entry->schema);
+  }
+  if (found) return;
+  for (const auto& f : failures)
+    if (std::binary_search(f.names.begin(), f.names.end(), name))
+      throw PluginError(f.path.string(),
+                        fmt::format("{} '{}' comes from this library, which did not load: {}.", f.kind, name, f.reason),
+                        f.fix);
+  if (!failures.empty())
+    throw PluginError({}, fmt::format("nothing named '{}' to describe.{} Known: {}. {} plugin librar{} did not load "
+                                      "and may provide it: {}.", name, detail::did_you_mean(name, all),
+                                      detail::join(all), failures.size(), failures.size() == 1 ? "y" : "ies",
+                                      failure_list(failures)),
+                      "Fix or remove the libraries that did not load (`strata plugins` lists them with the reason).");
+  throw PluginError({}, fmt::format("nothing named '{}' to describe.{} Known: {}.", name, detail::did_you_mean(name, all),
+                                    detail::join(all)),
+                    "Run `strata plugins` for plugin names; core sections are " + detail::join(core_section_names()) +
+                        ".");
+}
+
+}  // namespace strata
