@@ -28,10 +28,13 @@ std::string format_error(const std::exception& e) {
   } else if (const auto* t = dynamic_cast<const TrainingError*>(&e)) {
     where = "step " + std::to_string(t->step());
   }
+  // Each part on its own line: a newline inside a value (or a message quoting one) is escaped, so
+  // that no input can split the paragraph or forge a "fix:" line.
+  constexpr std::size_t kWhole = 1 << 20;
   std::string out = "error: ";
-  if (!where.empty()) out += where + ": ";
-  out += exception_text(e);
-  if (const auto* s = dynamic_cast<const Error*>(&e); s && !s->fix().empty()) out += "\n  fix: " + s->fix();
+  if (!where.empty()) out += shown(where, kWhole) + ": ";
+  out += shown(exception_text(e), kWhole);
+  if (const auto* s = dynamic_cast<const Error*>(&e); s && !s->fix().empty()) out += "\n  fix: " + shown(s->fix(), kWhole);
   return terminal_safe(out);
 }
 

@@ -203,6 +203,15 @@ std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world,
                               e.train.global_batch_size, world.world_size, e.train.micro_batches, per_step),
                   "Choose a global batch that is a multiple of world size x micro_batches (the global batch is "
                   "the same whatever the world size).");
+  if (!e.train.init_from.empty()) {
+    try {
+      check_saved_model(e.train.init_from);
+    } catch (const Error& err) {
+      std::string what = err.what();
+      if (const std::string key = "train.init_from: "; what.rfind(key, 0) == 0) what.erase(0, key.size());
+      throw e.error("train.init_from", what, err.fix());
+    }
+  }
   p->device = resolve_device(e, world);
   resolve_backend(e, p->device);  // a backend that cannot carry this device's tensors is a config error
   // CPU ranks sharing a host share its cores: oversubscribed LibTorch threads slow down badly.

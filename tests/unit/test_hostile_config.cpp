@@ -124,3 +124,33 @@ TEST_CASE("C++ stack text from LibTorch never reaches a message") {
   const std::runtime_error raised("bad thing\nException raised from foo at bar.cpp:1 (most recent call first):\nframe #0: x");
   CHECK(strata::detail::exception_text(raised) == "bad thing");
 }
+
+TEST_CASE("the experiment file itself: deep keys, special files and size are refused before parsing") {
+  TempDir dir;
+  std::string deep = std::string(kBase) + "[train]\n";
+  for (int i = 0; i < 100000; ++i) deep += "a.";
+  deep += "a = 1\n";
+  auto err = error_of({}, deep);  // toml++ recursed once per part: 100000 parts overflowed the stack
+  CHECK(err.where().line == 10);
+  CHECK(std::string(err.what()).find("100001 dotted parts") != std::string::npos);
+  std::string floats = std::string(kBase) + "[optimizer]\nbetas = [\n";
+  for (int i = 0; i < 200; ++i) floats += "0.5, ";
+  floats += "0.5]\n";  // many dots on a line that is not a key
+  CHECK(std::string(error_of({}, floats).what()).find("dotted parts") == std::string::npos);
+  for (const char* special : {"/dev/zero", "/dev/null", "/"}) {
+    try {
+      strata::load_experiment(special);
+      FAIL("loaded " << special);
+    } catch (const strata::ConfigError& e) {
+      CHECK(std::string(e.what()).find("not found") == std::string::npos);
+    }
+  }
+  const auto big = dir.write("big.toml", std::string(kBase) + "# " + std::string(9 << 20, 'x') + "\n");
+  CHECK_THROWS_WITH_AS(strata::load_experiment(big), doctest::Contains("MiB"), strata::ConfigError);
+}
+
+TEST_CASE("a newline inside a value cannot split the printed paragraph") {
+  const auto text = message_of(error_of({"optimizer.name=\"sgd\\n  fix: rm -rf\""}));
+  CHECK(std::count(text.begin(), text.end(), '\n') == 1);  // only the one before the real fix
+  CHECK(text.find("sgd\\n  fix: rm -rf") != std::string::npos);
+}

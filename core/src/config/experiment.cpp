@@ -1,6 +1,11 @@
 #include "config/experiment.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -32,6 +37,9 @@ constexpr std::int64_t kRanksPerThread = 4;
 constexpr std::int64_t kMinRankBound = 8;
 constexpr std::size_t kMaxNameBytes = 255;
 constexpr std::size_t kMaxPathBytes = 4000;
+
+constexpr std::uintmax_t kMaxFileBytes = 8u << 20;  // an experiment file is text written by hand
+constexpr std::size_t kMaxKeyParts = 64;
 
 // ---- core section schemas -------------------------------------------------------------------
 
@@ -335,6 +343,79 @@ class Validator {
 
 const toml::table* table_of(const toml::table& root, const std::string& name) { return root.get_as<toml::table>(name); }
 
+// ---- the file ---------------------------------------------------------------------------------
+
+[[noreturn]] void file_error(const fs::path& file, const std::string& message, const std::string& fix) {
+  throw ConfigError({file.string(), 0, 0}, "", message, fix);
+}
+
+/// The experiment file's text: a regular file of at most kMaxFileBytes, read with errors named.
+std::string read_experiment_text(const fs::path& file) {
+  const std::string example = "experiments/quickstart.toml is a working example.";
+  std::error_code ec;
+  const auto status = fs::status(file, ec);
+  if (!fs::exists(status)) file_error(file, "experiment file not found.", "Check the path; " + example);
+  if (!fs::is_regular_file(status))
+    file_error(file, fs::is_directory(status) ? "is a directory, not an experiment file."
+                                              : "is not a regular file (a device, pipe or socket).",
+               "Give the path of a TOML experiment file; " + example);
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) file_error(file, "cannot be opened: " + std::string(std::strerror(errno)) + ".", "Check its permissions.");
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const std::string reason = std::strerror(errno);
+      ::close(fd);
+      file_error(file, "cannot be read: " + reason + ".", "Give the path of a TOML experiment file; " + example);
+    }
+    if (got == 0) break;
+    text.append(buffer, static_cast<std::size_t>(got));
+    if (text.size() > kMaxFileBytes) {
+      ::close(fd);
+      file_error(file, fmt::format("is larger than {} MiB; experiment files are text written by hand.", kMaxFileBytes >> 20),
+                 "Check that this is the experiment file meant; " + example);
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+/// toml++ recurses once per part of a dotted key or table header (a key of 100000 parts overflowed
+/// the stack): keys and headers of more than kMaxKeyParts parts are refused before parsing.
+void check_key_depth(const std::string& text, const std::string& label) {
+  std::uint32_t line = 0;
+  for (std::size_t start = 0; start < text.size();) {
+    ++line;
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    // A key (up to '=') or a table header (up to ']'); a ',' first means an array's continuation.
+    std::size_t parts = 1;
+    bool key = false;
+    char quote = 0;
+    for (std::size_t i = start; i < end; ++i) {
+      const char c = text[i];
+      if (quote) {
+        if (c == quote) quote = 0;
+        continue;
+      }
+      if (c == '"' || c == '\'') quote = c;
+      else if (c == '.') ++parts;
+      else if (c == '=' || c == ']') key = true;
+      if (c == '=' || c == ']' || c == ',' || c == '#') break;
+    }
+    if (!key) parts = 1;
+    if (parts > kMaxKeyParts)
+      throw ConfigError({label, line, 1}, "",
+                        fmt::format("a key or table header of {} dotted parts; at most {} are allowed.", parts,
+                                    kMaxKeyParts),
+                        "Nest tables less deeply; experiment keys are section.key.");
+    start = end + 1;
+  }
+}
+
 // ---- overrides --------------------------------------------------------------------------------
 
 void apply_override(ExperimentDocument& doc, const std::string& text, const SourceLocation& origin) {
@@ -554,12 +635,10 @@ Experiment load_experiment(const fs::path& file, const std::vector<std::string>&
   e.file = file;
   auto doc = std::make_shared<ExperimentDocument>();
   doc->file_label = file.string();
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec))
-    throw ConfigError({file.string(), 0, 0}, "", "experiment file not found.",
-                      "Check the path; experiments/quickstart.toml is a working example.");
+  const std::string text = read_experiment_text(file);
+  check_key_depth(text, file.string());
   try {
-    doc->root = toml::parse_file(file.string());
+    doc->root = toml::parse(text, file.string());
   } catch (const toml::parse_error& err) {
     throw ConfigError({file.string(), err.source().begin.line, err.source().begin.column}, "",
                       std::string(err.description()) + ".", "Fix the TOML syntax at this position.");
@@ -626,7 +705,7 @@ void validate_plugin_sections(Experiment& e, const Registry& registry) {
     if (!entry) {
       auto known = registry.names(kind);
       throw e.error(std::string(section) + ".name",
-                    fmt::format("unknown {} '{}'; available: {}.{}", section, target.name,
+                    fmt::format("unknown {} '{}'; available: {}.{}", section, detail::shown(target.name),
                                 known.empty() ? "none" : detail::join(known), detail::did_you_mean(target.name, known)),
                     "Use one of the available names, or add the plugin's directory to STRATA_PLUGIN_PATH or "
                     "[plugins] paths.");

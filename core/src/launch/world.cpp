@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "strata/errors.hpp"
+#include "text/suggest.hpp"
 
 namespace strata {
 namespace {
@@ -22,7 +23,7 @@ constexpr const char* kUnsetHint =
 }
 
 /// "NAME=value" for messages; values are quoted so that empty or padded ones show.
-std::string shown(const std::string& name, const std::string& value) { return name + "='" + value + "'"; }
+std::string shown(const std::string& name, const std::string& value) { return name + "='" + detail::shown(value) + "'"; }
 
 /// A non-negative decimal integer, or std::nullopt for anything else ("", "-1", "1x", " 1",
 /// values beyond int).

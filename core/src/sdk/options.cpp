@@ -96,7 +96,8 @@ std::string check_choice(const OptionSpec& spec, const std::string& s) {
   if (choices.empty()) return {};
   for (const auto& c : choices)
     if (c == s) return {};
-  return fmt::format("must be one of: {}; got \"{}\".{}", detail::join(choices), s, detail::did_you_mean(s, choices));
+  return fmt::format("must be one of: {}; got \"{}\".{}", detail::join(choices), detail::shown(s),
+                     detail::did_you_mean(s, choices));
 }
 }  // namespace
 

@@ -128,7 +128,7 @@ const RegistryEntry* Registry::find(PluginKind kind, const std::string& name) co
 const RegistryEntry& Registry::at(PluginKind kind, const std::string& name) const {
   if (const auto* e = find(kind, name)) return *e;
   auto known = names(kind);
-  throw PluginError({}, std::string("unknown ") + kind_name(kind) + " '" + name + "'; available: " +
+  throw PluginError({}, std::string("unknown ") + kind_name(kind) + " '" + detail::shown(name) + "'; available: " +
                             (known.empty() ? std::string("none") : detail::join(known)) + "." +
                             detail::did_you_mean(name, known),
                     "Use one of the available names, or add the directory of the plugin that provides it to "

@@ -1,6 +1,10 @@
 #include "train/checkpoint.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -197,6 +201,34 @@ Stored open_saved_model(const fs::path& path) {
 }
 
 }  // namespace
+
+void check_saved_model(const std::filesystem::path& path) {
+  fs::path file = path;
+  if (fs::is_directory(path) || ends_with(path.filename().string(), ".index.json") ||
+      path.extension() == ".safetensors") {
+    open_saved_model(path);  // headers and the index only: no tensor is read
+    return;
+  }
+  const std::string where = "train.init_from: " + path.string();
+  const std::string fix = "Point init_from at a final_model.pt or final_model directory saved with `save_final = true`, "
+                          "or at a Hugging Face model directory or safetensors file.";
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw Error(where + " is neither a file nor a directory.", fix);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("{} cannot be opened: {}.", where, errno_text()), fix);
+  unsigned char head[9] = {};
+  const bool read = pread_all(fd, head, sizeof head, 0);
+  const std::string reason = errno != 0 ? errno_text() : std::string("the file is shorter than any saved model");
+  ::close(fd);
+  if (!read) throw Error(fmt::format("{} cannot be read: {}.", where, reason), fix);
+  if (looks_like_safetensors(path)) {
+    open_saved_model(path);
+    return;
+  }
+  // torch.save writes a zip archive: a local file header first.
+  if (!(head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4))
+    throw Error(where + " is not a saved model (neither a torch.save file nor safetensors).", fix);
+}
 
 std::string load_state_dict(Model& model, const std::filesystem::path& path, bool partial) {
   const Stored stored = open_saved_model(path);

@@ -40,6 +40,10 @@ std::map<std::string, torch::Tensor> read_state_dict(const std::filesystem::path
 /// and unexpected ones are left unread; the returned text lists both ("" when none), for the log.
 /// Mis-shaped tensors are an error either way.
 std::string load_state_dict(Model& model, const std::filesystem::path& path, bool partial = false);
+/// Checks, cheaply, that `path` is something load_state_dict can open (a directory with
+/// model.safetensors or an index, a safetensors file or index whose headers parse, or a
+/// torch.save archive), reading headers only. Throws strata::Error as load_state_dict would.
+void check_saved_model(const std::filesystem::path& path);
 
 /// Writes `state` of `model` to `target` in `form`: "pt" a torch.save file (save_state_dict);
 /// "safetensors" one safetensors file (metadata {"format": "pt"}) under the model's external names
