@@ -29,10 +29,12 @@
 #include "strata/options.hpp"
 #include "strata/plugin.hpp"
 #include "strata/registry.hpp"
+#include "text_files.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using strata::tokenizer::quoted;
 
 constexpr const char* kEnvVar = "STRATA_CIFAR10_DIR";
 constexpr const char* kDefaultDir = "data/cifar-10-batches-bin";  // relative to the experiment file
@@ -199,7 +201,7 @@ void check_sizes(std::vector<BatchFile>& files) {
   for (auto& f : files) {
     f.records = expected;
     if (expected > 0 && f.bytes == expected * kRecord) continue;
-    std::string what = "'" + f.file.string() + "' is " + std::to_string(f.bytes) + " bytes";
+    std::string what = quoted(f.file) + " is " + std::to_string(f.bytes) + " bytes";
     if (f.bytes % kRecord != 0)
       what += ", not a whole number of " + std::to_string(kRecord) + "-byte records (1 label byte + 3072 pixel bytes)";
     if (expected == 0)
@@ -207,7 +209,7 @@ void check_sizes(std::vector<BatchFile>& files) {
                                 kDamagedFix);
     what += "; " + std::to_string(expected) + " records (" + std::to_string(expected * kRecord) + " bytes) expected, " +
             (expected == kFileRecords ? full
-                                      : "as in '" + reference->file.filename().string() + "' (every file of a set "
+                                      : "as in " + quoted(reference->file.filename()) + " (every file of a set "
                                         "holds the same number; " + full + ")");
     what += f.bytes < expected * kRecord
                 ? ": the file is truncated"
@@ -235,7 +237,7 @@ SplitData read_split(const std::vector<BatchFile>& files) {
       if (!in || !in.read(buffer.data(), static_cast<std::streamsize>(n * kRecord)))
         throw strata::OptionError("path",
                                   "cannot read " + std::to_string(n * kRecord) + " bytes at offset " +
-                                      std::to_string(first * kRecord) + " of '" + f.file.string() + "'",
+                                      std::to_string(first * kRecord) + " of " + quoted(f.file),
                                   kDamagedFix);
       for (std::int64_t k = 0; k < n; ++k) {
         const std::int64_t r = first + k;
@@ -243,7 +245,7 @@ SplitData read_split(const std::vector<BatchFile>& files) {
         const auto label = static_cast<unsigned char>(record[0]);
         if (label >= kNumClasses)
           throw strata::OptionError("path",
-                                    "'" + f.file.string() + "': label " + std::to_string(label) + " at record " +
+                                    quoted(f.file) + ": label " + std::to_string(label) + " at record " +
                                         std::to_string(r) + " (byte offset " + std::to_string(r * kRecord) +
                                         ") is outside 0..9; the file is damaged or not a CIFAR-10 binary batch "
                                         "(CIFAR-100's binary files have 2 label bytes per record)",
@@ -266,7 +268,7 @@ std::vector<BatchFile> open_files(const fs::path& dir, const std::vector<std::st
     std::error_code ec;
     f.bytes = static_cast<std::int64_t>(fs::file_size(f.file, ec));
     if (ec)
-      throw strata::OptionError("path", "cannot read the size of '" + f.file.string() + "': " + ec.message(),
+      throw strata::OptionError("path", "cannot read the size of " + quoted(f.file) + ": " + ec.message(),
                                 kInstallFix);
     files.push_back(f);
   }
@@ -293,7 +295,7 @@ fs::path resolve_dir(const Cifar10Options& options, const strata::DatasetContext
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw strata::OptionError("path",
-                              "CIFAR-10 directory '" + dir.string() + "'" + from +
+                              "CIFAR-10 directory " + quoted(dir) + from +
                                   (fs::exists(dir, ec) ? " is not a directory" : " does not exist"),
                               kInstallFix);
   if (!fs::exists(dir / needed.front(), ec) && fs::exists(dir / kTarballDir / needed.front(), ec))
@@ -305,7 +307,7 @@ fs::path resolve_dir(const Cifar10Options& options, const strata::DatasetContext
     std::string hint;
     if (fs::exists(dir / "data_batch_1", ec) || fs::exists(dir / "batches.meta", ec))
       hint = " (it looks like the Python version of CIFAR-10; the binary version is needed)";
-    throw strata::OptionError("path", "CIFAR-10 directory '" + dir.string() + "'" + from + " lacks " + missing + hint,
+    throw strata::OptionError("path", "CIFAR-10 directory " + quoted(dir) + from + " lacks " + missing + hint,
                               kInstallFix);
   }
   return dir;

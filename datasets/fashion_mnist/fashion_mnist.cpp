@@ -24,10 +24,12 @@
 #include "strata/options.hpp"
 #include "strata/plugin.hpp"
 #include "strata/registry.hpp"
+#include "text_files.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using strata::tokenizer::quoted;
 
 constexpr const char* kEnvVar = "STRATA_FASHION_MNIST_DIR";
 constexpr const char* kDefaultDir = "/usr/share/datasets/fashion-mnist";
@@ -135,12 +137,12 @@ class FashionMnist final : public strata::Dataset {
     torch::Tensor labels = strata::read_idx(files.labels);
     const std::vector<std::int64_t> image_shape{files.available, kSide, kSide};
     if (images.scalar_type() != torch::kUInt8 || images.sizes().vec() != image_shape)
-      throw strata::Error("Fashion-MNIST file '" + files.images.string() + "' changed since it was opened: " +
+      throw strata::Error("Fashion-MNIST file " + quoted(files.images) + " changed since it was opened: " +
                               "now of shape " + shape_text(images.sizes().vec()) + ", expected uint8 " +
                               shape_text(image_shape),
                           kInstallFix);
     if (labels.scalar_type() != torch::kUInt8 || labels.sizes().vec() != std::vector<std::int64_t>{files.available})
-      throw strata::Error("Fashion-MNIST file '" + files.labels.string() + "' changed since it was opened: " +
+      throw strata::Error("Fashion-MNIST file " + quoted(files.labels) + " changed since it was opened: " +
                               "now of shape " + shape_text(labels.sizes().vec()) + ", expected uint8 [" +
                               std::to_string(files.available) + "]",
                           kInstallFix);
@@ -152,7 +154,7 @@ class FashionMnist final : public strata::Dataset {
     if (files.used > 0) {
       const auto largest = labels.max().item<std::int64_t>();
       if (largest >= kNumClasses)
-        throw strata::Error("Fashion-MNIST file '" + files.labels.string() + "' holds label " +
+        throw strata::Error("Fashion-MNIST file " + quoted(files.labels) + " holds label " +
                                 std::to_string(largest) + "; labels must be in [0, 9]",
                             kInstallFix);
     }
@@ -197,7 +199,7 @@ void check_size(const fs::path& file, const strata::IdxHeader& header, const cha
   std::error_code ec;
   const std::uint64_t size = fs::file_size(file, ec);
   if (ec)
-    throw strata::OptionError("path", "cannot read the size of '" + file.string() + "': " + ec.message(), kDamagedFix);
+    throw strata::OptionError("path", "cannot read the size of " + quoted(file) + ": " + ec.message(), kDamagedFix);
   std::ifstream in(file, std::ios::binary);
   unsigned char magic[2] = {};
   unsigned char trailer[4] = {};
@@ -212,7 +214,7 @@ void check_size(const fs::path& file, const strata::IdxHeader& header, const cha
     return;
   }
   if (size == header_bytes + data_bytes) return;
-  const std::string expected = "Fashion-MNIST file '" + file.string() + "': " + std::to_string(data_bytes) + " bytes of " +
+  const std::string expected = "Fashion-MNIST file " + quoted(file) + ": " + std::to_string(data_bytes) + " bytes of " +
                                what + " expected after the " + std::to_string(header_bytes) + "-byte header (" + dims +
                                "), found ";
   if (size < header_bytes + data_bytes)
@@ -237,7 +239,7 @@ void check_labels(const fs::path& file) {
     if (label[i] >= kNumClasses && bad++ == 0) first = i;
   if (bad == 0) return;
   throw strata::OptionError("path",
-                            "Fashion-MNIST file '" + file.string() + "' holds label " + std::to_string(label[first]) +
+                            "Fashion-MNIST file " + quoted(file) + " holds label " + std::to_string(label[first]) +
                                 " at index " + std::to_string(first) +
                                 (bad > 1 ? " (and " + std::to_string(bad - 1) + " more out of range)" : std::string()) +
                                 "; there are " + std::to_string(kNumClasses) + " classes, so labels must be 0.." +
@@ -263,13 +265,13 @@ SplitFiles open_split(const DataDir& where, const std::string& prefix, std::int6
   if (images.type_code != strata::idx_type::kUInt8 || images.dims.size() != 3 || images.dims[1] != kSide ||
       images.dims[2] != kSide)
     throw strata::OptionError("path",
-                              "Fashion-MNIST file '" + files.images.string() + "' holds type code " +
+                              "Fashion-MNIST file " + quoted(files.images) + " holds type code " +
                                   std::to_string(images.type_code) + " of shape " + shape_text(images.dims) +
                                   "; expected unsigned bytes (code 8) of shape [n, 28, 28]",
                               kInstallFix);
   if (labels.type_code != strata::idx_type::kUInt8 || labels.dims.size() != 1)
     throw strata::OptionError("path",
-                              "Fashion-MNIST file '" + files.labels.string() + "' holds type code " +
+                              "Fashion-MNIST file " + quoted(files.labels) + " holds type code " +
                                   std::to_string(labels.type_code) + " of shape " + shape_text(labels.dims) +
                                   "; expected unsigned bytes (code 8) of shape [n]",
                               kInstallFix);
@@ -277,12 +279,12 @@ SplitFiles open_split(const DataDir& where, const std::string& prefix, std::int6
   check_size(files.labels, labels, "labels");
   if (labels.dims[0] != images.dims[0])
     throw strata::OptionError("path",
-                              "Fashion-MNIST files '" + files.images.string() + "' and '" + files.labels.string() +
-                                  "' disagree: " + std::to_string(images.dims[0]) + " images but " +
+                              "Fashion-MNIST files " + quoted(files.images) + " and " + quoted(files.labels) +
+                                  " disagree: " + std::to_string(images.dims[0]) + " images but " +
                                   std::to_string(labels.dims[0]) + " labels",
                               kInstallFix);
   if (images.dims[0] == 0)
-    throw strata::OptionError("path", "Fashion-MNIST file '" + files.images.string() + "' holds no images",
+    throw strata::OptionError("path", "Fashion-MNIST file " + quoted(files.images) + " holds no images",
                               kInstallFix);
   check_labels(files.labels);
   files.available = images.dims[0];
@@ -297,7 +299,7 @@ std::shared_ptr<strata::Dataset> make_fashion_mnist(const FashionMnistOptions& o
   std::error_code ec;
   if (!fs::is_directory(where.dir, ec))
     throw strata::OptionError("path",
-                              "Fashion-MNIST directory '" + where.dir.string() + "'" + from +
+                              "Fashion-MNIST directory " + quoted(where.dir) + from +
                                   (fs::exists(where.dir, ec) ? " is not a directory" : " does not exist"),
                               kInstallFix);
   std::vector<std::string> missing;
@@ -308,7 +310,7 @@ std::shared_ptr<strata::Dataset> make_fashion_mnist(const FashionMnistOptions& o
     std::string list;
     for (std::size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + missing[i];
     throw strata::OptionError("path",
-                              "Fashion-MNIST directory '" + where.dir.string() + "'" + from + " lacks " + list,
+                              "Fashion-MNIST directory " + quoted(where.dir) + from + " lacks " + list,
                               kInstallFix);
   }
   SplitFiles train = open_split(where, "train", options.train_limit);

@@ -39,6 +39,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using strata::tokenizer::quoted;
 using strata::tokenizer::TokenId;
 
 constexpr const char* kEnvVar = "STRATA_MRPC_DIR";
@@ -257,7 +258,7 @@ std::shared_ptr<strata::Dataset> make_mrpc(const MrpcOptions& options, const str
   std::error_code ec;
   if (!fs::is_directory(where.path, ec))
     throw strata::OptionError("path",
-                              "MRPC directory '" + where.path.string() + "'" + where.from() +
+                              "MRPC directory " + quoted(where.path) + where.from() +
                                   (fs::exists(where.path, ec) ? " is not a directory" : " does not exist"),
                               kPathFix);
   fs::path train_file;
@@ -270,13 +271,13 @@ std::shared_ptr<strata::Dataset> make_mrpc(const MrpcOptions& options, const str
     eval_file = where.path / "msr_paraphrase_test.txt";
   } else {
     throw strata::OptionError("path",
-                              "MRPC directory '" + where.path.string() + "'" + where.from() +
+                              "MRPC directory " + quoted(where.path) + where.from() +
                                   " holds neither train.tsv (GLUE) nor msr_paraphrase_train.txt (Microsoft)",
                               kPathFix);
   }
   if (!fs::exists(eval_file, ec))
     throw strata::OptionError("path",
-                              "MRPC directory '" + where.path.string() + "'" + where.from() + " has " +
+                              "MRPC directory " + quoted(where.path) + where.from() + " has " +
                                   train_file.filename().string() + " but lacks " + eval_file.filename().string() +
                                   " (the evaluation split)",
                               kPathFix);

@@ -53,7 +53,7 @@ std::size_t utf8_sequence(std::string_view text, std::size_t i) noexcept {
 std::string quoted(const fs::path& path) {
   // Appended piece by piece: GCC 12 misreports `"'" + string&&` (-Wstringop-overflow, PR 105329).
   std::string out = "'";
-  out += path.string();
+  out += printable(path.string());
   out += '\'';
   return out;
 }
@@ -105,16 +105,16 @@ std::int64_t line_of(std::string_view text, std::size_t offset) noexcept {
 
 std::string read_text_file(const fs::path& file, std::uint64_t max_bytes, const std::string& fix) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw strata::OptionError("path", "cannot open '" + file.string() + "' for reading", fix);
+  if (!in) throw strata::OptionError("path", "cannot open " + quoted(file) + " for reading", fix);
   std::error_code ec;
   const std::uint64_t size = fs::file_size(file, ec);
-  if (ec) throw strata::OptionError("path", "cannot read the size of '" + file.string() + "': " + ec.message(), fix);
+  if (ec) throw strata::OptionError("path", "cannot read the size of " + quoted(file) + ": " + ec.message(), fix);
   const std::uint64_t wanted = max_bytes > 0 ? std::min(size, max_bytes) : size;
   std::string text(static_cast<std::size_t>(wanted), '\0');
   if (!in.read(text.data(), static_cast<std::streamsize>(wanted)))
     throw strata::OptionError("path",
                               "could read only " + std::to_string(in.gcount()) + " of the " + std::to_string(wanted) +
-                                  " bytes of '" + file.string() + "'",
+                                  " bytes of " + quoted(file),
                               fix);
   const bool bom = text.rfind("\xEF\xBB\xBF", 0) == 0;
   if (bom) text.erase(0, 3);  // a byte order mark is not content
@@ -128,7 +128,7 @@ std::string read_text_file(const fs::path& file, std::uint64_t max_bytes, const 
     const auto byte = static_cast<unsigned char>(text[bad]);
     throw strata::OptionError(
         "path",
-        "'" + file.string() + "' is not UTF-8 text: " +
+        quoted(file) + " is not UTF-8 text: " +
             (byte == 0 ? std::string("a NUL byte") : "byte " + hex_byte(byte) + " starts no valid UTF-8 character") +
             " at offset " + std::to_string(bad + (bom ? 3 : 0)) + " (line " + std::to_string(line_of(text, bad)) +
             "); binary files and other encodings are not read",
@@ -140,11 +140,11 @@ std::string read_text_file(const fs::path& file, std::uint64_t max_bytes, const 
 std::vector<fs::path> list_text_files(const DataLocation& where, const std::string& fix) {
   std::error_code ec;
   if (!fs::exists(where.path, ec))
-    throw strata::OptionError("path", "'" + where.path.string() + "'" + where.from() + " does not exist", fix);
+    throw strata::OptionError("path", quoted(where.path) + where.from() + " does not exist", fix);
   if (!fs::is_directory(where.path, ec)) {
     if (!fs::is_regular_file(where.path, ec))
       throw strata::OptionError("path",
-                                "'" + where.path.string() + "'" + where.from() + " is neither a file nor a directory",
+                                quoted(where.path) + where.from() + " is neither a file nor a directory",
                                 fix);
     return {where.path};
   }
@@ -156,7 +156,7 @@ std::vector<fs::path> list_text_files(const DataLocation& where, const std::stri
     files.push_back(entry.path());
   }
   if (list_error)
-    throw strata::OptionError("path", "cannot list directory '" + where.path.string() + "': " + list_error.message(),
+    throw strata::OptionError("path", "cannot list directory " + quoted(where.path) + ": " + list_error.message(),
                               fix);
   std::sort(files.begin(), files.end());
   // A symbolic link to a file listed under its own name (Debian's GPL -> GPL-3) would count the
@@ -168,7 +168,7 @@ std::vector<fs::path> list_text_files(const DataLocation& where, const std::stri
   for (const auto& file : files)
     if (!fs::is_symlink(file, ec) || targets.insert(fs::weakly_canonical(file, ec)).second) unique.push_back(file);
   if (unique.empty())
-    throw strata::OptionError("path", "directory '" + where.path.string() + "'" + where.from() + " holds no files",
+    throw strata::OptionError("path", "directory " + quoted(where.path) + where.from() + " holds no files",
                               fix);
   return unique;
 }

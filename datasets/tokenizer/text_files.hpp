@@ -15,7 +15,8 @@
 
 namespace strata::tokenizer {
 
-/// `path` in single quotes, for messages.
+/// `path` in single quotes, for messages, through printable(): a newline or escape sequence in a
+/// user's path cannot split the message or drive the terminal.
 std::string quoted(const std::filesystem::path& path);
 
 /// Byte offset of the first byte of `text` that is not part of valid UTF-8 (overlong forms,

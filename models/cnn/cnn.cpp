@@ -4,6 +4,7 @@
 // single-process training exactly.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/pooling.h>
 #include <torch/nn/modules/conv.h>
@@ -28,10 +29,13 @@ constexpr std::size_t kMaxBlocks = 64;      // each block halves the image: 64 e
 /// Throws what make_cnn would for options that do not fit the data, so that estimating the
 /// size (without building) reports the same errors.
 void check_cnn(const CnnOptions& o, const strata::DataSpec& data) {
-  if (data.input_shape.size() != 3)
-    throw strata::Error(fmt::format("cnn needs image inputs shaped [C, H, W], but the dataset gives {} dimension(s).",
-                                    data.input_shape.size()),
-                        "Use a dataset of images, or the mlp model.");
+  // Option "name": the model chosen is what does not fit this data (the host reports model.name).
+  if (data.tokens() || data.input_shape.size() != 3)
+    throw strata::OptionError("name",
+                              fmt::format("cnn needs image inputs shaped [C, H, W], but the dataset gives {} shaped [{}].",
+                                          data.tokens() ? "token ids" : "inputs", fmt::join(data.input_shape, ", ")),
+                              data.tokens() ? "Use a token model such as llama, or a dataset of images."
+                                            : "Use a dataset of images, or the mlp model.");
   std::int64_t h = data.input_shape[1], w = data.input_shape[2];
   for (std::size_t i = 0; i < o.channels.size(); ++i) {
     if (o.groups > 0 && o.channels[i] % o.groups != 0)

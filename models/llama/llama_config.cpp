@@ -216,9 +216,11 @@ Schema<LlamaOptions> llama_schema() {
 LlamaConfig resolve_config(const LlamaOptions& o, const ModelContext& context) {
   const DataSpec& data = context.data;
   if (!data.tokens() || data.input_shape.size() != 1)
-    throw Error("llama needs token ids shaped [T] (a dataset with a vocabulary), but the dataset gives "
-                    + fmt::format("inputs shaped [{}].", fmt::join(data.input_shape, ", ")),
-                "Use a token dataset (for example text), or an image model (vit, cnn).");
+    // Option "name": the model chosen is what does not fit this data (the host reports model.name).
+    throw OptionError("name",
+                      "llama needs token ids shaped [T] (a dataset with a vocabulary), but the dataset gives "
+                          + fmt::format("inputs shaped [{}].", fmt::join(data.input_shape, ", ")),
+                      "Use a token dataset (for example text), or an image model (vit, cnn).");
 
   std::optional<HfConfigReader> file;
   if (!o.config_from.empty()) {

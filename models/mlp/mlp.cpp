@@ -4,6 +4,8 @@
 
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
@@ -26,6 +28,21 @@ constexpr std::size_t kMaxLayers = 1024;
 /// Features of one flattened sample: the product of the input shape.
 std::int64_t input_width(const strata::DataSpec& data) {
   return std::accumulate(data.input_shape.begin(), data.input_shape.end(), std::int64_t{1}, std::multiplies<>());
+}
+
+/// Throws what make_mlp would for data it cannot take, so that estimating reports the same error.
+/// Token ids are categories, not magnitudes: a linear layer over them is meaningless (and LibTorch
+/// refuses the int64 x float32 product at the first step), so they need an embedding model.
+void check_mlp(const strata::DataSpec& data) {
+  if (data.tokens() || !c10::isFloatingType(data.input_dtype))
+    // Option "name": the model chosen is what does not fit this data (the host reports model.name).
+    throw strata::OptionError("name",
+                              fmt::format("mlp needs floating-point inputs (images or features), but the dataset "
+                                          "gives {} {}.",
+                                          data.tokens() ? "token ids of type" : "inputs of type",
+                                          c10::toString(data.input_dtype)),
+                              "Use a model that embeds tokens, such as llama, or a dataset of float inputs "
+                              "(for example fashion_mnist).");
 }
 
 torch::Tensor activate(const std::string& name, const torch::Tensor& x) {
@@ -57,6 +74,7 @@ class DenseUnit final : public strata::Unit {
 };
 
 std::shared_ptr<strata::Model> make_mlp(const MlpOptions& o, const strata::ModelContext& context) {
+  check_mlp(context.data);
   const std::int64_t inputs = input_width(context.data);
   auto model = std::make_shared<strata::Model>();
   std::int64_t width = inputs, macs = 0;
@@ -76,6 +94,7 @@ std::shared_ptr<strata::Model> make_mlp(const MlpOptions& o, const strata::Model
 /// plus 2 out (LayerNorm weight and bias) for hidden layers with layer_norm. Doubles: widths up
 /// to 2^31 over up to 1024 layers overflow no integer here.
 double estimate_mlp(const MlpOptions& o, const strata::ModelContext& context) {
+  check_mlp(context.data);
   double width = static_cast<double>(input_width(context.data)), params = 0;
   for (const std::int64_t h : o.hidden) {
     const double out = static_cast<double>(h);

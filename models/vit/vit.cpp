@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/conv.h>
@@ -43,10 +44,13 @@ struct VitShape {
 /// so that estimating the size without building reports the same errors.
 VitShape vit_shape(const VitOptions& o, const strata::DataSpec& data) {
   const auto& shape = data.input_shape;
-  if (shape.size() != 3)
-    throw strata::Error(fmt::format("vit needs image inputs shaped [C, H, W], but the dataset gives {} dimension(s).",
-                                    shape.size()),
-                        "Use a dataset of images, or the mlp model.");
+  // Option "name": the model chosen is what does not fit this data (the host reports model.name).
+  if (data.tokens() || shape.size() != 3)
+    throw strata::OptionError("name",
+                              fmt::format("vit needs image inputs shaped [C, H, W], but the dataset gives {} shaped [{}].",
+                                          data.tokens() ? "token ids" : "inputs", fmt::join(shape, ", ")),
+                              data.tokens() ? "Use a token model such as llama, or a dataset of images."
+                                            : "Use a dataset of images, or the mlp model.");
   const std::int64_t h = shape[1], w = shape[2], p = o.patch_size;
   if (h % p != 0 || w % p != 0)
     throw strata::OptionError("patch_size", fmt::format("patch_size {} does not divide the {}x{} images.", p, h, w),

@@ -35,7 +35,9 @@ every = 0
 """
 MODELS = {"fashion_mnist": ("mlp", ""), "cifar10": ("cnn", ""), "mrpc": ("llama", 'preset = "debug"'),
           "text": ("llama", 'preset = "debug"')}
-STACK_TEXT = ["frame #", "Exception raised from"]
+# C++ stack text, and library internals that mean nothing to the user (SentencePiece's source
+# lines, libstdc++'s iostream failures).
+STACK_TEXT = ["frame #", "Exception raised from", "sentencepiece_processor.cc", "basic_filebuf"]
 
 
 def config(dataset, path):
@@ -77,6 +79,15 @@ class Checks:
             result = validate(dataset, path, *sets)
             expect_clean_report(result, 2, "dataset.path", damage.path, damage.message, *extra)
             return "  %s: %s" % (damage.file_name, result.stderr.splitlines()[0][:300])
+        self.pending.append(check)
+
+    def refused(self, dataset, path, *fragments):
+        """validate exits 2 with the fragments (the key first); strings with "=" are --set values."""
+        sets = [f for f in fragments if "=" in f]
+        def check():
+            result = validate(dataset, path, *sets)
+            expect_clean_report(result, 2, *[f for f in fragments if "=" not in f])
+            return None
         self.pending.append(check)
 
     def run(self):
@@ -229,6 +240,29 @@ def text_files():
     checks.run()
 
 
+def unusable_paths():
+    """Paths that are no data set of the expected kind (a device that never ends, a /proc file that
+    fails to read, a text file, an empty directory, a name with a newline), and files that are no
+    tokenizer: exit 2 at the option, naming the path printably, quickly."""
+    checks = Checks()
+    empty = st.temp_dir("empty")
+    newline = os.path.join(empty, "line1\nX")
+    shown = newline.replace("\n", r"\x0A")
+    for dataset in MODELS:
+        for path in ["/proc/self/mem", "/dev/zero", "/etc/passwd", empty]:
+            if dataset == "text" and path == "/etc/passwd":
+                continue  # a text file: good data for `text`
+            checks.refused(dataset, path, "dataset.path", path)
+        checks.refused(dataset, "", "dataset.path", shown, "dataset.path=" + newline)  # TOML cannot hold it raw
+    for dataset in ["text", "mrpc"]:
+        checks.refused(dataset, "", "dataset.tokenizer", "'/etc/passwd' is not a SentencePiece model",
+                       "dataset.tokenizer=/etc/passwd")
+        checks.refused(dataset, "", "dataset.tokenizer", "'/proc/self/mem'", "Input/output error",
+                       "dataset.tokenizer=/proc/self/mem")
+        checks.refused(dataset, "", "dataset.tokenizer", shown, "dataset.tokenizer=" + newline)
+    checks.run()
+
+
 if __name__ == "__main__":
     st.main([fashion_mnist_gzip, fashion_mnist_raw, fashion_mnist_images_crc_at_run, fashion_mnist_real_copy,
-             cifar10_files, mrpc_files, text_files])
+             cifar10_files, mrpc_files, text_files, unusable_paths])

@@ -120,7 +120,7 @@ TEST_CASE("mlp: the estimate is the built parameter count") {
   check_exact("mlp", {}, images(3, 32, 100));
   check_exact("mlp", {{"hidden", Ints{}}}, images(1, 28));
   check_exact("mlp", {{"hidden", Ints{64, 32, 16}}, {"activation", "gelu"s}, {"layer_norm", true}}, images(3, 32));
-  check_exact("mlp", {{"hidden", Ints{7}}, {"activation", "tanh"s}, {"layer_norm", true}}, tokens(2));
+  check_exact("mlp", {{"hidden", Ints{7}}, {"activation", "tanh"s}, {"layer_norm", true}}, images(1, 4, 2));
 }
 
 TEST_CASE("cnn: the estimate is the built parameter count") {
@@ -168,14 +168,17 @@ TEST_CASE("llama: the 1B presets estimate their published parameter counts witho
 TEST_CASE("an estimate throws what building would, without building") {
   check_same_error("cnn", {{"channels", Ints{32}}, {"groups", I{3}}}, images(1, 28), "OptionError groups:");
   check_same_error("cnn", {{"channels", Ints{4, 4, 4, 4, 4}}, {"groups", I{0}}}, images(1, 28), "OptionError channels:");
-  check_same_error("cnn", {}, tokens(2), "Error:");  // wrong kind of data
+  check_same_error("cnn", {}, tokens(2), "OptionError name:");  // wrong kind of data: model.name
   check_same_error("vit", {{"heads", I{5}}}, images(3, 32), "OptionError heads:");
   check_same_error("vit", {{"patch_size", I{5}}}, images(3, 32), "OptionError patch_size:");
   check_same_error("vit", {{"mlp_ratio", 1e-3}}, images(3, 32), "OptionError mlp_ratio:");
-  check_same_error("vit", {}, tokens(2), "Error:");  // wrong kind of data
+  check_same_error("vit", {}, tokens(2), "OptionError name:");  // wrong kind of data: model.name
   check_same_error("llama", {{"num_kv_heads", I{3}}}, tokens(), "OptionError num_kv_heads:");
   check_same_error("llama", {{"vocab_size", I{10}}}, tokens(), "OptionError vocab_size:");
-  check_same_error("llama", {}, images(1, 28), "Error:");  // wrong kind of data
+  check_same_error("llama", {}, images(1, 28), "OptionError name:");  // wrong kind of data: model.name
+  // Token ids into a linear layer: refused at validation, not by LibTorch at the first step.
+  check_same_error("mlp", {}, tokens(), "OptionError name: mlp needs floating-point inputs");
+  check_same_error("mlp", {}, tokens(2), "OptionError name: mlp needs floating-point inputs");
 }
 
 TEST_CASE("absurd sizes give a large finite estimate at once, without allocating") {
