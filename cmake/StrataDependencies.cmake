@@ -48,19 +48,10 @@ if(STRATA_BUILD_TESTS)
   find_package(doctest REQUIRED)
 endif()
 
-# LibTorch ships its own fmt headers (a newer major) in its include directory. Any target that
-# sees both would compile against LibTorch's headers but link Debian's libfmt. strata::fmt puts
-# a directory holding only the real fmt headers ahead of every -isystem path (-I wins).
-get_target_property(_fmt_inc fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
-find_path(STRATA_FMT_INCLUDE_DIR fmt/core.h HINTS ${_fmt_inc} REQUIRED)
-set(_fmt_shim "${PROJECT_BINARY_DIR}/include-shims/fmt")
-file(MAKE_DIRECTORY "${_fmt_shim}")
-if(NOT EXISTS "${_fmt_shim}/fmt")
-  file(CREATE_LINK "${STRATA_FMT_INCLUDE_DIR}/fmt" "${_fmt_shim}/fmt" SYMBOLIC)
-endif()
+include("${CMAKE_CURRENT_LIST_DIR}/StrataFmtShim.cmake")  # STRATA_FMT_SHIM: strata::fmt puts it first
 add_library(strata_fmt INTERFACE)
 add_library(strata::fmt ALIAS strata_fmt)
-target_include_directories(strata_fmt BEFORE INTERFACE "$<BUILD_INTERFACE:${_fmt_shim}>")
+target_include_directories(strata_fmt BEFORE INTERFACE "$<BUILD_INTERFACE:${STRATA_FMT_SHIM}>")
 target_link_libraries(strata_fmt INTERFACE fmt::fmt)
 
 # Gloo headers: LibTorch's ProcessGroupGloo.hpp includes <gloo/...>, which the wheel does not

@@ -285,10 +285,10 @@ void validate_experiment(const RunRequest& request) {
   auto p = prepare(std::move(experiment), world, Purpose::kValidate);
   const auto& e = p->experiment;
   const std::string parameters =
-      p->model ? std::to_string(p->model->parameter_count())
-               : fmt::format("{:.4g} (estimated; {} as float32, built by run only)", *p->estimated_parameters,
-                             gib(*p->estimated_parameters * kFloat32Bytes));
-  std::cout << fmt::format("{}: ok (model {} with {} parameters, dataset {}, strategy {}, {} steps, world {} on {})\n",
+      p->model ? std::to_string(p->model->parameter_count()) + " parameters"
+               : fmt::format("about {:.4g} parameters (estimated, {} as float32; only run builds it)",
+                             *p->estimated_parameters, gib(*p->estimated_parameters * kFloat32Bytes));
+  std::cout << fmt::format("{}: ok (model {} with {}, dataset {}, strategy {}, {} steps, world {} on {})\n",
                            detail::shown(request.file.string(), 200), e.model.name, parameters, e.dataset.name,
                            e.strategy.name, e.train.steps, world.world_size, p->device.str());
 }
