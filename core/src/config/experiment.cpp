@@ -1,21 +1,14 @@
 #include "config/experiment.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include "strata/logger.hpp"
+#include "config/checks.hpp"
 #include "text/suggest.hpp"
 
 namespace strata {
@@ -29,17 +22,6 @@ struct ExperimentDocument {
 };
 
 namespace {
-
-// Stated bounds (README "Experiment files"): the longest duration strata waits, the ranks per
-// hardware thread of a host, and what a file name and a path may hold (NAME_MAX, PATH_MAX).
-constexpr double kMaxSeconds = 1e6;  // 11.6 days
-constexpr std::int64_t kRanksPerThread = 4;
-constexpr std::int64_t kMinRankBound = 8;
-constexpr std::size_t kMaxNameBytes = 255;
-constexpr std::size_t kMaxPathBytes = 4000;
-
-constexpr std::uintmax_t kMaxFileBytes = 8u << 20;  // an experiment file is text written by hand
-constexpr std::size_t kMaxKeyParts = 64;
 
 // ---- core section schemas -------------------------------------------------------------------
 
@@ -152,11 +134,11 @@ const Schema<DistributedSection>& distributed_schema() {
              at_least(1))
         .option("backend", &DistributedSection::backend, "process group backend", one_of({"auto", "gloo", "nccl"}))
         .option("timeout_s", &DistributedSection::timeout_s, "collective and rendezvous timeout in seconds",
-                between(1, kMaxSeconds))
+                between(1, detail::kMaxSeconds))
         .option("heartbeat_s", &DistributedSection::heartbeat_s,
                 "a rank silent for this long (stopped, killed or cut off) ends the job, naming it; 0 disables "
                 "the heartbeat",
-                between(0, kMaxSeconds))
+                between(0, detail::kMaxSeconds))
         .option("max_restarts", &DistributedSection::max_restarts,
                 "strata's launcher restarts all ranks from the latest complete checkpoint when a rank fails, up "
                 "to this many times (torchrun's --max-restarts)",
@@ -343,79 +325,6 @@ class Validator {
 
 const toml::table* table_of(const toml::table& root, const std::string& name) { return root.get_as<toml::table>(name); }
 
-// ---- the file ---------------------------------------------------------------------------------
-
-[[noreturn]] void file_error(const fs::path& file, const std::string& message, const std::string& fix) {
-  throw ConfigError({file.string(), 0, 0}, "", message, fix);
-}
-
-/// The experiment file's text: a regular file of at most kMaxFileBytes, read with errors named.
-std::string read_experiment_text(const fs::path& file) {
-  const std::string example = "experiments/quickstart.toml is a working example.";
-  std::error_code ec;
-  const auto status = fs::status(file, ec);
-  if (!fs::exists(status)) file_error(file, "experiment file not found.", "Check the path; " + example);
-  if (!fs::is_regular_file(status))
-    file_error(file, fs::is_directory(status) ? "is a directory, not an experiment file."
-                                              : "is not a regular file (a device, pipe or socket).",
-               "Give the path of a TOML experiment file; " + example);
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) file_error(file, "cannot be opened: " + std::string(std::strerror(errno)) + ".", "Check its permissions.");
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t got = ::read(fd, buffer, sizeof buffer);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      const std::string reason = std::strerror(errno);
-      ::close(fd);
-      file_error(file, "cannot be read: " + reason + ".", "Give the path of a TOML experiment file; " + example);
-    }
-    if (got == 0) break;
-    text.append(buffer, static_cast<std::size_t>(got));
-    if (text.size() > kMaxFileBytes) {
-      ::close(fd);
-      file_error(file, fmt::format("is larger than {} MiB; experiment files are text written by hand.", kMaxFileBytes >> 20),
-                 "Check that this is the experiment file meant; " + example);
-    }
-  }
-  ::close(fd);
-  return text;
-}
-
-/// toml++ recurses once per part of a dotted key or table header (a key of 100000 parts overflowed
-/// the stack): keys and headers of more than kMaxKeyParts parts are refused before parsing.
-void check_key_depth(const std::string& text, const std::string& label) {
-  std::uint32_t line = 0;
-  for (std::size_t start = 0; start < text.size();) {
-    ++line;
-    std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    // A key (up to '=') or a table header (up to ']'); a ',' first means an array's continuation.
-    std::size_t parts = 1;
-    bool key = false;
-    char quote = 0;
-    for (std::size_t i = start; i < end; ++i) {
-      const char c = text[i];
-      if (quote) {
-        if (c == quote) quote = 0;
-        continue;
-      }
-      if (c == '"' || c == '\'') quote = c;
-      else if (c == '.') ++parts;
-      else if (c == '=' || c == ']') key = true;
-      if (c == '=' || c == ']' || c == ',' || c == '#') break;
-    }
-    if (!key) parts = 1;
-    if (parts > kMaxKeyParts)
-      throw ConfigError({label, line, 1}, "",
-                        fmt::format("a key or table header of {} dotted parts; at most {} are allowed.", parts,
-                                    kMaxKeyParts),
-                        "Nest tables less deeply; experiment keys are section.key.");
-    start = end + 1;
-  }
-}
-
 // ---- overrides --------------------------------------------------------------------------------
 
 void apply_override(ExperimentDocument& doc, const std::string& text, const SourceLocation& origin) {
@@ -454,140 +363,6 @@ void apply_override(ExperimentDocument& doc, const std::string& text, const Sour
   }
   parsed.get("v")->visit([&](auto&& node) { table->insert_or_assign(parts.back(), std::move(node)); });
   doc.overrides[path] = origin;
-}
-
-// ---- cross-field checks ---------------------------------------------------------------------
-
-/// More warmup steps than steps is what a short smoke run of a real experiment (`--set
-/// train.steps=20`) asks for: the warmup is clamped to the steps, with a warning saying so (once
-/// per process; not again in the ranks that strata's own launcher starts after warning itself).
-void clamp_warmup(Experiment& e) {
-  auto& t = e.train;
-  if (t.steps <= 0 || t.warmup_steps <= t.steps) return;
-  const std::string message =
-      fmt::format("train.warmup_steps {} exceeds train.steps {} ({}); the warmup is clamped to {} steps",
-                  t.warmup_steps, t.steps, e.location("train.warmup_steps").str(), t.steps);
-  t.warmup_steps = t.steps;
-  static std::set<std::string> said;
-  const char* spawned = std::getenv("STRATA_SPAWNED");
-  if ((spawned != nullptr && std::string(spawned) == "1") || !said.insert(message).second) return;
-  const char* rank = std::getenv("RANK");
-  const char* world = std::getenv("WORLD_SIZE");
-  Logger(rank ? std::atoi(rank) : 0, world ? std::max(1, std::atoi(world)) : 1).warn(message);
-}
-
-/// c10's device index is 8 bits wide.
-constexpr int kMaxDeviceIndex = 127;
-
-/// auto, cpu, cuda or cuda:N, checked by hand: a regex recurses per character (a 50k-character
-/// value overflowed the stack).
-bool valid_device(const std::string& d) {
-  if (d == "auto" || d == "cpu" || d == "cuda") return true;
-  if (d.rfind("cuda:", 0) != 0) return false;
-  const std::string index = d.substr(5);
-  if (index.empty() || index.size() > 3 || !std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
-  return std::stoi(index) <= kMaxDeviceIndex;
-}
-
-/// Hardware threads of this machine (at least 1).
-std::int64_t machine_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
-
-void check_threads(const Experiment& e) {
-  if (e.train.threads > machine_threads())
-    throw e.error("train.threads",
-                  fmt::format("threads = {} exceeds the {} hardware threads of this machine.", e.train.threads,
-                              machine_threads()),
-                  "Use at most the machine's thread count, or 0 for LibTorch's default.");
-}
-
-/// Ranks on one host: a stated bound, and a warning where CPU ranks oversubscribe the cores (each
-/// rank is a process with its own LibTorch threads and memory).
-void check_nproc(const Experiment& e) {
-  const std::int64_t nproc = e.distributed.nproc;
-  const std::int64_t bound = std::max<std::int64_t>(kMinRankBound, kRanksPerThread * machine_threads());
-  if (nproc > bound)
-    throw e.error("distributed.nproc",
-                  fmt::format("nproc = {} ranks on this host exceeds the bound of {} ({} per hardware thread, {} "
-                              "threads here).",
-                              nproc, bound, kRanksPerThread, machine_threads()),
-                  "Use fewer ranks on this host (one per GPU, or at most one per core on a CPU), or spread the job "
-                  "over hosts with a launcher (torchrun, srun, mpirun).");
-  static bool warned = false;
-  const char* spawned = std::getenv("STRATA_SPAWNED");
-  const bool cpu = e.train.device == "cpu" || e.train.device == "auto";
-  if (cpu && nproc > machine_threads() && !warned && !(spawned != nullptr && std::string(spawned) == "1")) {
-    warned = true;
-    Logger(0, 1).warn(fmt::format("distributed.nproc = {} ranks oversubscribe the {} hardware threads of this host "
-                                  "({}); CPU ranks will run slowly",
-                                  nproc, machine_threads(), e.location("distributed.nproc").str()));
-  }
-}
-
-/// The run directory <out_dir>/<name>/<UTC time>[-N] must be creatable: a name that is one path
-/// component of at most NAME_MAX bytes, not "." or "..", and a path within PATH_MAX.
-void check_run_path(const Experiment& e) {
-  const auto& name = e.experiment.name;
-  const bool chars_ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
-  });
-  if (!chars_ok || name == "." || name == "..")
-    throw e.error("experiment.name",
-                  fmt::format("name \"{}\" is not usable as a directory name.", detail::shown(name)),
-                  "Use letters, digits, '.', '_' and '-' only (not \".\" or \"..\").");
-  if (name.size() > kMaxNameBytes)
-    throw e.error("experiment.name",
-                  fmt::format("name \"{}\" is {} bytes long; a directory name has at most {}.", detail::shown(name),
-                              name.size(), kMaxNameBytes),
-                  "Use a shorter name.");
-  for (const auto& part : fs::path(e.experiment.out_dir))
-    if (part.string().size() > kMaxNameBytes)
-      throw e.error("experiment.out_dir",
-                    fmt::format("out_dir \"{}\" has a component of {} bytes; a directory name has at most {}.",
-                                detail::shown(e.experiment.out_dir), part.string().size(), kMaxNameBytes),
-                    "Use shorter directory names.");
-  // <out_dir>/<name>/20261121T193012Z-NNN plus the longest file inside a run directory.
-  const std::size_t longest = fs::absolute(e.experiment.out_dir).string().size() + name.size() + 64;
-  if (longest > kMaxPathBytes)
-    throw e.error("experiment.out_dir",
-                  fmt::format("run directories under out_dir \"{}\" would have paths of about {} bytes; paths have "
-                              "at most {}.",
-                              detail::shown(e.experiment.out_dir), longest, kMaxPathBytes),
-                  "Use a shorter out_dir or name.");
-}
-
-void check_consistency(const Experiment& e) {
-  const auto& t = e.train;
-  if (t.global_batch_size % t.micro_batches != 0)
-    throw e.error("train.micro_batches",
-                  fmt::format("global_batch_size {} is not divisible by micro_batches {}.", t.global_batch_size,
-                              t.micro_batches),
-                  "Choose micro_batches that divides global_batch_size.");
-  if (t.activation_checkpointing == "none" && t.activation_checkpointing_every != 1)
-    throw e.error("train.activation_checkpointing_every",
-                  fmt::format("activation_checkpointing_every = {} has no effect while activation_checkpointing is "
-                              "\"none\".",
-                              t.activation_checkpointing_every),
-                  "Set activation_checkpointing = \"full\" as well, or remove activation_checkpointing_every.");
-  if (!valid_device(t.device))
-    throw e.error("train.device",
-                  fmt::format("device must be auto, cpu, cuda or cuda:N (N below {}); got \"{}\".", kMaxDeviceIndex + 1,
-                              detail::shown(t.device)),
-                  "Write for example `device = \"cpu\"`.");
-  check_threads(e);
-  check_nproc(e);
-  if (const double h = e.distributed.heartbeat_s; h > 0 && h < 1)
-    throw e.error("distributed.heartbeat_s", fmt::format("heartbeat_s = {:g} is below one second.", h),
-                  "Use 0 (no heartbeat) or at least 1 second; a rank is declared lost after this long.");
-  if (e.optimizer.betas.size() != 2)
-    throw e.error("optimizer.betas", fmt::format("betas needs exactly 2 values, got {}.", e.optimizer.betas.size()),
-                  "Write `betas = [0.9, 0.999]`.");
-  if (!t.init_from.empty() && !fs::is_regular_file(t.init_from) && !fs::is_directory(t.init_from))
-    throw e.error("train.init_from", "no model file or directory at \"" + t.init_from + "\".",
-                  "Point init_from at the final_model.pt or final_model directory of a run made with "
-                  "`save_final = true`, or at a Hugging Face model directory (model.safetensors or "
-                  "model.safetensors.index.json inside).");
-  check_run_path(e);
 }
 
 }  // namespace
@@ -635,8 +410,8 @@ Experiment load_experiment(const fs::path& file, const std::vector<std::string>&
   e.file = file;
   auto doc = std::make_shared<ExperimentDocument>();
   doc->file_label = file.string();
-  const std::string text = read_experiment_text(file);
-  check_key_depth(text, file.string());
+  const std::string text = detail::read_experiment_text(file);
+  detail::check_key_depth(text, file.string());
   try {
     doc->root = toml::parse(text, file.string());
   } catch (const toml::parse_error& err) {
@@ -690,8 +465,8 @@ Experiment load_experiment(const fs::path& file, const std::vector<std::string>&
              "`strata plugins` lists the names.");
     target.name = name->as_string()->get();
   }
-  clamp_warmup(e);
-  check_consistency(e);
+  detail::clamp_warmup(e);
+  detail::check_consistency(e);
   return e;
 }
 
