@@ -2,8 +2,9 @@
 /// \file idx.hpp
 /// Reader of IDX files, the format of the MNIST family of datasets: the magic bytes
 /// `0x00 0x00 <type code> <number of dimensions>`, one big-endian uint32 per dimension, then the
-/// elements in row-major order, big-endian. Files may be gzip-compressed (`*.gz`) or raw: both
-/// are read through zlib, which passes uncompressed files through unchanged.
+/// elements in row-major order, big-endian. Files may be gzip-compressed or raw, told apart by the
+/// gzip magic bytes; a gzip stream must be whole (its CRC-32 and length trailer checked) with
+/// nothing after it.
 ///
 /// Errors are strata::Error whose message names the file and what is wrong (missing file, bad
 /// magic, unknown type code, truncated header or data, data longer than the header declares).

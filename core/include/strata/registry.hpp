@@ -170,8 +170,9 @@ class Registry {
   /// All entries, sorted by kind then name.
   std::vector<const RegistryEntry*> entries() const;
 
-  /// Creates objects through an entry. Exceptions other than OptionError are rethrown as
-  /// PluginError naming the library; the object keeps its library loaded.
+  /// Creates objects through an entry. strata::Error (OptionError included) passes through; any
+  /// other exception is rethrown as PluginError naming the library. The object keeps its library
+  /// loaded.
   std::shared_ptr<Strategy> create_strategy(const std::string& name, const Options& options) const;
   std::shared_ptr<Model> create_model(const std::string& name, const Options& options,
                                       const ModelContext& context) const;
