@@ -18,9 +18,11 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -180,6 +182,77 @@ def strata_run(config, out, *sets, env=None, timeout=DEFAULT_TIMEOUT, expect=0):
 
 
 # ---- checks -----------------------------------------------------------------------------------
+
+class Watched:
+    """A started process whose stdout and stderr are read as they come, by threads (with the time of
+    each line; a chatty process never blocks on a full pipe), in a session of its own. `label`
+    names it in messages (a rank number, "launcher"); `env_note` is shown with its command."""
+
+    def __init__(self, label, args, env, env_note=""):
+        self.label = label
+        self.args = args
+        self.env_note = env_note
+        self.start = time.monotonic()
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env, cwd=scratch_dir(),
+                                     start_new_session=True)
+        self.lines = {"stdout": [], "stderr": []}
+        self.ended_at = None
+        self.readers = [threading.Thread(target=self._read, args=(name, stream), daemon=True)
+                        for name, stream in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr))]
+        for t in self.readers:
+            t.start()
+        threading.Thread(target=self._reap, daemon=True).start()
+
+    def _reap(self):
+        self.proc.wait()
+        self.ended_at = time.monotonic()  # when it ended, whoever waits for it later
+
+    def _read(self, name, stream):
+        for raw in iter(stream.readline, b""):
+            self.lines[name].append((time.monotonic(), raw.decode("utf-8", errors="replace")))
+
+    def text(self, name):
+        return "".join(line for _, line in list(self.lines[name]))
+
+    def wait_for_line(self, pattern, timeout):
+        """Waits until stdout or stderr has a line matching `pattern`; False if the process ended
+        or `timeout` passed first."""
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern)
+        while True:
+            for name in ("stdout", "stderr"):
+                if any(regex.search(line) for _, line in list(self.lines[name])):
+                    return True
+            if self.proc.poll() is not None or time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+    def wait(self, timeout):
+        """The exit code, or None when it still runs after `timeout` s."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        while self.ended_at is None:
+            time.sleep(0.01)
+        for t in self.readers:
+            t.join(timeout=5)
+        return self.proc.returncode
+
+    def kill(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+    def result(self):
+        code = self.proc.poll()
+        return Result(self.args, "still running" if code is None else code, self.text("stdout"),
+                      self.text("stderr"), (self.ended_at or time.monotonic()) - self.start, self.env_note)
+
 
 def fail(message, result=None):
     raise TestFailure(message + ("\n" + result.describe() if result is not None else ""))

@@ -10,8 +10,6 @@ starts.
 import os
 import re
 import signal
-import subprocess
-import threading
 import time
 
 import strata_test as st
@@ -25,68 +23,8 @@ STEP_LINE = re.compile(r"^\[rank 0/\d+\] step +(\d+)/", re.M)
 
 # ---- helpers -----------------------------------------------------------------------------------
 
-
-
-
-
-
-
-
-
 def crash_markers(text):
     return [m for m in st.CRASH_MARKERS if m in text]
-
-
-class Drained:
-    """A started process whose stdout and stderr are read continuously by threads (so a chatty
-    process never blocks on a full pipe); `text()` is what each stream printed so far."""
-
-    def __init__(self, args, env, label):
-        self.args = args
-        self.label = label
-        self.env_note = env[1]
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env[0], cwd=st.scratch_dir(), start_new_session=True)
-        self.started = time.monotonic()
-        self._chunks = {"stdout": [], "stderr": []}
-        self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._pump, args=(stream, name), daemon=True)
-                         for stream, name in ((self.proc.stdout, "stdout"), (self.proc.stderr, "stderr"))]
-        for t in self._threads:
-            t.start()
-
-    def _pump(self, stream, name):
-        for line in iter(stream.readline, b""):
-            with self._lock:
-                self._chunks[name].append(line.decode("utf-8", errors="replace"))
-        stream.close()
-
-    def text(self, name):
-        with self._lock:
-            return "".join(self._chunks[name])
-
-    def wait(self, timeout):
-        """The exit code, or None when the process is still running after `timeout` seconds."""
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        for t in self._threads:
-            t.join(timeout=10)
-        return code
-
-    def result(self):
-        code = self.proc.poll()
-        return st.Result(self.args, "still running" if code is None else code, self.text("stdout"),
-                         self.text("stderr"), time.monotonic() - self.started, self.env_note)
-
-    def kill_group(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
 
 
 def wait_for(condition, timeout, interval=0.1):
@@ -142,7 +80,7 @@ def peer_lost_inside_collective():
             args = [st.strata_bin(), "run", st.GOOD_SYNTHETIC] + st.set_args(
                 "experiment.out_dir=" + out_dir, "distributed.timeout_s=20", "train.steps=1000000",
                 "strategy.name=ddp", "log.every=1")
-            ranks.append(Drained(args, env, "rank %d" % rank))
+            ranks.append(st.Watched("rank %d" % rank, args, env[0], env[1]))
         rank0, rank1 = ranks
 
         def training():
@@ -173,7 +111,7 @@ def peer_lost_inside_collective():
         print("  rank 0 stderr: " + result.stderr.strip().replace("\n", "\n    "))
     finally:
         for r in ranks:
-            r.kill_group()
+            r.kill()
 
 
 def sigterm_to_launcher_stops_all_ranks():
@@ -181,7 +119,7 @@ def sigterm_to_launcher_stops_all_ranks():
     out = st.temp_dir("sigterm")
     args = [st.strata_bin(), "run", st.GOOD_SYNTHETIC, "--out", out, "--nproc", "3"] + st.set_args(
         "strategy.name=ddp", "train.steps=1000000", "log.every=1", "train.global_batch_size=24")
-    launcher = Drained(args, st._clean_env(), "launcher")
+    launcher = st.Watched("launcher", args, *st._clean_env())
     children = []
     try:
         def running():
@@ -215,7 +153,7 @@ def sigterm_to_launcher_stops_all_ranks():
         print("  launcher exited %s %.1f s after SIGTERM; ranks %s gone" % (code, took, children))
         print("  launcher stderr tail: " + "\n    ".join(result.stderr.strip().splitlines()[-6:]))
     finally:
-        launcher.kill_group()
+        launcher.kill()
         for p in children:
             if st.alive(p):
                 try:

@@ -13,7 +13,6 @@ import signal
 import time
 
 import strata_test as st
-from test_multihost import Watched
 
 HEARTBEAT_S = 5
 SLACK_S = 5          # the job ends within heartbeat_s + this after a rank stops
@@ -29,7 +28,7 @@ class Job:
         self.out = st.temp_dir(label)
         args = [st.strata_bin(), "run", st.GOOD_SYNTHETIC, "--out", self.out, "--nproc", "2"] + st.set_args(*SETS)
         env, _ = st._clean_env()
-        self.launcher = Watched("launcher", args, env)
+        self.launcher = st.Watched("launcher", args, env)
         self.ranks = {}
 
     def __enter__(self):

@@ -13,11 +13,8 @@ Skips, saying why, where namespaces cannot be made (not root, no `ip`, no permis
 import itertools
 import os
 import random
-import re
 import shutil
-import signal
 import subprocess
-import threading
 import time
 
 import strata_test as st
@@ -40,74 +37,6 @@ def _ip(*args, check=True):
     if check and r.returncode != 0:
         st.fail("`ip %s` exited %d: %s" % (" ".join(args), r.returncode, r.stderr.strip()))
     return r
-
-
-class Watched:
-    """A process whose stdout and stderr are read as they come (with the time of each line), in a
-    session of its own; `rank` is a label. test_heartbeat.py uses it too."""
-
-    def __init__(self, rank, args, env):
-        self.rank = rank
-        self.args = args
-        self.start = time.monotonic()
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env, cwd=st.scratch_dir(),
-                                     start_new_session=True)
-        self.lines = {"stdout": [], "stderr": []}
-        self.ended_at = None
-        self.readers = [threading.Thread(target=self._read, args=(name, stream), daemon=True)
-                        for name, stream in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr))]
-        for t in self.readers:
-            t.start()
-        threading.Thread(target=self._reap, daemon=True).start()
-
-    def _reap(self):
-        self.proc.wait()
-        self.ended_at = time.monotonic()  # when it ended, whoever waits for it later
-
-    def _read(self, name, stream):
-        for raw in iter(stream.readline, b""):
-            self.lines[name].append((time.monotonic(), raw.decode("utf-8", errors="replace")))
-
-    def text(self, name):
-        return "".join(line for _, line in list(self.lines[name]))
-
-    def wait_for_line(self, pattern, timeout):
-        """Waits until stdout or stderr has a line matching `pattern`; False if the process ended
-        or `timeout` passed first."""
-        deadline = time.monotonic() + timeout
-        regex = re.compile(pattern)
-        while True:
-            for name in ("stdout", "stderr"):
-                if any(regex.search(line) for _, line in list(self.lines[name])):
-                    return True
-            if self.proc.poll() is not None or time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
-
-    def wait(self, timeout):
-        """The exit code, or None when it still runs after `timeout` s."""
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        while self.ended_at is None:
-            time.sleep(0.01)
-        for t in self.readers:
-            t.join(timeout=5)
-        return self.proc.returncode
-
-    def kill(self):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-
-    def result(self):
-        return st.Result(self.args, self.proc.returncode, self.text("stdout"), self.text("stderr"),
-                         (self.ended_at or time.monotonic()) - self.start)
 
 
 class TwoHosts:
@@ -163,7 +92,7 @@ class TwoHosts:
         env, _ = st._clean_env()
         for key in UNSET:
             env.pop(key, None)
-        r = Watched(rank, args, env)
+        r = st.Watched(rank, args, env)
         self.ranks.append(r)
         return r
 
@@ -176,7 +105,7 @@ def finish_both(ranks, timeout, since="they started"):
     running = [r for r in ranks if r.proc.poll() is None]
     if running:
         st.fail("rank(s) %s still running %d s after %s:\n%s"
-                % ([r.rank for r in running], timeout, since, "\n".join(r.result().describe() for r in ranks)))
+                % ([r.label for r in running], timeout, since, "\n".join(r.result().describe() for r in ranks)))
 
 
 def train_across(label, *sets):
@@ -231,11 +160,11 @@ def link_down_ends_both_ranks():
         results = [r.result() for r in ranks]
         for r, result in zip(ranks, results):
             took = r.ended_at - down_at
-            print("  rank %d exited %s %.1f s after the link went down" % (r.rank, r.proc.returncode, took))
-            st.check(r.proc.returncode not in (0, None), "rank %d exited 0 after the link went down" % r.rank, result)
+            print("  rank %d exited %s %.1f s after the link went down" % (r.label, r.proc.returncode, took))
+            st.check(r.proc.returncode not in (0, None), "rank %d exited 0 after the link went down" % r.label, result)
             st.expect_no_crash(result)
             st.check(took <= bound, "rank %d ended %.1f s after the link went down; expected within heartbeat_s + %d "
-                     "= %d s" % (r.rank, took, SLACK_S, bound), result)
+                     "= %d s" % (r.label, took, SLACK_S, bound), result)
     summary = st.load_summary(out)
     st.check(summary.get("status") == "failed", "rank 0's summary.json: status %r, expected failed"
              % summary.get("status"), results[0])
