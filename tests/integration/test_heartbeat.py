@@ -134,24 +134,22 @@ def sigterm_to_the_launcher_interrupts():
         expect_summary(job, "interrupted", None, result)
 
 
-def sigkill_of_rank_1_is_named():
-    with Job("sigkill1") as job:
-        killed_at = job.signal(1, signal.SIGKILL)
-        result = job.end(killed_at, 30, "SIGKILL of rank 1")
-        line = cause_line(result, 1)
+def _sigkill_is_named(rank, label):
+    with Job(label) as job:
+        killed_at = job.signal(rank, signal.SIGKILL)
+        result = job.end(killed_at, 30, "SIGKILL of rank %d" % rank)
+        line = cause_line(result, rank)
         st.check("SIGKILL" in line, "the cause line does not name SIGKILL: %r" % line, result)
         st.expect_exit(result, 128 + signal.SIGKILL)
-        expect_summary(job, "failed", 1, result)
+        expect_summary(job, "failed", rank, result)
+
+
+def sigkill_of_rank_1_is_named():
+    _sigkill_is_named(1, "sigkill1")
 
 
 def sigkill_of_rank_0_launcher_writes_the_summary():
-    with Job("sigkill0") as job:
-        killed_at = job.signal(0, signal.SIGKILL)
-        result = job.end(killed_at, 30, "SIGKILL of rank 0")
-        line = cause_line(result, 0)
-        st.check("SIGKILL" in line, "the cause line does not name SIGKILL: %r" % line, result)
-        st.expect_exit(result, 128 + signal.SIGKILL)
-        expect_summary(job, "failed", 0, result)
+    _sigkill_is_named(0, "sigkill0")
 
 
 if __name__ == "__main__":
