@@ -65,12 +65,16 @@ PY="$VENV/bin/python"
 # ---------------------------------------------------------------------------------------------
 # a. Debian packages
 STEP="packages"
-# openmpi-bin: mpirun for tests/integration/test_launchers.py (strata does not link MPI; it reads
-# mpirun's rank variables). Slurm is left out: srun needs a running controller, and the tests set
-# Slurm's variables themselves.
+# For the tests only (without them those tests skip, saying why): openmpi-bin: mpirun for
+# test_launchers.py (strata does not link MPI; it reads mpirun's rank variables). slurm-wlm:
+# slurmctld, slurmd, srun and sbatch for test_slurm.py, which starts its own one-node cluster from a
+# temporary directory (the packaged services are not used; where an init system starts them, they
+# fail for want of /etc/slurm/slurm.conf). chromium: the headless render of report.html in
+# test_report.py. iproute2: `ip netns` for test_multihost.py; procps: pgrep (strata_test.py).
+# chromium and slurm-wlm add about 126 MB of downloads and 22 s to a fresh install (Debian 12).
 PACKAGES=(build-essential cmake ninja-build ccache libboost-dev libboost-program-options-dev
           libtomlplusplus-dev doctest-dev libfmt-dev libgloo-dev zlib1g-dev dataset-fashion-mnist
-          libsentencepiece-dev openmpi-bin
+          libsentencepiece-dev openmpi-bin slurm-wlm chromium iproute2 procps
           python3-venv python3-pip)
 if [[ "${STRATA_SKIP_APT:-0}" == 1 ]]; then
   log "packages skipped (STRATA_SKIP_APT=1): dependencies must come from CMAKE_PREFIX_PATH"

@@ -31,9 +31,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 /// Exits 77 (skipped) with the reason when this machine has no CUDA device.
+/// Skips (exit 77: ctest's Skipped) where this machine shows no GPU at all; a GPU that is there
+/// but that LibTorch cannot use is a failure, not a skip.
 void require_gpu() {
   if (torch::cuda::is_available()) return;
-  std::printf("skipped: no CUDA device is visible to LibTorch (torch::cuda::is_available() is false)\n");
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const bool hidden = visible != nullptr && (std::string(visible).empty() || std::string(visible) == "-1");
+  if (!hidden && std::filesystem::exists("/dev/nvidia0"))
+    FAIL("a GPU is present (/dev/nvidia0) but LibTorch sees no CUDA device (torch::cuda::is_available() is "
+         "false): check the driver and the CUDA build of LibTorch");
+  std::printf("skipped: no GPU on this machine (%s)\n",
+              hidden ? "CUDA_VISIBLE_DEVICES hides them" : "no /dev/nvidia0, and LibTorch sees no CUDA device");
   std::fflush(stdout);
   std::_Exit(77);
 }
@@ -85,7 +93,7 @@ void busy_gpu(double seconds) {
 
 }  // namespace
 
-TEST_CASE("NCCL collectives refuse CPU tensors; wait() orders the stream, host_wait() blocks the host") {
+TEST_CASE("NCCL collectives refuse CPU tensors, wait() orders the stream and host_wait() blocks the host") {
   require_gpu();
   auto comm = nccl_of_one();
   CHECK(comm->device().is_cuda());

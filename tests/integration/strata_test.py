@@ -2,7 +2,14 @@
 
 Each test script is a list of cases run by `main(cases)`: every case runs even when an earlier
 one failed, prints PASS, FAIL (with the command, its exit code, stdout and stderr) or SKIP (with
-the reason), and the script exits 1 when any case failed, else 0.
+the reason). The exit code tells CTest what happened (each test has SKIP_RETURN_CODE 77):
+  1   a case failed, or there were no cases at all (a test that runs nothing does not pass);
+  77  nothing failed and nothing passed but something skipped: CTest reports the test Skipped, and the
+      last line, `SKIPPED: reason [cases]; ...`, says why (scripts/ci_skips.py lists these lines);
+  0   nothing failed and something passed. CTest has no partial skip, so a test where some cases
+      passed and others skipped is Passed, and its last line, `SKIPPED CASES (k of n): reason
+      [cases]; ...`, names the ones that did not run.
+A script that cannot run at all (no GPU) calls skip_all(reason): the same `SKIPPED:` line, exit 77.
 
 Environment:
   STRATA_BIN                 the `strata` executable (set by CTest); falls back to
@@ -27,6 +34,7 @@ import time
 import traceback
 
 DEFAULT_TIMEOUT = 300  # seconds; no command of a test may hang longer than this
+SKIP_EXIT_CODE = 77     # CTest's SKIP_RETURN_CODE of every integration test
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(TESTS_DIR))
@@ -512,11 +520,30 @@ def alive(pid):
 
 # ---- the driver -------------------------------------------------------------------------------
 
+def skip_all(reason):
+    """Skips the whole script: prints `SKIPPED: reason` and exits 77 (CTest: Skipped)."""
+    print("SKIPPED: %s" % " ".join(reason.split()))
+    sys.stdout.flush()
+    sys.exit(SKIP_EXIT_CODE)
+
+
+def _skip_line(skipped):
+    """`reason [case, case]; reason [case]` for (name, reason) pairs, grouped by reason in order."""
+    by_reason = {}
+    for name, reason in skipped:
+        by_reason.setdefault(" ".join(reason.split()), []).append(name)  # one line, for ci_skips.py
+    return "; ".join("%s [%s]" % (reason, ", ".join(names)) for reason, names in by_reason.items())
+
+
 def main(cases):
-    """Runs every case (a list of functions, or (name, function) pairs); exits 1 if any failed."""
+    """Runs every case (a list of functions, or (name, function) pairs) and exits: 1 if any failed
+    or there were none, 77 if all skipped, else 0 (see the module comment)."""
     title = os.path.basename(sys.argv[0])
     failed, skipped, passed = [], [], []
     start = time.monotonic()
+    if not cases:
+        print("FAIL %s: no cases to run" % title)
+        sys.exit(1)
     try:
         binary = strata_bin()
     except TestFailure as e:
@@ -530,7 +557,7 @@ def main(cases):
         try:
             func()
         except Skip as e:
-            skipped.append(name)
+            skipped.append((name, str(e)))
             print("SKIP: %s (%s)" % (e, name))
         except TestFailure as e:
             failed.append(name)
@@ -547,4 +574,11 @@ def main(cases):
     print("%s: %d passed, %d failed, %d skipped in %.1f s%s"
           % (title, len(passed), len(failed), len(skipped), time.monotonic() - start,
              ("; failed: " + ", ".join(failed)) if failed else ""))
-    sys.exit(1 if failed else 0)
+    if failed:
+        sys.exit(1)
+    if skipped and not passed:
+        print("SKIPPED: %s" % _skip_line(skipped))
+        sys.exit(SKIP_EXIT_CODE)
+    if skipped:
+        print("SKIPPED CASES (%d of %d): %s" % (len(skipped), len(cases), _skip_line(skipped)))
+    sys.exit(0)

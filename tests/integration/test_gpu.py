@@ -2,11 +2,15 @@
 """On a GPU (label `gpu`): every strategy trains on CUDA at world size 1 over a real NCCL process
 group and ends with `single`'s model tensor by tensor; two ranks sharing the GPU over Gloo do the
 same with ddp, zero2, zero3 and fsdp; summary.json says how memory and step time were measured.
-Without a usable CUDA device it prints why and exits 77 (CTest: skipped).
+Without a CUDA device (none in `nvidia-smi -L`, no /dev/nvidiaN, or CUDA_VISIBLE_DEVICES hiding them
+all) it prints why and exits 77 (CTest: skipped); where a device is visible, a strata that cannot use
+it fails the test.
 
     STRATA_BIN=build/bin/strata python3 tests/integration/test_gpu.py
 """
-import sys
+import glob
+import os
+import subprocess
 
 import strata_test as st
 
@@ -15,12 +19,30 @@ COMMON = ["train.device=cuda", "train.save_final=true", "train.steps=24", "train
           "log.every=4", "optimizer.name=sgd", "optimizer.momentum=0", "optimizer.lr=0.1", "train.micro_batches=2"]
 
 
-def gpu_or_skip():
+def visible_gpu():
+    """(True, what shows a CUDA device) or (False, why no device is visible). Asked of the driver,
+    not of strata: a strata that cannot use a device this machine has must fail, not skip."""
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if hidden is not None and hidden.strip() in ("", "-1"):
+        return False, "CUDA_VISIBLE_DEVICES=%r hides every device" % hidden
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60)
+        gpus = [line for line in r.stdout.splitlines() if line.startswith("GPU ")]
+        if r.returncode == 0 and gpus:
+            return True, "nvidia-smi -L: " + "; ".join(gpus)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    nodes = sorted(glob.glob("/dev/nvidia[0-9]*"))
+    if nodes:
+        return True, "device nodes " + " ".join(nodes)
+    return False, "nvidia-smi -L lists no GPU and there is no /dev/nvidiaN"
+
+
+def strata_uses_the_gpu():
+    _, seen = visible_gpu()
     result = st.strata("validate", st.GOOD_SYNTHETIC, "--set", "train.device=cuda", timeout=120)
-    if result.returncode != 0:
-        print("skipped: no usable CUDA device (strata validate --set train.device=cuda: exit %s)"
-              % result.returncode)
-        sys.exit(77)
+    st.check(result.returncode == 0, "a CUDA device is visible (%s) but strata cannot use it" % seen, result)
 
 
 def run(label, *sets, nproc=1):
@@ -50,5 +72,7 @@ def strategies_match_single_on_cuda():
 
 
 if __name__ == "__main__":
-    gpu_or_skip()
-    st.main([strategies_match_single_on_cuda])
+    found, words = visible_gpu()
+    if not found:
+        st.skip_all("no CUDA device: " + words)
+    st.main([strata_uses_the_gpu, strategies_match_single_on_cuda])

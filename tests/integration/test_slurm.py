@@ -3,8 +3,9 @@
 `srun -n 2 strata run` as two ranks, and sbatch's batch step is not a rank: a plain run there trains
 alone, `--nproc 2` there is exit 2 pointing to srun. test_launchers.py emulates the same with
 Slurm's variables; this one checks them against what Slurm really sets (tests/fixtures/slurm holds
-captured environments). Skips, saying why, without Slurm's programs, without root, or when the
-daemons do not come up within DAEMON_START_S.
+captured environments). Skips, saying why, without Slurm's programs (scripts/setup.sh installs
+slurm-wlm) or without root; where both are there, daemons that do not bring the node up within
+DAEMON_START_S fail every case, with the errors of their logs.
 
     STRATA_BIN=build/bin/strata python3 tests/integration/test_slurm.py
 """
@@ -19,7 +20,7 @@ import time
 
 import strata_test as st
 
-DAEMON_START_S = 30    # the daemons answer and the node is idle within this, or every case skips
+DAEMON_START_S = 30    # the daemons answer and the node is idle within this, or every case fails
 JOB_TIMEOUT_S = 240    # one srun or sbatch --wait
 PROGRAMS = ["slurmctld", "slurmd", "srun", "sbatch", "sinfo", "scancel"]
 SETS = ["strategy.name=ddp", "train.steps=12", "train.global_batch_size=16", "log.every=4", "train.threads=1"]
@@ -61,16 +62,18 @@ def free_tcp_port():
 
 
 class Cluster:
-    """The daemons of one node, started once for all cases; `skip` says why they are not there."""
+    """The daemons of one node, started once for all cases; `skip` says why they cannot be started
+    here, `error` why they did not come up."""
 
     def __init__(self):
         self.dir = None
         self.procs = []
         self.skip = None
+        self.error = None
         self.env = None
 
     def start(self):
-        if self.env is not None or self.skip is not None:
+        if self.env is not None or self.skip is not None or self.error is not None:
             return
         missing = [p for p in PROGRAMS if shutil.which(p) is None]
         if missing:
@@ -110,8 +113,11 @@ class Cluster:
                 self.env = env
                 return
             time.sleep(0.5)
-        self.skip = ("slurmctld + slurmd did not bring node %s to idle within %d s (sinfo: %r); %s"
-                     % (host, DAEMON_START_S, state, self.log_tail()))
+        ended = ["%s exited %d" % (name, p.returncode)
+                 for name, p in zip(("slurmctld", "slurmd"), self.procs) if p.poll() is not None]
+        self.error = ("slurmctld + slurmd did not bring node %s to idle%s (sinfo: %r); %s"
+                      % (host, ": " + ", ".join(ended) if ended else " within %d s" % DAEMON_START_S, state,
+                         self.log_tail()))
         self.stop()
 
     def log_tail(self, lines=6):
@@ -154,6 +160,8 @@ class Cluster:
         self.start()
         if self.skip:
             raise st.Skip(self.skip)
+        if self.error:
+            st.fail(self.error)
         start = time.monotonic()
         try:
             proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -236,4 +244,4 @@ if __name__ == "__main__":
         raise
     finally:
         CLUSTER.stop()
-        CLUSTER.remove(keep=code != 0 or os.environ.get("STRATA_TEST_KEEP") == "1")
+        CLUSTER.remove(keep=code not in (0, st.SKIP_EXIT_CODE) or os.environ.get("STRATA_TEST_KEEP") == "1")

@@ -48,7 +48,7 @@ TEST_CASE("the built-in plugins load, each from its own library") {
   loader.load_directory(STRATA_PLUGIN_BUILD_DIR);  // loading again is a no-op, not a duplicate
 }
 
-TEST_CASE("one library registers several names; its objects keep it loaded") {
+TEST_CASE("one library registers several names and its objects keep it loaded") {
   std::shared_ptr<strata::Strategy> strategy;
   {
     strata::Registry registry;

@@ -102,7 +102,7 @@ TEST_CASE("checkpointed units recompute their forward in backward and give the s
   CHECK(forwards == 1);
 }
 
-TEST_CASE("default loss is summed cross-entropy; metrics are accuracy and, for two classes, F1") {
+TEST_CASE("default loss is summed cross-entropy and the metrics are accuracy and, for two classes, F1") {
   strata::Model m;
   auto logits = torch::tensor({{2.0, 0.0}, {0.0, 3.0}, {1.0, 0.0}});
   strata::Batch batch{logits, torch::tensor({0, 1, 1}, torch::kInt64), {}};
@@ -212,7 +212,7 @@ double optimizer_drift(const strata::OptimizerSpec& spec, int steps) {
 }
 }  // namespace
 
-TEST_CASE("foreach SGD and AdamW equal LibTorch's exactly; fused AdamW is within 1e-6 relative") {
+TEST_CASE("foreach SGD and AdamW equal LibTorch's exactly, fused AdamW is within 1e-6 relative") {
   strata::OptimizerSpec sgd;
   sgd.name = "sgd";
   sgd.lr = 0.05;

@@ -70,7 +70,7 @@ TEST_CASE("datasheet peaks: whole words, so similar names do not match each othe
   CHECK_FALSE(strata::datasheet_peak("", "float32").has_value());
 }
 
-TEST_CASE("datasheet peaks: dense figures with their source; dtypes without a figure are nullopt") {
+TEST_CASE("datasheet peaks: dense figures with their source, dtypes without a figure are nullopt") {
   const auto h100 = strata::datasheet_peak("NVIDIA H100 80GB HBM3", "bfloat16");
   REQUIRE(h100);
   CHECK(h100->source == "NVIDIA H100 datasheet (SXM, dense BF16)");

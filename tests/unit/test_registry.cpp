@@ -49,7 +49,7 @@ TEST_CASE("an unknown name lists the known ones and suggests the nearest") {
   }
 }
 
-TEST_CASE("factory failures become plugin errors; option errors pass through") {
+TEST_CASE("factory failures become plugin errors and option errors pass through") {
   strata::Registry r;
   r.set_current_library("/p/libbad.so", nullptr);
   r.add_strategy("boom", "", strata::Schema<Empty>{},
