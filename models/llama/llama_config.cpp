@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -43,7 +44,12 @@ LlamaConfig preset_config(const std::string& name) {
   return c;
 }
 
-/// Reads the shapes of a Hugging Face LlamaConfig; every error names the file and the key.
+/// Reads a Hugging Face LlamaConfig: every key that changes the model's math is either honoured
+/// or refused, never defaulted past. transformers 4.x writes `rope_theta` at the top level and the
+/// scaling in `rope_scaling` (null without); 5.x writes both in `rope_parameters`
+/// ({"rope_type": "default", "rope_theta": ...}) and still reads the 4.x keys, preferring the
+/// dict's. Both layouts are read; a file holding both must say the same thing in each, since 4.x
+/// and 5.x would read it differently otherwise. Every error names the file and the key.
 class HfConfigReader {
  public:
   explicit HfConfigReader(fs::path path) : path_(std::move(path)) {
@@ -66,10 +72,7 @@ class HfConfigReader {
     if (auto type = string_key("model_type"); type && *type != "llama")
       fail(fmt::format("{}: model_type is \"{}\"; the llama plugin reads Llama configs only.", path_, *type),
            "Use a Llama-family checkpoint (model_type \"llama\").");
-    if (auto act = string_key("hidden_act"); act && *act != "silu")
-      fail(fmt::format("{}: hidden_act is \"{}\"; the llama plugin implements silu only.", path_, *act));
-    if (bool_key("mlp_bias", false))
-      fail(fmt::format("{}: mlp_bias is true; the llama plugin has bias-free MLPs.", path_));
+    refuse_what_the_model_lacks();
     LlamaConfig c;
     c.vocab_size = int_key("vocab_size");
     c.hidden_size = int_key("hidden_size");
@@ -78,74 +81,171 @@ class HfConfigReader {
     c.num_heads = int_key("num_attention_heads");
     c.num_kv_heads = int_key("num_key_value_heads", c.num_heads);
     c.head_dim = int_key("head_dim", c.hidden_size / c.num_heads);  // transformers' default (floor)
-    c.rope_theta = number_key("rope_theta", 10000);
     c.rms_norm_eps = number_key("rms_norm_eps", 1e-6);
     c.tie_word_embeddings = bool_key("tie_word_embeddings", false);
     c.attention_bias = bool_key("attention_bias", false);
     c.max_position_embeddings = int_key("max_position_embeddings", 2048);
-    c.rope_scaling = rope_scaling();
+    const Rope rope = read_rope(c.max_position_embeddings);
+    c.rope_theta = rope.theta;
+    c.rope_scaling = rope.scaling;
     for (auto [key, field] : {std::pair{"pad_token_id", &c.pad_token_id}, std::pair{"bos_token_id", &c.bos_token_id},
                               std::pair{"eos_token_id", &c.eos_token_id}})
-      if (const Json* v = root_.find(key); v && !v->is_null()) *field = *v;
+      if (const Json* v = find(key)) *field = *v;
     return c;
   }
   const fs::path& path() const { return path_; }
 
  private:
   static constexpr const char* kFix = "Point config_from at the config.json of a Llama checkpoint, or fix the file.";
+  static constexpr double kDefaultTheta = 10000;  // transformers' rope_theta when a file names none
+
+  /// The rotary embedding a file describes in one of its layouts.
+  struct Rope {
+    double theta = kDefaultTheta;
+    RopeScaling scaling;
+    bool operator==(const Rope&) const = default;
+  };
+
   [[noreturn]] void fail(const std::string& message, std::string fix = kFix) const {
     throw OptionError("config_from", message, std::move(fix));
   }
-  std::int64_t int_key(const char* key, std::optional<std::int64_t> fallback = {}, const Json* in = nullptr) const {
+  /// `key` of `in` (the file's top level by default), or nullptr when absent or null.
+  const Json* find(const char* key, const Json* in = nullptr) const {
     const Json* v = (in ? *in : root_).find(key);
-    if (!v || v->is_null()) {
+    return v && !v->is_null() ? v : nullptr;
+  }
+  /// "key", or "section.key" for a key of a nested object: how error messages name it.
+  static std::string label(const char* key, std::string_view section) {
+    return section.empty() ? std::string(key) : fmt::format("{}.{}", section, key);
+  }
+  std::int64_t int_key(const char* key, std::optional<std::int64_t> fallback = {}, const Json* in = nullptr,
+                       std::string_view section = {}) const {
+    const Json* v = find(key, in);
+    if (!v) {
       if (fallback) return *fallback;
-      fail(fmt::format("{} has no \"{}\".", path_, key),
+      fail(fmt::format("{} has no \"{}\".", path_, label(key, section)),
            "A Llama config.json names every shape; is config_from the right file?");
     }
     const double d = v->number_or(NAN);
     if (!(d >= 1) || d != std::floor(d) || d > 1e15)
-      fail(fmt::format("{}: \"{}\" must be a positive integer, got {}.", path_, key, v->dump(-1)));
+      fail(fmt::format("{}: \"{}\" must be a positive integer, got {}.", path_, label(key, section), v->dump(-1)));
     return static_cast<std::int64_t>(d);
   }
-  double number_key(const char* key, std::optional<double> fallback = {}, const Json* in = nullptr) const {
-    const Json* v = (in ? *in : root_).find(key);
-    if ((!v || v->is_null()) && fallback) return *fallback;
-    const double d = v ? v->number_or(NAN) : NAN;
+  double number_key(const char* key, std::optional<double> fallback = {}, const Json* in = nullptr,
+                    std::string_view section = {}) const {
+    const Json* v = find(key, in);
+    if (!v) {
+      if (fallback) return *fallback;
+      fail(fmt::format("{} has no \"{}\".", path_, label(key, section)));
+    }
+    const double d = v->number_or(NAN);
     if (!(d > 0) || !std::isfinite(d))
-      fail(fmt::format("{}: \"{}\" must be a positive number, got {}.", path_, key, v ? v->dump(-1) : "nothing"));
+      fail(fmt::format("{}: \"{}\" must be a positive number, got {}.", path_, label(key, section), v->dump(-1)));
     return d;
   }
   bool bool_key(const char* key, bool fallback) const {
-    const Json* v = root_.find(key);
-    if (!v || v->is_null()) return fallback;
+    const Json* v = find(key);
+    if (!v) return fallback;
     if (v->dump(-1) != "true" && v->dump(-1) != "false")
       fail(fmt::format("{}: \"{}\" must be true or false, got {}.", path_, key, v->dump(-1)));
     return v->bool_or(fallback);
   }
-  std::optional<std::string> string_key(const char* key) const {
-    const Json* v = root_.find(key);
-    if (!v || v->is_null()) return std::nullopt;
+  std::optional<std::string> string_key(const char* key, const Json* in = nullptr) const {
+    const Json* v = find(key, in);
+    if (!v) return std::nullopt;
     return v->string_or(v->dump(-1));
   }
-  RopeScaling rope_scaling() const {
-    const Json* s = root_.find("rope_scaling");
-    if (!s || s->is_null()) return {};
-    const Json* type = s->find("rope_type");
-    if (!type) type = s->find("type");
-    const std::string name = type ? type->string_or("") : "";
-    if (name == "default") return {};
+
+  /// Keys of transformers' LlamaConfig whose other values change the math of a model this plugin
+  /// cannot build. (attention_bias is built; pretraining_tp no longer changes transformers' math.)
+  void refuse_what_the_model_lacks() const {
+    // transformers' ACT2FN maps both names to SiLU.
+    if (auto act = string_key("hidden_act"); act && *act != "silu" && *act != "swish")
+      fail(fmt::format("{}: hidden_act is \"{}\"; the llama plugin's MLP is SwiGLU (silu) only.", path_, *act),
+           "Use a Llama checkpoint with hidden_act \"silu\": the same weights would compute something else here.");
+    if (bool_key("mlp_bias", false))
+      fail(fmt::format("{}: mlp_bias is true; the llama plugin has bias-free MLPs.", path_),
+           "Use a checkpoint without MLP biases (mlp_bias false).");
+    if (const Json* v = find("attention_dropout"); v && v->number_or(NAN) != 0)
+      fail(fmt::format("{}: attention_dropout is {}; the llama plugin has no dropout, so it would train another "
+                       "model than the file describes.", path_, v->dump(-1)),
+           "Set attention_dropout to 0.0 in the file to train without dropout.");
+  }
+
+  /// partial_rotary_factor (top level in 4.x, in the rope dict in 5.x) other than 1 would rotate
+  /// part of each head only; transformers' own Llama does not run it either.
+  void refuse_partial_rotary(const Json* in, std::string_view section) const {
+    const char* key = "partial_rotary_factor";
+    if (const Json* v = find(key, in); v && v->number_or(NAN) != 1)
+      fail(fmt::format("{}: \"{}\" is {}; the llama plugin rotates whole heads only.", path_, label(key, section),
+                       v->dump(-1)),
+           fmt::format("Remove {} or set it to 1.0.", label(key, section)));
+  }
+
+  /// The rotary embedding: rope_scaling (4.x) and rope_parameters (5.x) if present, else
+  /// rope_theta alone (4.x without scaling).
+  Rope read_rope(std::int64_t max_positions) const {
+    refuse_partial_rotary(nullptr, {});
+    const std::optional<Rope> legacy = rope_dict("rope_scaling", max_positions);
+    const std::optional<Rope> current = rope_dict("rope_parameters", max_positions);
+    if (legacy && current && !(*legacy == *current))
+      fail(fmt::format("{}: rope_scaling and rope_parameters describe different rotary embeddings (transformers 4 "
+                       "reads rope_scaling and the top-level rope_theta, 5 prefers rope_parameters' values).",
+                       path_),
+           "Keep one of rope_scaling and rope_parameters (transformers 5 writes rope_parameters), or make them agree.");
+    if (legacy) return *legacy;
+    if (current) return *current;
+    return Rope{number_key("rope_theta", kDefaultTheta), {}};
+  }
+
+  /// A rope dict (`section` = "rope_scaling" or "rope_parameters"), or nothing when the key is
+  /// absent, null or {} (transformers treats an empty dict as none).
+  std::optional<Rope> rope_dict(const char* section, std::int64_t max_positions) const {
+    const Json* s = find(section);
+    if (!s) return std::nullopt;
+    if (!s->members())
+      fail(fmt::format("{}: \"{}\" must be an object or null, got {}.", path_, section, s->dump(-1)));
+    if (s->members()->empty()) return std::nullopt;
+    refuse_partial_rotary(s, section);
+    Rope r;
+    // The dict's rope_theta (5.x) and the top-level one (4.x) must agree when both are there.
+    r.theta = number_key("rope_theta", kDefaultTheta);
+    if (find("rope_theta", s)) {
+      const double inner = number_key("rope_theta", {}, s, section);
+      if (find("rope_theta") && inner != r.theta)
+        fail(fmt::format("{}: rope_theta {} and {}.rope_theta {} disagree (transformers 4 reads the first, 5 the "
+                         "second).", path_, r.theta, section, inner),
+             "Keep one of them (transformers 5 writes the one in rope_parameters), or make them equal.");
+      r.theta = inner;
+    }
+    // "type" is rope_type's older name; should both be there, 5.x reads rope_type and 4.x type.
+    const auto rope_type = string_key("rope_type", s), type = string_key("type", s);
+    if (rope_type && type && *rope_type != *type)
+      fail(fmt::format("{}: {}.rope_type \"{}\" and {}.type \"{}\" disagree.", path_, section, *rope_type, section,
+                       *type),
+           "Remove \"type\" (the older name of rope_type).");
+    const std::string name = rope_type ? *rope_type : type ? *type : "default";
+    if (name == "default") return r;
     if (name != "llama3")
-      fail(fmt::format("{}: rope_scaling.rope_type \"{}\" is not supported (default and llama3 are).", path_, name),
-           "Use a checkpoint without rope_scaling, or with Llama 3's.");
-    RopeScaling r;
-    r.llama3 = true;
-    r.factor = number_key("factor", {}, s);
-    r.low_freq_factor = number_key("low_freq_factor", {}, s);
-    r.high_freq_factor = number_key("high_freq_factor", {}, s);
-    r.original_max_position_embeddings = int_key("original_max_position_embeddings", {}, s);
-    if (!(r.high_freq_factor > r.low_freq_factor))
-      fail(fmt::format("{}: rope_scaling needs high_freq_factor > low_freq_factor.", path_));
+      fail(fmt::format("{}: {}.rope_type \"{}\" is not supported; the llama plugin implements the default and llama3 "
+                       "rotary embeddings only.", path_, section, name),
+           "Use a checkpoint without rope scaling or with Llama 3's: other scalings give other positions.");
+    RopeScaling& l = r.scaling;
+    l.llama3 = true;
+    l.factor = number_key("factor", {}, s, section);
+    l.low_freq_factor = number_key("low_freq_factor", {}, s, section);
+    l.high_freq_factor = number_key("high_freq_factor", {}, s, section);
+    if (!(l.high_freq_factor > l.low_freq_factor))
+      fail(fmt::format("{}: {} needs high_freq_factor > low_freq_factor.", path_, section));
+    // transformers 5 falls back to a top-level original_max_position_embeddings (it wins over the
+    // dict's), then to max_position_embeddings; 4.x reads the dict's only.
+    const char* old_len = "original_max_position_embeddings";
+    const std::int64_t top = int_key(old_len, max_positions);
+    l.original_max_position_embeddings = int_key(old_len, top, s, section);
+    if (find(old_len) && find(old_len, s) && top != l.original_max_position_embeddings)
+      fail(fmt::format("{}: {} {} and {}.{} {} disagree (transformers 5 reads the first, 4 the second).", path_,
+                       old_len, top, section, old_len, l.original_max_position_embeddings),
+           fmt::format("Remove the top-level {}.", old_len));
     return r;
   }
 

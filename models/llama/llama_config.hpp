@@ -42,6 +42,7 @@ struct RopeScaling {
   double low_freq_factor = 1;
   double high_freq_factor = 4;
   std::int64_t original_max_position_embeddings = 8192;
+  bool operator==(const RopeScaling&) const = default;
 };
 
 /// Everything the model is built from, resolved and validated.

@@ -2,16 +2,24 @@
 """Hugging Face interop of the llama model: strata starts from a transformers checkpoint
 (`[train] init_from` = a save_pretrained directory) and evaluates it to the loss transformers
 computes on the same windows; a safetensors save_final (`[train] save_format = "safetensors"`) is
-a directory that transformers' from_pretrained loads with the same logits.
+a directory that transformers' from_pretrained loads with the same logits. config_from reads the
+rotary embedding in both layouts transformers writes (4.x: top-level rope_theta and rope_scaling;
+5.x: rope_parameters): the venv's transformers writes one, tests/fixtures/hf_llama holds
+config.json files written by 4.57.1 and 5.24.0, and each evaluates to the loss of the model it
+describes. Keys the llama plugin cannot honour are refused by name.
 
 Needs torch and transformers in the test's interpreter (skipped otherwise) and the llama model and
 text dataset plugins (skipped when they are not built).
+
+The fixtures are the configs of hf_config() as written by a transformers version; to add a version:
+    python tests/integration/test_hf_interop.py --write-fixtures
 """
 
 import json
 import math
 import os
 import random
+import shutil
 import sys
 
 import strata_test as st
@@ -20,6 +28,17 @@ SEQ_LEN = 32
 EVAL_FRACTION = 0.25
 VOCAB = 256  # the byte tokenizer
 REL = 1e-4
+FIXTURES = os.path.join(st.REPO, "tests", "fixtures", "hf_llama")
+# The fixtures' layouts: the transformers that wrote them, and where each writes rope_theta.
+FIXTURE_LAYOUTS = {"transformers-4.57.1": "the top level", "transformers-5.24.0": "rope_parameters"}
+# Llama 3's base: a reader that falls back to 10000 gives a loss 0.7% off (12345 would be 1.4e-5 off
+# on these 32 positions, too close to REL to tell).
+ROPE_THETA = 500000.0
+# Llama 3 scaling that changes the frequencies of SEQ_LEN positions (wavelengths over 16 tokens).
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 64}
+# The rotary embeddings of the layout tests and fixtures: (name, rope_theta, scaling or None).
+ROPES = [("rope_theta", ROPE_THETA, None), ("llama3", ROPE_THETA, LLAMA3)]
 
 
 def need_transformers():
@@ -50,15 +69,32 @@ def write_text(directory):
     return path
 
 
-def hf_checkpoint(directory, hidden=64, seed=0, tied=False, vocab=VOCAB):
-    """A random LlamaForCausalLM with grouped-query attention and (by default) an untied head, saved with
-    save_pretrained (model.safetensors + config.json). A larger initializer_range than the default
-    gives logits far from uniform, so a wrong weight shows in the loss."""
+def transformers_major():
+    _, transformers = need_transformers()
+    return int(transformers.__version__.split(".")[0])
+
+
+def hf_config(hidden=64, tied=False, vocab=VOCAB, rope_theta=10000.0, rope_scaling=None, **extra):
+    """The LlamaConfig of the test models: grouped-query attention, (by default) an untied head. The
+    rotary embedding is passed as the installed transformers spells it (5.x: rope_parameters)."""
+    _, transformers = need_transformers()
+    if transformers_major() >= 5:
+        rope = {"rope_parameters": dict({"rope_type": "default", "rope_theta": rope_theta}, **(rope_scaling or {}))}
+    else:
+        rope = {"rope_theta": rope_theta, "rope_scaling": dict(rope_scaling) if rope_scaling else None}
+    args = dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden + 32, num_hidden_layers=3,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4 * SEQ_LEN,
+                rms_norm_eps=1e-5, tie_word_embeddings=tied, initializer_range=0.2, **rope)
+    args.update(extra)
+    return transformers.LlamaConfig(**args)
+
+
+def hf_checkpoint(directory, hidden=64, seed=0, tied=False, vocab=VOCAB, **rope):
+    """A random LlamaForCausalLM of hf_config(), saved with save_pretrained (model.safetensors +
+    config.json). A larger initializer_range than the default gives logits far from uniform, so a
+    wrong weight shows in the loss."""
     torch, transformers = need_transformers()
-    config = transformers.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden + 32,
-                                      num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
-                                      max_position_embeddings=4 * SEQ_LEN, rms_norm_eps=1e-5, rope_theta=10000.0,
-                                      tie_word_embeddings=tied, initializer_range=0.2)
+    config = hf_config(hidden=hidden, tied=tied, vocab=vocab, **rope)
     torch.manual_seed(seed)
     model = transformers.LlamaForCausalLM(config).float().eval()
     model.save_pretrained(directory)
@@ -222,6 +258,113 @@ def a_checkpoint_of_other_shapes_is_named():
                             "[256, 32]", "[256, 64]")
 
 
+def layout_of(config):
+    """Where a config.json keeps rope_theta: "the top level" (transformers 4.x) or "rope_parameters" (5.x)."""
+    if "rope_theta" in (config.get("rope_parameters") or {}) and "rope_theta" not in config:
+        return "rope_parameters"
+    if "rope_theta" in config and not config.get("rope_parameters"):
+        return "the top level"
+    return "both places"
+
+
+def strata_reads_both_config_layouts():
+    """config_from a config.json in each layout (written now by the installed transformers, and by
+    4.57.1 and 5.24.0 in tests/fixtures/hf_llama), next to the same weights: with rope_theta 500000,
+    and with it and Llama 3 scaling, strata's eval loss is the loss of the model the file describes.
+    Reading rope_theta as 10000 or dropping the scaling would give a loss further off than REL."""
+    torch, transformers = need_transformers()
+    need_plugins()
+    base = st.temp_dir("layouts")
+    text = write_text(base)
+    windows = eval_windows(text)
+    layouts = sorted(FIXTURE_LAYOUTS.values())
+    st.check(layouts == ["rope_parameters", "the top level"], "the fixtures cover the layouts %s" % layouts)
+    for name, theta, scaling in ROPES:
+        live = os.path.join(base, name, "live")
+        model = hf_checkpoint(live, rope_theta=theta, rope_scaling=scaling)
+        expected = hf_loss(model, windows)
+        # The same weights as a reader would compute them that took rope_theta for 10000, or dropped
+        # the scaling: each loss must be further from the right one than the test's tolerance.
+        misreads = [hf_config(rope_scaling=scaling)] + ([hf_config(rope_theta=theta)] if scaling else [])
+        for wrong in misreads:
+            other = transformers.LlamaForCausalLM(wrong).float().eval()
+            other.load_state_dict(model.state_dict())
+            misread = hf_loss(other, windows)
+            st.check(abs(misread - expected) > 20 * REL * expected, "%s: a misread rotary embedding gives loss %.6f, "
+                     "too close to %.6f for the test to tell them apart" % (name, misread, expected))
+        with open(os.path.join(live, "config.json"), encoding="utf-8") as f:
+            directories = [("transformers %s (now)" % transformers.__version__, layout_of(json.load(f)), live)]
+        for fixture, layout in sorted(FIXTURE_LAYOUTS.items()):
+            directory = os.path.join(base, name, fixture)
+            os.makedirs(directory)
+            shutil.copy(os.path.join(FIXTURES, fixture, name, "config.json"), directory)
+            shutil.copy(os.path.join(live, "model.safetensors"), directory)
+            with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+                written = layout_of(json.load(f))
+            st.check(written == layout, "%s/%s/config.json keeps rope_theta in %s, expected %s"
+                     % (fixture, name, written, layout))
+            directories.append((fixture, layout, directory))
+        for label, layout, directory in directories:
+            out = os.path.join(base, name, "run_" + os.path.basename(directory))
+            result = st.strata_run(experiment(base, directory, text, "steps = 0"), out)
+            st.expect_stdout(result, "model initialized from")
+            strata_loss = st.lookup(st.load_summary(out), "eval.loss")
+            print("  %s, config of %s (rope_theta: %s): eval loss strata %.9f, transformers %.9f (rel %.1e)"
+                  % (name, label, layout, strata_loss, expected, abs(strata_loss - expected) / expected))
+            st.expect_close(strata_loss, expected, "%s: strata's eval loss with the config of %s" % (name, label),
+                            rel=REL)
+            # The file means that model to transformers too (4.x reads only its own layout).
+            if transformers_major() >= 5 or layout == "the top level":
+                loaded = transformers.LlamaForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
+                st.expect_close(hf_loss(loaded, windows), expected, "%s: transformers' loss with the config of %s"
+                                % (name, label), rel=1e-6)
+
+
+def unsupported_config_keys_are_refused():
+    """A config.json written by the installed transformers with a key whose value the llama plugin
+    cannot honour (another rope scaling, activation, MLP biases, dropout, partial rotation): strata
+    validate refuses it with exit 2, naming the file and the key, instead of building another model."""
+    need_transformers()
+    need_plugins()
+    base = st.temp_dir("refused")
+    text = write_text(base)
+    # (label, hf_config arguments, fragments of the error)
+    cases = [
+        ("linear", dict(rope_scaling={"rope_type": "linear", "factor": 2.0}), ['rope_type "linear"']),
+        ("dynamic", dict(rope_scaling={"rope_type": "dynamic", "factor": 2.0}), ['rope_type "dynamic"']),
+        ("yarn", dict(rope_scaling={"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64}),
+         ['rope_type "yarn"']),
+        ("longrope", dict(rope_scaling={"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8,
+                                        "original_max_position_embeddings": 64}), ['rope_type "longrope"']),
+        ("gelu", dict(hidden_act="gelu"), ['hidden_act is "gelu"']),
+        ("mlp_bias", dict(mlp_bias=True), ["mlp_bias is true"]),
+        ("dropout", dict(attention_dropout=0.1), ["attention_dropout is 0.1"]),
+        ("partial", dict(partial_rotary_factor=0.5), ["partial_rotary_factor", "0.5"]),
+    ]
+    for label, args, fragments in cases:
+        directory = os.path.join(base, label)
+        hf_config(**args).save_pretrained(directory)
+        config = os.path.join(directory, "config.json")
+        path = experiment(base, directory, text, "steps = 0")
+        with open(path, encoding="utf-8") as f:  # a config alone: no weights to start from
+            toml = f.read().replace('init_from = "%s"\n' % directory, "")
+        st.check("init_from" not in toml, "the experiment still starts from weights:\n" + toml)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(toml)
+        result = st.strata("validate", path)
+        st.expect_clean_failure(result, 2, "model.config_from", config, *fragments)
+
+
+def write_fixtures():
+    """Writes the config.json of each ROPES model as the installed transformers writes it, under
+    tests/fixtures/hf_llama/transformers-VERSION/NAME/."""
+    _, transformers = need_transformers()
+    for name, theta, scaling in ROPES:
+        directory = os.path.join(FIXTURES, "transformers-" + transformers.__version__, name)
+        hf_config(rope_theta=theta, rope_scaling=scaling).save_pretrained(directory)
+        print("wrote %s" % os.path.join(directory, "config.json"))
+
+
 def tinyllama_mrpc_runs_on_small_files():
     """experiments/tinyllama_mrpc.toml as shipped, pointed at small files: a random Llama saved with
     save_pretrained (vocabulary 259 for mrpc's byte tokens) in place of TinyLlama, and MRPC files
@@ -250,5 +393,9 @@ def tinyllama_mrpc_runs_on_small_files():
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--write-fixtures"]:
+        write_fixtures()
+        sys.exit(0)
     st.main([strata_evaluates_a_transformers_checkpoint, transformers_loads_a_safetensors_save_final,
-             a_checkpoint_of_other_shapes_is_named, tinyllama_mrpc_runs_on_small_files])
+             a_checkpoint_of_other_shapes_is_named, strata_reads_both_config_layouts,
+             unsupported_config_keys_are_refused, tinyllama_mrpc_runs_on_small_files])
