@@ -29,10 +29,50 @@ function(strata_torch_pch target)
   target_precompile_headers(${target} REUSE_FROM strata_torch_pch)
 endfunction()
 
-# The PyPI LibTorch exports its own copies of some std::filesystem functions, built against a newer
-# libstdc++; when libtorch.so precedes libstdc++ in an executable's search order, those copies win
-# and some (remove_all) call into symbols this libstdc++ lacks. Naming libstdc++ first in every
-# executable keeps the system's definitions in front.
-function(strata_executable_link_order target)
-  target_link_options(${target} BEFORE PRIVATE "LINKER:--push-state,--no-as-needed" "-lstdc++" "LINKER:--pop-state")
+# libstdc++ ahead of LibTorch, in every binary that links LibTorch.
+#
+# The PyPI LibTorch is built with Red Hat's gcc-toolset-13 on a GCC 8 system, which links the parts
+# of libstdc++ newer than the system's into the binaries, and its libraries export those copies,
+# unversioned: libtorch.so the std::filesystem operations (remove_all, equivalent, permissions, ...),
+# the string streams and std::chrono's time zones; libtorch_cpu.so std::filesystem::path,
+# directory_iterator, exception_ptr and more (`nm -D --defined-only`). They are not interchangeable
+# with the system's: libtorch.so's remove_all calls recursive_directory_iterator::__erase, which no
+# libstdc++ exports (its gnu.ver keeps it local up to GCC 16), so removing a non-empty directory
+# through that copy jumps to address 0 on GCC 12 and GCC 14 runtimes alike. (Linked LibTorch
+# first, dozens of the unit test cases crash, most of them there.)
+#
+# Which copy a reference gets is decided at run time by glibc's dynamic loader: the first object of
+# the reference's lookup scope that defines the name wins, and an unversioned definition satisfies
+# a versioned reference as well (remove_all@GLIBCXX_3.4.26 binds to libtorch.so when libtorch.so
+# comes first), so symbol versions protect nothing; only the order does. The scope of every object
+# of a process begins with the global scope: the executable, then its DT_NEEDED entries breadth
+# first; a plugin dlopen()ed with RTLD_LOCAL searches the global scope before its own dependencies.
+# So libstdc++.so.6 is made the first DT_NEEDED entry:
+#  - of every executable: libstdc++ then comes right after the executable in the global scope, and
+#    every reference of the process (the executable's, libstrata_core's, LibTorch's own, every
+#    plugin's, in tree or not) that libstdc++ can satisfy binds to libstdc++;
+#  - of libstrata_core and every plugin: the static linker records their references against
+#    libstdc++ (versioned) instead of against libtorch.so (unversioned), and a host whose global
+#    scope has no LibTorch ahead of libstdc++ (say a C program, or one linked libstdc++ first) gets
+#    libstdc++'s definitions for them too. (A host that itself puts LibTorch first, or an
+#    LD_PRELOAD of it, still wins: no link option of a library can override the global scope.)
+# The same holds on both toolchains we build with: GCC 12 on Debian 12 (glibc 2.36, binutils 2.40)
+# and GCC 13 on Ubuntu 24.04 with GCC 14's libstdc++ at run time (glibc 2.39, binutils 2.42). The
+# lookup rules are glibc's on both, and every reference compiled from GCC 13's headers is defined
+# by GCC 14's libstdc++, so the search stops there before reaching LibTorch. Both GCCs link with
+# --as-needed by default, which would drop a libstdc++ named before anything uses it; the
+# --push-state/--no-as-needed pair keeps it (GNU ld >= 2.26, lld and mold accept it) and restores
+# the toolchain's mode for the rest of the command line. Link options go before the objects and
+# libraries on CMake's link lines, so -lstdc++ comes ahead of LibTorch's libraries on each of them.
+#
+# Set on strata_core as a usage requirement (top-level CMakeLists.txt), the option reaches in this
+# one place everything that links LibTorch, since everything links it through strata_core: the CLI,
+# the test executables and the config fuzzer, libstrata_core, the built-in, template and fixture
+# plugins, and (exported with Strata::core) plugins and programs built against the installed SDK.
+# tests/integration/test_link.py asks the dynamic loader where each reference of every binary of
+# the build binds, and fails naming the binary and the symbol when one reaches LibTorch.
+set(STRATA_LIBSTDCXX_FIRST_FLAGS "-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+function(strata_link_libstdcxx_first target)
+  # One SHELL: item keeps the three together (CMake de-duplicates link options one item at a time).
+  target_link_options(${target} BEFORE PUBLIC "SHELL:${STRATA_LIBSTDCXX_FIRST_FLAGS}")
 endfunction()

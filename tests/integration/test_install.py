@@ -79,7 +79,7 @@ def installed_binaries_resolve_their_libraries():
         result = st.run_command(["ldd", installed(rel)])
         st.expect_exit(result, 0)
         st.check("not found" not in result.stdout, "%s has unresolved libraries" % rel, result)
-        st.check(re.search(r"libtorch\.so => /", result.stdout), "%s does not resolve libtorch.so" % rel, result)
+        st.check(re.search(r"libtorch_cpu\.so => /", result.stdout), "%s does not resolve libtorch_cpu.so" % rel, result)
         if rel != "lib/libstrata_core.so":
             core = re.search(r"libstrata_core\.so => (\S+)", result.stdout)
             st.check(core and os.path.realpath(core.group(1)) == os.path.realpath(installed("lib/libstrata_core.so")),

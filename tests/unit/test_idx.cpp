@@ -24,21 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Removes `path` and everything under it, ignoring errors. Not std::filesystem::remove_all:
-/// the libtorch.so of the pip wheel exports its own copy of it, built against a newer libstdc++
-/// (it calls recursive_directory_iterator::__erase, absent from GCC 12's libstdc++ and so a
-/// null weak symbol), and that copy wins symbol resolution and crashes.
-void remove_tree(const fs::path& path) {
-  std::error_code ec;
-  if (fs::is_directory(fs::symlink_status(path, ec))) {
-    std::vector<fs::path> children;
-    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
-      children.push_back(it->path());
-    for (const auto& child : children) remove_tree(child);
-  }
-  fs::remove(path, ec);
-}
-
 /// A fresh directory under the system temp directory, removed with its contents.
 class TempDir {
  public:
@@ -49,7 +34,10 @@ class TempDir {
                                          std::to_string(counter++) + "_" + std::to_string(random()));
     fs::create_directories(path_);
   }
-  ~TempDir() { remove_tree(path_); }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const fs::path& path() const { return path_; }
