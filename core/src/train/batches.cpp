@@ -1,62 +1,142 @@
 #include "train/batches.hpp"
 
+#include <ATen/Parallel.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include "train/tensor_memory.hpp"
 
 namespace strata {
 
-namespace {
+BatchLoader::BatchLoader(const Dataset& dataset, BatchSampler& sampler, BatchLoaderOptions options)
+    : dataset_(dataset), sampler_(sampler), options_(std::move(options)) {
+  if (!options_.background.value_or(options_.device.is_cuda())) return;
+  // at::set_num_threads sets the calling thread's OpenMP team size and also the default that
+  // threads created later start with: the loader's thread sets its own, then the trainer's
+  // default is put back, so only the loader's thread runs with options_.threads.
+  const int trainer_threads = at::get_num_threads();
+  worker_ = std::thread([this, threads = std::max(1, options_.threads)] { work(threads); });
+  {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return ready_; });
+  }
+  at::set_num_threads(trainer_threads);
+}
+
+BatchLoader::~BatchLoader() {
+  if (!worker_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  worker_.join();  // a read in progress completes first: it reads through references we own
+}
+
+void BatchLoader::work(int threads) {
+  // ATen initializes a thread's parallelism lazily, at its first parallel op, from the default:
+  // have LibTorch initialize it first (get_num_threads does, with LibTorch's own per-thread flag;
+  // an inline call here would set this library's copy), or that first op would undo the setting.
+  (void)at::get_num_threads();
+  at::set_num_threads(threads);
+  // Pinned memory is allocated in the current device's context: this rank's GPU, never GPU 0.
+  if (options_.device.is_cuda())
+    c10::impl::getDeviceGuardImpl(options_.device.type())->setDevice(options_.device);
+  {
+    std::lock_guard lock(mutex_);
+    ready_ = true;
+  }
+  changed_.notify_all();
+  for (;;) {
+    Request request;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [this] { return stop_ || request_.has_value(); });
+      if (stop_) return;
+      request = std::move(*request_);
+      request_.reset();
+    }
+    std::optional<Batch> batch;
+    std::exception_ptr error;
+    try {
+      batch = read(request);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      result_ = std::move(batch);
+      error_ = error;
+    }
+    changed_.notify_all();
+  }
+}
 
 /// The dataset's batch, off the tensor-memory count (host data); pinned for a device copy.
-Batch read_batch(const Dataset& dataset, const torch::Tensor& indices, std::int64_t epoch, bool pin) {
+Batch BatchLoader::read(const Request& request) const {
   tensor_memory::Untracked host_data;
-  const auto* augmenting = dynamic_cast<const Augmenting*>(&dataset);
-  Batch b = augmenting != nullptr ? augmenting->get_train(indices, epoch) : dataset.get(Split::kTrain, indices);
-  if (pin) {
+  const auto* augmenting = dynamic_cast<const Augmenting*>(&dataset_);
+  Batch b = augmenting != nullptr ? augmenting->get_train(request.indices, request.epoch)
+                                  : dataset_.get(Split::kTrain, request.indices);
+  if (options_.device.is_cuda()) {
     for (auto* t : {&b.inputs, &b.targets, &b.mask})
       if (t->defined()) *t = t->pin_memory();
   }
   return b;
 }
 
-}  // namespace
-
-BatchLoader::BatchLoader(const Dataset& dataset, BatchSampler& sampler, torch::Device device, std::int64_t steps,
-                         std::int64_t micro_batches)
-    : dataset_(dataset), sampler_(sampler), device_(device), steps_(steps), micro_batches_(micro_batches) {}
-
-BatchLoader::~BatchLoader() {
-  if (pending_.valid()) pending_.wait();  // the helper thread reads through references we own
-}
-
 void BatchLoader::start(Key key) {
   pending_key_ = key;
-  auto indices = sampler_.indices(key.step, key.micro);  // the sampler is not thread-safe: here
-  const std::int64_t epoch = key.step / sampler_.steps_per_epoch();
-  if (device_.is_cuda()) {
-    pending_ = std::async(std::launch::async,
-                          [this, indices, epoch] { return read_batch(dataset_, indices, epoch, /*pin=*/true); });
-  } else {
-    // On the CPU the batch is the device batch, and a helper thread would take a core from compute.
-    std::promise<Batch> ready;
-    ready.set_value(read_batch(dataset_, indices, epoch, /*pin=*/false));
-    pending_ = ready.get_future();
+  pending_ = true;
+  // The sampler is not thread-safe: it is only ever asked here, on the trainer's thread.
+  Request request{sampler_.indices(key.step, key.micro), key.step / sampler_.steps_per_epoch()};
+  if (!background()) {
+    try {
+      result_ = read(request);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    return;
   }
+  {
+    std::lock_guard lock(mutex_);
+    request_ = std::move(request);
+  }
+  changed_.notify_all();
 }
 
 Batch BatchLoader::finish() {
-  Batch b = pending_.get();  // rethrows a dataset error
-  return device_.is_cuda() ? b.to(device_, /*non_blocking=*/true) : b;
+  auto [batch, error] = take();
+  if (error) std::rethrow_exception(error);  // a dataset error, on the trainer's thread
+  return options_.device.is_cuda() ? batch->to(options_.device, /*non_blocking=*/true) : std::move(*batch);
+}
+
+std::pair<std::optional<Batch>, std::exception_ptr> BatchLoader::take() {
+  std::optional<Batch> batch;
+  std::exception_ptr error;
+  {
+    std::unique_lock lock(mutex_, std::defer_lock);
+    if (background()) {
+      lock.lock();
+      changed_.wait(lock, [this] { return result_.has_value() || error_ != nullptr; });
+    }
+    batch = std::move(result_);
+    error = error_;
+    result_.reset();
+    error_ = nullptr;
+  }
+  pending_ = false;
+  return {std::move(batch), error};
 }
 
 Batch BatchLoader::next(std::int64_t step, std::int64_t micro) {
-  if (!pending_.valid() || pending_key_.step != step || pending_key_.micro != micro) {
-    if (pending_.valid()) pending_.wait();
+  if (!pending_ || pending_key_.step != step || pending_key_.micro != micro) {
+    if (pending_) take();  // a batch nobody asked for: wait for it, drop it
     start({step, micro});
   }
   Batch current = finish();
   Key following{step, micro + 1};
-  if (following.micro == micro_batches_) following = {step + 1, 0};
-  if (following.step < steps_) start(following);
+  if (following.micro == options_.micro_batches) following = {step + 1, 0};
+  if (following.step < options_.steps) start(following);
   return current;
 }
 

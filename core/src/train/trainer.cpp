@@ -143,7 +143,7 @@ void Loop::setup() {
   const auto& t = e_.train;
   sampler_.emplace(SamplerOptions{p_.dataset->size(Split::kTrain), t.global_batch_size, t.micro_batches,
                                   p_.comm->world_size(), p_.comm->rank(), static_cast<std::uint64_t>(t.seed)});
-  batches_.emplace(*p_.dataset, *sampler_, p_.device, t.steps, t.micro_batches);
+  batches_.emplace(*p_.dataset, *sampler_, BatchLoaderOptions{p_.device, t.steps, t.micro_batches});
   stats_.emplace(p_.device, *p_.comm, t.sync_timing);
   breakdown_.emplace(*p_.comm, p_.device, t.sync_timing);
   mfu_peak_ = resolve_mfu_peak(e_, p_.device, e_.precision.param_dtype);
