@@ -19,6 +19,7 @@
 #include "config/experiment.hpp"
 #include "dist/job_monitor.hpp"
 #include "dist/process_group.hpp"
+#include "launch/device_choice.hpp"
 #include "launch/spawn.hpp"
 #include "launch/world.hpp"
 #include "io/run_dir.hpp"
@@ -83,27 +84,15 @@ auto create(const Experiment& e, const std::string& section, F make) {
   }
 }
 
-/// This rank's device: "auto" and "cuda" take the GPU of the local rank (one GPU per process).
-torch::Device resolve_device(const Experiment& e, const WorldInfo& world) {
-  const auto& d = e.train.device;
-  if (d == "cpu") return torch::kCPU;
-  const bool cuda = torch::cuda::is_available();
-  const auto local = static_cast<c10::DeviceIndex>(world.local_rank);
-  if (d == "auto" && !cuda) return torch::kCPU;
-  if (!cuda)
-    throw e.error("train.device", "device \"" + d + "\" was requested but no CUDA device is available.",
-                  "Use device = \"cpu\" or \"auto\", or run on a machine with a GPU.");
-  torch::Device device(d);
-  const auto count = static_cast<int>(torch::cuda::device_count());
-  if (device.has_index() && device.index() >= count)
-    throw e.error("train.device", fmt::format("device \"{}\" does not exist; this machine has {} CUDA device(s).", d, count),
-                  "Use an index below the device count.");
-  if (device.has_index()) return device;
-  if (world.local_rank >= count)
-    throw e.error("train.device", fmt::format("local rank {} needs a GPU of its own, but this host has {}.",
-                                              world.local_rank, count),
-                  "Start at most one rank per GPU on each host.");
-  return torch::Device(torch::kCUDA, local);
+/// This rank's device (launch/device_choice.hpp: "auto" is the local rank's GPU where every rank
+/// of the host has one, else the CPU); a request that cannot be met is a config error at train.device.
+DeviceChoice resolve_device(const Experiment& e, const WorldInfo& world) {
+  const int visible = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  try {
+    return choose_device(e.train.device, world.local_rank, world.local_world_size, visible);
+  } catch (const Error& err) {
+    throw e.error("train.device", err.what(), err.fix());
+  }
 }
 
 /// The process-group backend for `device`: [distributed] backend, "auto" meaning NCCL for CUDA
@@ -178,6 +167,7 @@ struct Prepared {
   std::shared_ptr<Model> model;  ///< null when validation skipped building it (see Purpose)
   std::shared_ptr<Strategy> strategy;
   torch::Device device{torch::kCPU};
+  std::string device_note;  ///< why "auto" chose the CPU on a host with GPUs, for the log
   std::optional<double> estimated_parameters;  ///< the model plugin's estimate, when it has one
 };
 
@@ -212,8 +202,17 @@ std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world,
       throw e.error("train.init_from", what, err.fix());
     }
   }
-  p->device = resolve_device(e, world);
-  resolve_backend(e, p->device);  // a backend that cannot carry this device's tensors is a config error
+  const auto choice = resolve_device(e, world);
+  p->device = choice.device;
+  p->device_note = choice.note;
+  // A backend that cannot carry this device's tensors is a config error, as are ranks that NCCL
+  // would refuse to share a GPU (found here, not after a rendezvous timeout).
+  const std::string backend = resolve_backend(e, p->device);
+  try {
+    check_shared_gpu(e.train.device, backend, world.local_world_size);
+  } catch (const Error& err) {
+    throw e.error("train.device", err.what(), err.fix());
+  }
   // CPU ranks sharing a host share its cores: oversubscribed LibTorch threads slow down badly.
   if (e.train.threads > 0)
     torch::set_num_threads(static_cast<int>(e.train.threads));
@@ -291,6 +290,7 @@ void validate_experiment(const RunRequest& request) {
   std::cout << fmt::format("{}: ok (model {} with {}, dataset {}, strategy {}, {} steps, world {} on {})\n",
                            detail::shown(request.file.string(), 200), e.model.name, parameters, e.dataset.name,
                            e.strategy.name, e.train.steps, world.world_size, p->device.str());
+  if (!p->device_note.empty()) std::cout << "note: " << p->device_note << "\n";
 }
 
 namespace {
@@ -388,6 +388,7 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   }
   monitor.attach(store, run_dir, world.master_addr + ":" + std::to_string(world.master_port));
   Logger log(world.rank, world.world_size);
+  if (!p->device_note.empty()) log.info("note: " + p->device_note);
   if (world.launcher != "none" && world.launcher != "strata" && e.distributed.nproc != 1 &&
       e.distributed.nproc != world.local_world_size)
     log.info(fmt::format("note: [distributed] nproc = {} is not used: {} started this job ({})", e.distributed.nproc,

@@ -29,7 +29,7 @@
 namespace {
 
 struct DpOptions {
-  std::int64_t replicas = 2;          ///< model replicas (devices) in this process
+  std::int64_t replicas = 0;          ///< model replicas (devices) in this process; 0: every GPU, or 2 on the CPU
   std::vector<std::string> devices;  ///< explicit devices; empty: derived from the run's device
 };
 
@@ -44,7 +44,7 @@ class DpStrategy final : public strata::ReplicaStrategy, public strata::MultiDev
   /// Checks the options (OptionError: reported at the option's line of the experiment).
   explicit DpStrategy(DpOptions options) : options_(std::move(options)) {
     if (options_.devices.empty()) return;
-    if (options_.replicas != kDefaultReplicas && options_.replicas != static_cast<std::int64_t>(options_.devices.size()))
+    if (options_.replicas != 0 && options_.replicas != static_cast<std::int64_t>(options_.devices.size()))
       throw strata::OptionError("replicas",
                                 fmt::format("replicas = {} disagrees with the {} devices listed.", options_.replicas,
                                             options_.devices.size()),
@@ -165,13 +165,16 @@ class DpStrategy final : public strata::ReplicaStrategy, public strata::MultiDev
 
  private:
   /// The replicas' devices: `devices`, else `replicas` of them derived from the run's device
-  /// (cuda:0..K-1 for a CUDA run, K CPU replicas for a CPU run).
+  /// (cuda:0..K-1 for a CUDA run, K CPU replicas for a CPU run); replicas = 0 means every visible
+  /// GPU (nn.DataParallel's default), or 2 replicas on the CPU.
   std::vector<torch::Device> resolve_devices(const torch::Device& run_device) const {
     std::vector<torch::Device> devices = listed_;
-    for (std::int64_t k = 0; listed_.empty() && k < options_.replicas; ++k)
+    const auto available = static_cast<int>(torch::cuda::device_count());
+    const std::int64_t replicas =
+        options_.replicas > 0 ? options_.replicas : run_device.is_cuda() ? std::max(1, available) : kCpuReplicas;
+    for (std::int64_t k = 0; listed_.empty() && k < replicas; ++k)
       devices.push_back(run_device.is_cuda() ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(k))
                                              : torch::Device(torch::kCPU));
-    const auto available = static_cast<int>(torch::cuda::device_count());
     for (const auto& d : devices)
       if (d.is_cuda() && d.index() >= available)
         throw strata::Error(fmt::format("dp: replica device {} does not exist; this machine has {} CUDA device(s).",
@@ -223,7 +226,7 @@ class DpStrategy final : public strata::ReplicaStrategy, public strata::MultiDev
     comm_->book(bytes, others * static_cast<double>(bytes), seconds_since(start));
   }
 
-  static constexpr std::int64_t kDefaultReplicas = 2;
+  static constexpr std::int64_t kCpuReplicas = 2;  ///< replicas = 0 on a CPU run
   DpOptions options_;
   std::vector<torch::Device> listed_;  ///< parsed `devices`
   std::vector<torch::Device> devices_;
@@ -235,9 +238,10 @@ void register_dp(strata::Registry& registry) {
   strata::Schema<DpOptions> schema;
   schema
       .option("replicas", &DpOptions::replicas,
-              "replicas in this process: cuda:0..N-1 on a CUDA run, N CPU replicas on a CPU run",
-              strata::at_least(1))
-      .option("devices", &DpOptions::devices, "explicit devices, e.g. [\"cuda:0\", \"cuda:1\"]; replaces replicas (left at 2 or equal to their number)");
+              "replicas in this process: cuda:0..N-1 on a CUDA run, N CPU replicas on a CPU run; 0 = every "
+              "visible GPU on a CUDA run (nn.DataParallel's default), 2 on the CPU",
+              strata::at_least(0))
+      .option("devices", &DpOptions::devices, "explicit devices, e.g. [\"cuda:0\", \"cuda:1\"]; replaces replicas (left at 0 or equal to their number)");
   registry.add_strategy("dp", "one process, replicas on several devices; gradients reduced to device 0",
                         std::move(schema), [](const DpOptions& o) { return std::make_shared<DpStrategy>(o); },
                         // Device 0 holds single's state; its traffic is copies, not DESIGN §8 collectives.

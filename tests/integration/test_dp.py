@@ -49,7 +49,7 @@ def placement_errors_are_config_errors():
         st.expect_clean_failure(result, 2, "strategy.name", "this job has 2 ranks")
     _, result = run_with_output("dp_bad_device", "strategy.name=dp", 'strategy.devices=["cpu","gpu:7"]', expect=2)
     st.expect_clean_failure(result, 2, "strategy.devices", "gpu:7")
-    _, result = run_with_output("dp_bad_replicas", "strategy.name=dp", "strategy.replicas=0", expect=2)
+    _, result = run_with_output("dp_bad_replicas", "strategy.name=dp", "strategy.replicas=-1", expect=2)
     st.expect_clean_failure(result, 2, "strategy.replicas")
 
 
