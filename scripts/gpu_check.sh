@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # One-command GPU check: on a machine with an NVIDIA GPU and PyTorch 2.11 in python3 but no package
-# registry, builds Strata against that PyTorch, runs the unit tests and the `gpu` tests, then prints
-# the table of scripts/gpu_table.py: every strategy on one GPU over NCCL against `single` (step time,
-# caching-allocator peaks, final model compared tensor by tensor), and two ranks sharing the GPU over
-# Gloo. Without a GPU it says so and exits 0. `scripts/gpu_check.sh --help` lists its variables.
+# registry, builds Strata against that PyTorch, runs the README's quick start as it is (device "auto"
+# must pick the GPU), the whole test suite (CPU tests hide the GPU themselves; the `gpu` tests use
+# it), then prints the table of scripts/gpu_table.py: every strategy on one GPU over NCCL against
+# `single`, also with forced collectives, and two ranks sharing the GPU over Gloo (step time,
+# allocator and driver memory, final model compared tensor by tensor, deterministic kernels, host
+# syncs audited). Without a GPU it says so and exits 0. `scripts/gpu_check.sh --help` lists its
+# variables.
 set -euo pipefail
 
 usage() {
   cat <<'USAGE'
 Usage: scripts/gpu_check.sh [--help]
 
-Builds into STRATA_GPU_BUILD_DIR, runs `ctest -L unit` and `ctest -L gpu`, then the strategy table.
+Builds into STRATA_GPU_BUILD_DIR, runs `strata run experiments/quickstart.toml` with no --set (it
+must run on cuda:0), the whole `ctest` suite (STRATA_GPU_TESTS=gpu: only `ctest -L gpu`), then the
+strategy table.
 Dependencies (Boost, TOML++, fmt, doctest, Gloo headers) come from the Debian packages staged in
 .device/debs (unpacked into STRATA_GPU_DEPS), or from the system when none are staged.
 
@@ -18,7 +23,8 @@ Environment variables:
   STRATA_GPU_PYTHON     interpreter with torch 2.11 (default: python3)
   STRATA_GPU_BUILD_DIR  build directory (default: build-gpu)
   STRATA_GPU_DEPS       prefix the staged .deb files are unpacked into (default: .device/deps)
-  STRATA_GPU_STEPS      training steps per run of the table (default: 200)
+  STRATA_GPU_STEPS      training steps per run of the table (default: 20)
+  STRATA_GPU_TESTS      all (default) or gpu: which ctest labels to run
   STRATA_JOBS           parallel build jobs (default: nproc)
 USAGE
 }
@@ -68,13 +74,26 @@ cmake -S . -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DSTRATA_PYTHON="$
 cmake --build "$BUILD" -j "$JOBS"
 
 status=0
-say "unit tests"
-ctest --test-dir "$BUILD" -L unit -j "$JOBS" --output-on-failure || status=1
+say "the quick start as the README gives it (device auto)"
+QUICK="$BUILD/gpu-check/quickstart"
+rm -rf "$QUICK"
+if [[ ! -d "${STRATA_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}" ]]; then
+  say "FAILED: Fashion-MNIST is not here (stage it with STAGE_DATA=1, see the device README)"; status=1
+elif "$BUILD/bin/strata" run experiments/quickstart.toml --out "$QUICK"; then
+  device=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["device"])' "$QUICK/summary.json")
+  if [[ "$device" != cuda:0 ]]; then say "FAILED: the quick start ran on $device, not cuda:0"; status=1; fi
+else
+  say "FAILED: strata run experiments/quickstart.toml"; status=1
+fi
+if [[ "${STRATA_GPU_TESTS:-all}" == all ]]; then
+  say "the whole test suite"
+  ctest --test-dir "$BUILD" -j "$JOBS" --output-on-failure || status=1
+fi
 say "gpu tests"
 ctest --test-dir "$BUILD" -L gpu --output-on-failure -V | grep -E "^[0-9]+: (MESSAGE|.*returned after|skipped)|Test +#|tests passed" || true
 ctest --test-dir "$BUILD" -L gpu --output-on-failure >/dev/null || status=1
 say "strategies on this GPU"
 "$PY" scripts/gpu_table.py --strata "$BUILD/bin/strata" --out "$BUILD/gpu-check" \
-  --steps "${STRATA_GPU_STEPS:-200}" || status=1
+  --steps "${STRATA_GPU_STEPS:-20}" || status=1
 if ((status == 0)); then say "all checks passed"; else say "some checks FAILED (see above)"; fi
 exit "$status"

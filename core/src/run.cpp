@@ -10,6 +10,7 @@
 #include <thread>
 #include <tuple>
 
+#include <ATen/Context.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Logging.h>
 #include <fmt/format.h>
@@ -93,6 +94,17 @@ DeviceChoice resolve_device(const Experiment& e, const WorldInfo& world) {
   } catch (const Error& err) {
     throw e.error("train.device", err.what(), err.fix());
   }
+}
+
+/// [train] deterministic: the kernels that give the same bits on every run, before any CUDA work
+/// (cuBLAS reads its workspace setting when it creates a handle). An op with no deterministic
+/// kernel then fails with ATen's message naming it.
+void use_deterministic_kernels() {
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  auto& context = at::globalContext();
+  context.setDeterministicAlgorithms(true, /*warn_only=*/false);
+  context.setDeterministicCuDNN(true);
+  context.setBenchmarkCuDNN(false);
 }
 
 /// The process-group backend for `device`: [distributed] backend, "auto" meaning NCCL for CUDA
@@ -213,6 +225,7 @@ std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world,
   } catch (const Error& err) {
     throw e.error("train.device", err.what(), err.fix());
   }
+  if (e.train.deterministic) use_deterministic_kernels();
   // CPU ranks sharing a host share its cores: oversubscribed LibTorch threads slow down badly.
   if (e.train.threads > 0)
     torch::set_num_threads(static_cast<int>(e.train.threads));
@@ -353,12 +366,14 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   std::optional<fs::path> resume;
   std::string backend = "none";
   std::shared_ptr<JobStore> store;
-  // A named backend runs a real process group even on one rank (a one-GPU NCCL check, say).
-  if (world.world_size > 1 || e.distributed.backend != "auto") {
+  // A named backend, or forced collectives, runs a real process group even on one rank (a
+  // one-GPU NCCL check, say).
+  if (world.world_size > 1 || e.distributed.backend != "auto" || e.distributed.force_collectives) {
     backend = resolve_backend(e, p->device);
     if (world.launcher == "none") world.master_port = free_port(world.master_addr);
     ProcessGroupOptions options{world, backend, p->device,
                                 std::chrono::milliseconds(static_cast<std::int64_t>(e.distributed.timeout_s * 1000))};
+    options.force_collectives = e.distributed.force_collectives;
     // c10d bounds the store's rendezvous by the timeout but not Gloo's connection retries (a
     // peer listening where this rank cannot reach it held rank 0 for 150 s with a 30 s timeout).
     monitor.set_deadline(options.timeout + std::chrono::seconds(5),
@@ -389,6 +404,11 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   monitor.attach(store, run_dir, world.master_addr + ":" + std::to_string(world.master_port));
   Logger log(world.rank, world.world_size);
   if (!p->device_note.empty()) log.info("note: " + p->device_note);
+  if (e.train.deterministic) log.info("deterministic kernels ([train] deterministic = true)");
+  if (e.distributed.force_collectives)
+    log.info(fmt::format("forced collectives: every collective is issued over {}, even at world size {} "
+                         "([distributed] force_collectives = true)",
+                         backend, world.world_size));
   if (world.launcher != "none" && world.launcher != "strata" && e.distributed.nproc != 1 &&
       e.distributed.nproc != world.local_world_size)
     log.info(fmt::format("note: [distributed] nproc = {} is not used: {} started this job ({})", e.distributed.nproc,

@@ -101,6 +101,14 @@ class Comm {
   /// copies between the devices of one process) to the current phase, so that its traffic is
   /// counted like any other.
   virtual void book(std::int64_t payload_bytes, double bus_bytes, double seconds) = 0;
+
+  /// Whether a caller may skip a collective of this communicator and compute its result locally
+  /// (a copy, or nothing): true for one rank, unless the job forces collectives. `[distributed]
+  /// force_collectives = true` is a debug mode in which a one-rank job issues every all-gather,
+  /// reduce-scatter and all-reduce a larger job would, on the same communicators and streams, so
+  /// that one GPU runs the whole NCCL path of a strategy (streams, events, prefetch, buffer
+  /// lifetimes). Strategies decide "skip or issue" through this, never through world_size().
+  virtual bool skips_collectives() const { return world_size() == 1; }
 };
 
 /// Bus-bytes factor of nccl-tests for an operation over `world_size` ranks.

@@ -10,7 +10,7 @@
 ///   full   [padded]  parameter dtype: the model's parameters are views of it (its storage may be
 ///                    released between uses: zero3, fsdp)
 ///   master [chunk]   float32: the optimizer's leaf (a view of full when N = 1 or full persists,
-///                    and the policy is float32; else its own copy)
+///                    and the policy is float32, unless gather_unsharded; else its own copy)
 ///   grads  kFull:  [padded] float32 accumulation buffer on every rank, reduced once per step
 ///                  (single, dp, ddp, zero1); the master's grad is its chunk
 ///          kShard: [chunk] float32 shard; autograd's gradients of each micro-batch are reduced
@@ -60,6 +60,9 @@ struct FlatGroupOptions {
   Residency residency = Residency::kPersistent;
   GradHolding grads = GradHolding::kFull;
   Precision precision;
+  /// kGathered with N = 1: keep full() apart from the master anyway, allocated and all-gathered
+  /// around each use as a sharded group's is (forced collectives: Comm::skips_collectives()).
+  bool gather_unsharded = false;
 };
 
 /// One flat group of parameters and the state a rank holds for it (see the file comment).

@@ -24,7 +24,9 @@
 ///
 /// With a replicate group (HYBRID_SHARD, NO_SHARD), the gradient shards are also averaged across
 /// it after the last micro-batch. With N = 1 and float32 parameters, the parameters are views of
-/// the master shard itself and nothing is gathered or freed (NO_SHARD).
+/// the master shard itself and nothing is gathered or freed (NO_SHARD), unless the shard group
+/// forces collectives (Comm::skips_collectives() false): then one rank gathers, frees and
+/// reduce-scatters exactly as N ranks would.
 
 #include <cstdint>
 #include <memory>

@@ -227,6 +227,10 @@ void check_consistency(const Experiment& e) {
                   fmt::format("device must be auto, cpu, cuda or cuda:N (N below {}); got \"{}\".", kMaxDeviceIndex + 1,
                               detail::shown(t.device)),
                   "Write for example `device = \"cpu\"`.");
+  if (t.sync_audit && t.sync_timing)
+    throw e.error("train.sync_audit",
+                  "sync_audit makes a host sync in a step an error, and sync_timing synchronizes after every step.",
+                  "Turn one of them off: sync_timing = false times steps with CUDA events, which the audit allows.");
   check_threads(e);
   check_nproc(e);
   if (const double h = e.distributed.heartbeat_s; h > 0 && h < 1)

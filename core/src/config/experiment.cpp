@@ -98,7 +98,14 @@ const Schema<TrainSection>& train_schema() {
                 at_least(0))
         .option("init_partial", &TrainSection::init_partial,
                 "init_from may miss tensors (they keep their fresh initialization, e.g. a new classifier "
-                "head) and hold others (left unread, e.g. a language-model head); both are listed in the log");
+                "head) and hold others (left unread, e.g. a language-model head); both are listed in the log")
+        .option("deterministic", &TrainSection::deterministic,
+                "debug: deterministic kernels only (cuDNN without benchmarking, cuBLAS with a fixed workspace, "
+                "ATen's deterministic algorithms); an op that has none fails the run, naming it. Slower; for "
+                "comparing runs bit for bit (scripts/gpu_check.sh)")
+        .option("sync_audit", &TrainSection::sync_audit,
+                "debug, CUDA: CUDA's sync debug mode is an error between log steps, so any host sync in the step "
+                "loop outside the log steps, evaluation and checkpoints fails the run, naming the call");
     return s;
   }();
   return schema;
@@ -142,7 +149,11 @@ const Schema<DistributedSection>& distributed_schema() {
         .option("max_restarts", &DistributedSection::max_restarts,
                 "strata's launcher restarts all ranks from the latest complete checkpoint when a rank fails, up "
                 "to this many times (torchrun's --max-restarts)",
-                at_least(0));
+                at_least(0))
+        .option("force_collectives", &DistributedSection::force_collectives,
+                "debug: a one-rank job runs a real process group and issues every all-gather, reduce-scatter and "
+                "all-reduce a larger job would (on the same streams), so one GPU exercises a strategy's whole NCCL "
+                "path; results equal the unforced run's");
     return s;
   }();
   return schema;

@@ -44,6 +44,8 @@ struct TrainSection {
   std::int64_t activation_checkpointing_every = 1;  ///< with "full": checkpoint units 0, k, 2k, ... (1 = every unit)
   double peak_tflops = 0;                ///< dense peak TFLOP/s per device for MFU; 0 = the device's table entry
   bool init_partial = false;             ///< init_from may lack tensors (fresh) or hold extra ones (unread)
+  bool deterministic = false;            ///< debug: deterministic kernels (cuDNN, cuBLAS, ATen), an error where none
+  bool sync_audit = false;               ///< debug, CUDA: a host sync between log steps is an error
   std::string init_from;                 ///< start from a saved model (save_final output, Hugging Face
                                          ///< directory, safetensors file or index); "" = fresh init
 };
@@ -76,6 +78,7 @@ struct DistributedSection {
   double heartbeat_s = 30.0;
   std::int64_t max_restarts = 0;   ///< strata's launcher restarts every rank from the latest checkpoint
                                    ///< up to this many times when one fails (torchrun's --max-restarts)
+  bool force_collectives = false;  ///< debug: a one-rank job issues every collective a larger one would
 };
 
 /// [checkpoint]

@@ -226,6 +226,7 @@ class C10dComm final : public ProcessGroupComm {
   int rank() const override { return options_.world.rank; }
   int world_size() const override { return options_.world.world_size; }
   torch::Device device() const override { return options_.device; }
+  bool skips_collectives() const override { return world_size() == 1 && !options_.force_collectives; }
 
   std::shared_ptr<CommWork> all_reduce(torch::Tensor& tensor, ReduceOp op, bool async) override {
     check_comm_device(*this, "all_reduce", tensor);

@@ -22,6 +22,9 @@ struct ProcessGroupOptions {
   /// The job's keys in the store: "strata", or "strata/attempt_N" in the store of torchrun's
   /// agent, which outlives restarts (set by make_process_group_comm).
   std::string store_prefix = "strata";
+  /// Issue collectives even on one rank (Comm::skips_collectives() false): [distributed]
+  /// force_collectives. Subgroups and separate streams inherit it.
+  bool force_collectives = false;
 };
 
 /// A Comm whose collectives run on a c10d process group; also exposes the store for small

@@ -66,7 +66,8 @@ FlatGroup::FlatGroup(std::vector<torch::Tensor> params, std::vector<std::string>
   flat.narrow(0, numel_, padded_ - numel_).zero_();
 
   const bool mixed = options_.precision.mixed();
-  aliased_ = !mixed && (n == 1 || options_.residency == Residency::kPersistent);
+  const bool gathered = options_.residency == Residency::kGathered;
+  aliased_ = !mixed && ((n == 1 && !(gathered && options_.gather_unsharded)) || !gathered);
   if (aliased_) {
     full_ = flat;
     master_ = (n == 1 ? flat : chunk_of(flat, rank)).detach();

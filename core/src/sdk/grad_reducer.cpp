@@ -18,6 +18,8 @@ struct GradReducer::Reduction {
 
 namespace {
 int size_of(const Comm* comm) { return comm == nullptr ? 1 : comm->world_size(); }
+/// Whether collectives over `comm` must be issued (null: no group).
+bool issues(const Comm* comm) { return comm != nullptr && !comm->skips_collectives(); }
 }  // namespace
 
 GradReducer::GradReducer(std::vector<FlatGroup*> groups, const Precision& precision, GradReducerOptions options)
@@ -134,7 +136,7 @@ void GradReducer::flush(bool all) {
     }
     r->input = columns.size() == 1 ? columns.front().reshape({-1}) : torch::cat(columns, 1).reshape({-1});
     columns.clear();
-    if (n > 1) {
+    if (issues(options_.shard)) {
       // In place: this rank's columns are the result; the staging buffer is the collective's own.
       r->output = r->input.narrow(0, static_cast<std::int64_t>(options_.shard->rank()) * width, width);
       r->work = options_.shard->reduce_scatter(r->output, r->input, ReduceOp::kAvg, /*async=*/true);
@@ -201,7 +203,7 @@ void GradReducer::end_backward(MicroStep micro) {
   complete_all();
   schedule_.end_round();
   round_open_ = false;
-  if (micro.last() && holding_ == GradHolding::kShard && size_of(options_.replicate) > 1) average_shards();
+  if (micro.last() && holding_ == GradHolding::kShard && issues(options_.replicate)) average_shards();
 }
 
 void GradReducer::average_shards() {

@@ -183,7 +183,7 @@ torch::Tensor square_sum(const std::vector<torch::Tensor>& tensors, torch::Devic
 
 torch::Tensor global_square_sum(const std::vector<torch::Tensor>& tensors, Comm& comm, SumPrecision precision) {
   auto sum = square_sum(tensors, comm.device(), precision).reshape({1});
-  if (comm.world_size() > 1) comm.all_reduce(sum, ReduceOp::kSum);
+  if (!comm.skips_collectives()) comm.all_reduce(sum, ReduceOp::kSum);
   return sum.reshape({});
 }
 

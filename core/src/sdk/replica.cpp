@@ -17,7 +17,7 @@ MultiDevice::~MultiDevice() = default;
 ReplicaDigest::~ReplicaDigest() = default;
 
 void broadcast_module(torch::nn::Module& module, Comm& comm) {
-  if (comm.world_size() == 1) return;
+  if (comm.skips_collectives()) return;
   // In-place writes into leaf parameters must not be recorded by autograd.
   torch::NoGradGuard no_grad;
   for (auto& t : module.parameters()) comm.broadcast(t, 0);
@@ -159,7 +159,7 @@ const torch::Tensor& ReplicaStrategy::grad_view(std::size_t i) const {
 void ReplicaStrategy::masters_to_params() {
   torch::NoGradGuard no_grad;
   for (auto& g : groups_) g->master_to_full();
-  if (layout_.shard == nullptr || layout_.shard->world_size() == 1) return;
+  if (layout_.shard == nullptr || layout_.shard->skips_collectives()) return;
   // All-gather the owned chunks: each group in place, in a call of its own (allgather_cap_bytes_
   // 0), or consecutive groups together up to allgather_cap_bytes_ per call through one rank-major
   // staging buffer ([rank][group chunks]) of that size.

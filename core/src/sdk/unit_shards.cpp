@@ -68,7 +68,7 @@ UnitShards::UnitShards(std::shared_ptr<Model> model, torch::Device device, Comm&
     for (auto& t : rest) {
       if (in_units.count(t.unsafeGetTensorImpl())) continue;
       t.set_data(t.to(device_));
-      if (job.world_size() > 1) job.broadcast(t, 0);
+      if (!job.skips_collectives()) job.broadcast(t, 0);
       if (precision_.mixed() && t.is_floating_point()) t.set_data(t.to(precision_.param_dtype()));
     }
   }
@@ -106,7 +106,8 @@ void UnitShards::take_over_unit(std::size_t u, Comm& job) {
     units_[u].groups.push_back(groups_.size());
     groups_.push_back(std::make_unique<FlatGroup>(
         std::move(params), std::move(names),
-        FlatGroupOptions{shard_.rank(), shard_.world_size(), Residency::kGathered, GradHolding::kShard, precision_}));
+        FlatGroupOptions{shard_.rank(), shard_.world_size(), Residency::kGathered, GradHolding::kShard, precision_,
+                         /*gather_unsharded=*/!shard_.skips_collectives()}));
     params.clear();
     names.clear();
     filled = 0;
@@ -140,7 +141,7 @@ void UnitShards::gather(std::size_t unit) {
     auto& g = *groups_[gi];
     if (g.materialized() || gathers_[gi]) continue;
     g.allocate_full();
-    if (shard_.world_size() == 1) {
+    if (shard_.skips_collectives()) {
       g.full().copy_(g.master());
       continue;
     }

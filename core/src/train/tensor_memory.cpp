@@ -9,6 +9,8 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include "train/device_memory.hpp"
+
 namespace strata::tensor_memory {
 namespace {
 
@@ -86,6 +88,7 @@ void CountingAllocator::release(void* data) {
 }  // block.inner frees the memory through the wrapped allocator
 
 std::int64_t cuda_allocated(const c10::Device& device, bool peak) {
+  init_cuda_allocator();
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
   const auto& s = stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
   return peak ? s.peak : s.current;
@@ -112,8 +115,12 @@ std::int64_t peak_bytes(const c10::Device& device) {
 }
 
 void reset_peak(const c10::Device& device) {
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
-  else if (counting != nullptr) counting->reset_peak();
+  if (device.is_cuda()) {
+    init_cuda_allocator();
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+  } else if (counting != nullptr) {
+    counting->reset_peak();
+  }
 }
 
 std::string source(const c10::Device& device) {

@@ -22,16 +22,16 @@
 #include "train/batches.hpp"
 #include "train/checkpoint.hpp"
 #include "train/checkpointing.hpp"
-#include "train/device_memory.hpp"
 #include "train/evaluation.hpp"
 #include "train/flops.hpp"
 #include "train/median.hpp"
 #include "train/progress.hpp"
 #include "train/replicas.hpp"
+#include "train/run_memory.hpp"
 #include "train/schedule.hpp"
 #include "train/step_breakdown.hpp"
 #include "train/step_stats.hpp"
-#include "train/tensor_memory.hpp"
+#include "train/sync_audit.hpp"
 
 namespace strata {
 
@@ -46,13 +46,21 @@ double seconds_since(Clock::time_point t0) {
 class Loop {
  public:
   explicit Loop(TrainerParts parts)
-      : p_(std::move(parts)), e_(*p_.experiment), rank0_(p_.comm->rank() == 0), progress_(*p_.log, e_.train.steps) {}
+      : p_(std::move(parts)),
+        e_(*p_.experiment),
+        rank0_(p_.comm->rank() == 0),
+        progress_(*p_.log, e_.train.steps),
+        memory_(p_.device) {}
 
   Json run();
 
  private:
   void setup();
   void train_step(std::int64_t step);
+  /// Whether step `step1` (1-based) reads its figures on the host and logs them.
+  bool log_step(std::int64_t step1) const {
+    return step1 % e_.log.every == 0 || step1 == e_.train.steps || step1 == 1;
+  }
   torch::Tensor loss_scale(const std::vector<Batch>& batches);
   void read_steps(double lr, bool log_point = true);
   void save_checkpoint(std::int64_t step);
@@ -63,7 +71,6 @@ class Loop {
   void log_scalars(const StepStats::Row& row, double lr);
   Json summary(const std::string& status, const std::string& error) const;
   void write_summary(const Json& summary) const;
-  void measure_memory();
   void save_final_model(Json& summary);
   void register_verdict();
   void fail(const std::exception& error);
@@ -80,6 +87,7 @@ class Loop {
   std::optional<StepStats> stats_;  // loss, norm and time of the steps since the last log step
   std::optional<StepBreakdown> breakdown_;  // data, compute, exposed communication, optimizer
   MfuPeak mfu_peak_;                        // the peak MFU is measured against, if any
+  SyncAudit audit_{false, torch::kCPU};      // [train] sync_audit: no host sync between log steps
   LrSchedule schedule_;
   DataSpec data_;
   torch::Tensor fixed_scale_;  // loss_scale when every sample has the same number of targets
@@ -97,36 +105,11 @@ class Loop {
   double last_grad_norm_ = NAN;
   std::int64_t steps_done_ = 0;  // steps whose figures were read and found finite
   std::optional<EvalResult> last_eval_;
-  ModelStateBytes model_state_{};        // maximum over ranks once the run ends
-  std::int64_t peak_bytes_ = 0;          // likewise: RSS on the CPU, reserved bytes on CUDA
-  std::int64_t peak_tensor_bytes_ = 0;   // likewise: live tensor bytes during training steps
-  std::int64_t peak_setup_bytes_ = 0;    // likewise: live tensor bytes during setup
+  RunMemory memory_;                      // maximum over ranks once the run ends
   std::int64_t model_params_ = 0;
   std::int64_t model_tensors_ = 0;
   int devices_ = 1;  // devices the run computes on (ranks x devices per rank)
 };
-
-/// Samples this rank's model state and peak memory; summary.json reports the maximum over ranks
-/// (one all-reduce on the job's device).
-void Loop::measure_memory() {
-  model_state_ = p_.strategy->memory();
-  peak_bytes_ = peak_memory_bytes(p_.device);
-  peak_tensor_bytes_ = tensor_memory::peak_bytes(p_.device);
-  if (p_.comm->world_size() == 1) return;
-  std::vector<double> mine{static_cast<double>(model_state_.params), static_cast<double>(model_state_.grads),
-                           static_cast<double>(model_state_.optimizer), static_cast<double>(peak_bytes_),
-                           static_cast<double>(peak_tensor_bytes_), static_cast<double>(peak_setup_bytes_)};
-  auto values = torch::tensor(mine, torch::kFloat64).to(p_.comm->device());
-  p_.comm->set_phase(CommPhase::kEval);
-  p_.comm->all_reduce(values, ReduceOp::kMax);
-  p_.comm->set_phase(CommPhase::kTrain);
-  values = values.to(torch::kCPU);
-  const auto at = [&](int i) { return static_cast<std::int64_t>(values[i].item<double>()); };
-  model_state_ = {at(0), at(1), at(2)};
-  peak_bytes_ = at(3);
-  peak_tensor_bytes_ = at(4);
-  peak_setup_bytes_ = at(5);
-}
 
 /// Gathers the full model on rank 0 (a collective of every rank) and writes it for init_from.
 void Loop::save_final_model(Json& summary) {
@@ -147,6 +130,9 @@ void Loop::setup() {
   stats_.emplace(p_.device, *p_.comm, t.sync_timing);
   breakdown_.emplace(*p_.comm, p_.device, t.sync_timing);
   mfu_peak_ = resolve_mfu_peak(e_, p_.device, e_.precision.param_dtype);
+  audit_ = SyncAudit(t.sync_audit, p_.device);
+  if (audit_.enabled()) p_.log->info("sync audit: a host sync between log steps is an error");
+  if (t.sync_audit && !audit_.enabled()) p_.log->info("sync audit: nothing to audit on the CPU");
   data_ = p_.dataset->spec();
   if (!data_.ignored_targets)
     fixed_scale_ = torch::tensor(static_cast<double>(p_.comm->world_size()) /
@@ -259,8 +245,7 @@ void Loop::fail(const std::exception& error) {
     p_.monitor->set_verdict_writer(nullptr);  // this thread writes it
     verdict = p_.monitor->record_failure(error);
   }
-  peak_bytes_ = peak_memory_bytes(p_.device);
-  peak_tensor_bytes_ = tensor_memory::peak_bytes(p_.device);
+  memory_.measure_failed();
   try {
     write_verdict(summary(verdict.status, ""), verdict);
     if (events_) events_->end_hparams_session(false);
@@ -297,23 +282,23 @@ void Loop::train_step(std::int64_t step) {
   }
   breakdown_->begin(StepBreakdown::kOptimizer);
   const std::int64_t step1 = step + 1;
-  const bool log_step = step1 % e_.log.every == 0 || step1 == t.steps || step1 == 1;
+  const bool logged = log_step(step1);
   // The gradient norm costs a pass over every gradient (and a collective when sharded): only
   // for clipping and at log steps, where it is reported. A non-finite gradient between log
   // steps still stops the run, at the next step's loss.
-  const double clip = t.clip_grad_norm > 0 || log_step ? t.clip_grad_norm : Strategy::kNormNotNeeded;
+  const double clip = t.clip_grad_norm > 0 || logged ? t.clip_grad_norm : Strategy::kNormNotNeeded;
   const torch::Tensor grad_norm = p_.strategy->finish_gradients(clip);
   p_.strategy->step(lr);
   breakdown_->end();
   breakdown_->end_step();
   stats_->end_step(step1, loss * scale, grad_norm);
 
-  if (log_step) read_steps(lr);
+  if (logged) read_steps(lr);
   const double elapsed = seconds_since(started_);
   const std::int64_t here = step1 - start_step_;  // steps of this process
   const double samples_per_s = static_cast<double>(here * t.global_batch_size) / std::max(1e-9, elapsed);
   const double eta = elapsed / static_cast<double>(here) * static_cast<double>(t.steps - step1);
-  progress_.update(step1, last_loss_, lr, samples_per_s, eta, log_step);
+  progress_.update(step1, last_loss_, lr, samples_per_s, eta, logged);
 }
 
 /// world size / target elements of the global batch, on the device: this rank's micro-batches
@@ -322,7 +307,7 @@ torch::Tensor Loop::loss_scale(const std::vector<Batch>& batches) {
   torch::Tensor count;
   for (const auto& b : batches) count = count.defined() ? count + b.target_count() : b.target_count();
   count = count.to(p_.comm->device());
-  if (p_.comm->world_size() > 1) p_.comm->all_reduce(count, ReduceOp::kSum);
+  if (!p_.comm->skips_collectives()) p_.comm->all_reduce(count, ReduceOp::kSum);
   return (static_cast<double>(p_.comm->world_size()) / count.clamp_min(1.0)).to(torch::kFloat32);
 }
 
@@ -352,7 +337,6 @@ void Loop::read_steps(double lr, bool log_point) {
 void Loop::log_scalars(const StepStats::Row& row, double lr) {
   const std::int64_t step = row.step;
   const double step_time = row.time_s;
-  model_state_ = p_.strategy->memory();
   if (!events_) return;
   events_->add_scalar("train/loss", row.loss, step);
   events_->add_scalar("train/lr", lr, step);
@@ -371,11 +355,7 @@ void Loop::log_scalars(const StepStats::Row& row, double lr) {
     events_->add_scalar("perf/time_comm_wait_s", b.comm_wait, step);
     events_->add_scalar("perf/time_optimizer_s", b.optimizer, step);
   }
-  events_->add_scalar("memory/params_bytes", static_cast<double>(model_state_.params), step);
-  events_->add_scalar("memory/grads_bytes", static_cast<double>(model_state_.grads), step);
-  events_->add_scalar("memory/optimizer_bytes", static_cast<double>(model_state_.optimizer), step);
-  events_->add_scalar("memory/peak_bytes", static_cast<double>(peak_memory_bytes(p_.device)), step);
-  events_->add_scalar("memory/peak_tensor_bytes", static_cast<double>(tensor_memory::peak_bytes(p_.device)), step);
+  memory_.log(*p_.strategy, *events_, step);
   const auto c = p_.comm->counters(CommPhase::kTrain);
   const auto here = static_cast<double>(step - start_step_);  // the counters are this process's
   events_->add_scalar("comm/payload_bytes_per_step", static_cast<double>(c.payload_bytes) / here, step);
@@ -449,15 +429,7 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
     for (const auto& [name, value] : last_eval_->metrics) ev[name] = value;
   ev["examples"] = last_eval_ ? Json(last_eval_->examples) : Json();
   s["param_norm"] = Json();  // filled by the caller (needs a collective on every rank)
-  Json& mem = s["memory"];
-  mem["model_state_bytes"]["params"] = model_state_.params;
-  mem["model_state_bytes"]["grads"] = model_state_.grads;
-  mem["model_state_bytes"]["optimizer"] = model_state_.optimizer;
-  mem["peak_bytes"] = peak_bytes_;
-  mem["peak_source"] = peak_memory_source(p_.device);
-  mem["peak_tensor_bytes"] = peak_tensor_bytes_;
-  mem["peak_setup_bytes"] = peak_setup_bytes_;
-  mem["tensor_source"] = tensor_memory::source(p_.device);
+  memory_.write(s["memory"]);
   Json& comm = s["comm"];
   comm["payload_bytes_per_step"] = static_cast<double>(train.payload_bytes) / steps;
   comm["bus_bytes_per_step"] = train.bus_bytes / steps;
@@ -531,9 +503,7 @@ Json Loop::run() {
   Json s;
   try {
     setup();
-    peak_setup_bytes_ = tensor_memory::peak_bytes(p_.device);
-    reset_peak_memory(p_.device);
-    tensor_memory::reset_peak(p_.device);
+    memory_.end_setup();
     started_ = Clock::now();
     for (std::int64_t step = start_step_; step < t.steps; ++step) {
       if (p_.monitor != nullptr) {
@@ -542,7 +512,10 @@ Json Loop::run() {
         if (const int sig = p_.monitor->stop_signal()) throw Interrupted(sig, fmt::format("before step {}", step + 1));
         p_.monitor->note_step(step);
       }
-      train_step(step);
+      {
+        const SyncAudit::Window audited(audit_, !log_step(step + 1));
+        train_step(step);
+      }
       const std::int64_t step1 = step + 1;
       if (e_.eval.every > 0 && step1 % e_.eval.every == 0 && step1 != t.steps) {
         last_eval_ = evaluate();
@@ -552,7 +525,7 @@ Json Loop::run() {
       if (checkpoints_->due(step1)) save_checkpoint(step1);
     }
     progress_.finish();
-    measure_memory();  // before evaluation: the training peak, not evaluation's
+    memory_.measure(*p_.strategy, *p_.comm);  // before evaluation: the training peak, not evaluation's
     last_eval_ = evaluate();
     s = summary("ok", "");
     s["param_norm"] = p_.strategy->parameter_norm();
