@@ -125,6 +125,16 @@ def set_valid():
     st.check(summary["steps"] == 3, "summary steps is %r after --set train.steps=3" % summary["steps"], result)
 
 
+def audit_with_sync_timing():
+    """The sync audit refuses a host sync in a step; sync_timing makes one every step."""
+    result = st.strata("validate", st.GOOD_SYNTHETIC, "--set", "train.sync_audit=true", "--set",
+                       "train.sync_timing=true")
+    st.expect_exit(result, 2)
+    st.expect_error_paragraph(result)
+    st.expect_stderr(result, "train.sync_audit")
+    st.expect_stderr(result, "sync_timing")
+
+
 def missing_file():
     path = os.path.join(st.temp_dir("missing"), "no_such_experiment.toml")
     for command in ("validate", "run"):
@@ -139,4 +149,4 @@ if __name__ == "__main__":
     bad_files = sorted(glob.glob(os.path.join(st.CONFIGS, "bad_*.toml")))
     st.main([fixture_set_is_complete, good_config_validates] + [bad_config_case(p) for p in bad_files]
             + [set_not_an_integer, set_unknown_key, set_unknown_plugin_key, set_out_of_range, set_unknown_section,
-               set_malformed, set_valid, missing_file])
+               set_malformed, set_valid, audit_with_sync_timing, missing_file])
