@@ -3,6 +3,7 @@
 // 5.x: rope_parameters), or refused with an error naming the file and the key. What the model
 // made of a file shows in external_config(), the config.json it would save.
 #include "test_support.hpp"
+#include "bundled_plugins.hpp"
 
 #include <string>
 #include <utility>
@@ -16,15 +17,7 @@
 
 namespace {
 
-/// The bundled plugins, loaded once for this file.
-const strata::Registry& bundled() {
-  static const strata::Registry registry = [] {
-    strata::Registry r;
-    strata::PluginLoader(r).load_directory(STRATA_PLUGIN_BUILD_DIR);
-    return r;
-  }();
-  return registry;
-}
+const strata::Registry& bundled() { return strata::test::bundled_plugins(); }
 
 /// A small Llama's config.json with `extra` members (", \"key\": value, ...") appended.
 std::string config_json(const std::string& extra) {

@@ -2,6 +2,7 @@
 // option variants and data kinds, the constructor's errors raised without building, and absurd
 // sizes answered at once with a large finite count.
 #include "test_support.hpp"
+#include "bundled_plugins.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -23,15 +24,7 @@ using Overrides = std::vector<std::pair<std::string, strata::OptionValue>>;
 
 constexpr I kMaxWidth = I{1} << 31;  // the plugins' bound on widths
 
-/// The bundled plugins, loaded once for this file.
-const strata::Registry& bundled() {
-  static const strata::Registry registry = [] {
-    strata::Registry r;
-    strata::PluginLoader(r).load_directory(STRATA_PLUGIN_BUILD_DIR);
-    return r;
-  }();
-  return registry;
-}
+const strata::Registry& bundled() { return strata::test::bundled_plugins(); }
 
 /// Model `name`'s defaults with `overrides`, each checked against the schema as the host would.
 strata::Options options(const std::string& name, const Overrides& overrides = {}) {
