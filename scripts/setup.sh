@@ -72,10 +72,13 @@ STEP="packages"
 # fail for want of /etc/slurm/slurm.conf). chromium: the headless render of report.html in
 # test_report.py. iproute2: `ip netns` for test_multihost.py; procps: pgrep (strata_test.py).
 # chromium and slurm-wlm add about 126 MB of downloads and 22 s to a fresh install (Debian 12).
+# TEST_PACKAGES are installed with the others when setup runs as root; without root, missing ones
+# are named and the tests that need them skip, saying why.
 PACKAGES=(build-essential cmake ninja-build ccache libboost-dev libboost-program-options-dev
           libtomlplusplus-dev doctest-dev libfmt-dev libgloo-dev zlib1g-dev dataset-fashion-mnist
-          libsentencepiece-dev openmpi-bin slurm-wlm chromium iproute2 procps
+          libsentencepiece-dev openmpi-bin
           python3-venv python3-pip)
+TEST_PACKAGES=(slurm-wlm chromium iproute2 procps)
 if [[ "${STRATA_SKIP_APT:-0}" == 1 ]]; then
   log "packages skipped (STRATA_SKIP_APT=1): dependencies must come from CMAKE_PREFIX_PATH"
 elif ! command -v dpkg-query >/dev/null 2>&1; then
@@ -85,11 +88,21 @@ else
   # One query for all packages; unknown packages print nothing (and make dpkg-query exit 1).
   while IFS=$'\t' read -r pkg status; do
     [[ "$status" == "install ok installed" ]] && installed[$pkg]=1
-  done < <(dpkg-query -W -f='${Package}\t${Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)
+  done < <(dpkg-query -W -f='${Package}\t${Status}\n' "${PACKAGES[@]}" "${TEST_PACKAGES[@]}" 2>/dev/null || true)
   missing=()
   for pkg in "${PACKAGES[@]}"; do
     [[ -n "${installed[$pkg]:-}" ]] || missing+=("$pkg")
   done
+  missing_tests=()
+  for pkg in "${TEST_PACKAGES[@]}"; do
+    [[ -n "${installed[$pkg]:-}" ]] || missing_tests+=("$pkg")
+  done
+  if [[ "$(id -u)" == 0 ]] && ((${#missing[@]} + ${#missing_tests[@]} > 0)); then
+    missing+=("${missing_tests[@]}")
+    missing_tests=()
+  elif ((${#missing_tests[@]} > 0)); then
+    log "not installed (not root): ${missing_tests[*]}; the tests that need them will report Skipped"
+  fi
   if ((${#missing[@]} > 0)); then
     if [[ "$(id -u)" == 0 ]]; then
       log "installing Debian packages: ${missing[*]}"
