@@ -21,6 +21,7 @@
 #include "dist/job_monitor.hpp"
 #include "dist/process_group.hpp"
 #include "launch/device_choice.hpp"
+#include "launch/run_place.hpp"
 #include "launch/spawn.hpp"
 #include "launch/world.hpp"
 #include "io/run_dir.hpp"
@@ -36,6 +37,7 @@
 #include "train/checkpoint.hpp"
 #include "train/checkpointing.hpp"
 #include "train/tensor_memory.hpp"
+#include "train/rank_run.hpp"
 #include "train/trainer.hpp"
 
 namespace strata {
@@ -170,27 +172,53 @@ void check_model_fits(const Experiment& e, double parameters, int local_ranks) {
                     "` lists them), fewer ranks per host, or a machine with more memory.");
 }
 
-/// Everything a run needs, built and validated before any training.
-struct Prepared {
-  Experiment experiment;
-  WorldInfo world;
-  Registry registry;
-  std::shared_ptr<Dataset> dataset;
-  std::shared_ptr<Model> model;  ///< null when validation skipped building it (see Purpose)
-  std::shared_ptr<Strategy> strategy;
-  torch::Device device{torch::kCPU};
-  std::string device_note;  ///< why "auto" chose the CPU on a host with GPUs, for the log
-  std::optional<double> estimated_parameters;  ///< the model plugin's estimate, when it has one
-};
+/// A [train] init_from that does not fit the model, as a config error at train.init_from; where
+/// it is a Hugging Face directory and the model could take its shapes (config_from), that is the fix.
+ConfigError init_from_error(const RankRun& p, const Error& err) {
+  const Experiment& e = p.experiment;
+  std::string what = err.what();
+  if (const std::string key = "train.init_from: "; what.rfind(key, 0) == 0) what.erase(0, key.size());
+  std::string fix = err.fix();
+  std::error_code ec;
+  const fs::path dir = e.train.init_from;
+  const bool hf_dir = fs::is_regular_file(dir / "config.json", ec);
+  const bool takes_config = p.registry.at(PluginKind::kModel, e.model.name).schema.find("config_from") != nullptr;
+  const auto* config_from = [&]() -> const OptionValue* {
+    const auto& v = e.model.options.values();
+    const auto it = v.find("config_from");
+    return it == v.end() ? nullptr : &it->second;
+  }();
+  if (hf_dir && takes_config && (config_from == nullptr || to_toml(*config_from) != to_toml(OptionValue(dir.string()))))
+    fix = fmt::format("Set model.config_from = \"{}\" (the same directory), so that the model takes the shapes of "
+                      "its config.json; or point init_from at a model saved with these options.",
+                      e.train.init_from);
+  return e.error("train.init_from", what, fix);
+}
+
+/// Loads [train] init_from into the model just built, so that a file that does not fit is found
+/// before anything is written (and by validate).
+void load_init_from(RankRun& p) {
+  const auto& t = p.experiment.train;
+  try {
+    p.init_skipped = load_state_dict(*p.model, t.init_from, t.init_partial);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& err) {
+    throw init_from_error(p, err);
+  }
+  p.init_loaded = "model initialized from " + t.init_from;
+}
 
 /// What prepare() is for: a run builds everything; validation builds a model only up to
 /// kValidateBuildBytes of parameters (a larger one is checked through its plugin's estimate),
 /// so that `strata validate` stays quick and small whatever the options ask for.
 enum class Purpose { kRun, kValidate };
 
-/// Loads and validates everything a rank of `world` needs, before any training.
-std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world, Purpose purpose = Purpose::kRun) {
-  auto p = std::make_unique<Prepared>();
+/// Loads and validates everything a rank of `world` needs, before any training, writing nothing.
+/// `resuming`: the model's values come from a checkpoint, not from [train] init_from.
+std::unique_ptr<RankRun> prepare(Experiment experiment, const WorldInfo& world, Purpose purpose = Purpose::kRun,
+                                 bool resuming = false) {
+  auto p = std::make_unique<RankRun>();
   p->world = world;
   p->experiment = std::move(experiment);
   Experiment& e = p->experiment;
@@ -261,7 +289,17 @@ std::unique_ptr<Prepared> prepare(Experiment experiment, const WorldInfo& world,
       *p->estimated_parameters * kFloat32Bytes > kValidateBuildBytes)
     return p;  // validated from its estimate; `run` builds it
   p->model = create(e, "model", [&] { return p->registry.create_model(e.model.name, e.model.options, model_context); });
+  if (e.train.activation_checkpointing == "full")
+    p->model->set_activation_checkpointing(static_cast<int>(e.train.activation_checkpointing_every));
+  if (!e.train.init_from.empty() && !resuming) load_init_from(*p);
   return p;
+}
+
+/// Every check a resume of `place`'s checkpoint can fail, with what `p` has built.
+void check_resume_of(const RunPlace& place, const RankRun& p) {
+  if (!place.resume) return;
+  const DataSpec data = p.dataset->spec();
+  check_resume(p.experiment, *place.resume, {p.model.get(), p.strategy.get(), &data});
 }
 
 }  // namespace
@@ -308,37 +346,6 @@ void validate_experiment(const RunRequest& request) {
 
 namespace {
 
-/// The restart count a launcher gives its ranks (strata's or torchrun's), 0 when none.
-int restart_count() {
-  for (const char* name : {"STRATA_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"})
-    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return std::atoi(value);
-  return 0;
-}
-
-/// The run directory (created and claimed) and the checkpoint to resume, if any: a resumed run
-/// continues in the directory of the run that saved its checkpoint unless --out names another.
-/// `share`: only create it (a node whose job's rank 0 runs on another node, which claims it).
-std::pair<fs::path, std::optional<fs::path>> run_dir_and_resume(const RunRequest& request, const Experiment& e,
-                                                                bool share = false) {
-  std::optional<fs::path> checkpoint;
-  fs::path out = request.out;
-  const bool automatic = request.resume == "auto";
-  if (!request.resume.empty() && !automatic) {
-    checkpoint = resolve_resume(request.resume, e, {});
-    if (out.empty()) out = saving_run_dir(*checkpoint);
-  }
-  if (automatic && out.empty())
-    throw UsageError("--resume auto continues the run in --out DIR, but no --out was given.",
-                     "Name the run directory: strata run EXP --out DIR --resume auto.");
-  // A resumed run, or a launcher's restart of this rank (torchrun's), continues in its directory.
-  const RunDirUse use = share                                              ? RunDirUse::kShare
-                        : !request.resume.empty() || restart_count() > 0 ? RunDirUse::kContinue
-                                                                         : RunDirUse::kNew;
-  const fs::path run_dir = make_run_directory(out, e.experiment.out_dir, e.experiment.name, use);
-  if (automatic) checkpoint = resolve_resume("auto", e, run_dir);
-  return {run_dir, checkpoint};
-}
-
 /// One rank of a job: joins the process group, agrees on the run directory, trains.
 /// c10d logs each broken socket of a lost peer as a warning with C++ frames; Strata reports the
 /// failure itself, as one paragraph. TORCH_CPP_LOG_LEVEL, when set, wins.
@@ -356,14 +363,15 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   watch.world_size = world.world_size;
   watch.heartbeat = std::chrono::milliseconds(static_cast<std::int64_t>(d.heartbeat_s * 1000));
   JobMonitor monitor(watch);  // from here SIGINT/SIGTERM stop the run at a step boundary
-  auto p = prepare(std::move(experiment), world);
+  // Where the run lives and what it resumes is decided first, and every check a resume can fail
+  // runs before the run directory is opened: a refused resume leaves it as it was.
+  RunPlace place = plan_run_place(request, experiment);
+  auto p = prepare(std::move(experiment), world, Purpose::kRun, place.resume.has_value());
+  check_resume_of(place, *p);
   const auto& e = p->experiment;
   // This rank's GPU is the current device for the whole run: raw allocations and streams that
   // take the current device (Gloo on CUDA tensors sets none itself) land on it.
   if (p->device.is_cuda()) c10::impl::getDeviceGuardImpl(p->device.type())->setDevice(p->device);
-  std::unique_ptr<Comm> comm;
-  fs::path run_dir;
-  std::optional<fs::path> resume;
   std::string backend = "none";
   std::shared_ptr<JobStore> store;
   // A named backend, or forced collectives, runs a real process group even on one rank (a
@@ -385,24 +393,32 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
                          "address as the other hosts see it, and where hosts share another network set "
                          "GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to its interface");
     auto group = make_process_group_comm(options);
-    // Rank 0 names the run directory (a UTC timestamp) and the checkpoint, and tells the others.
+    // Rank 0 opens the run directory (naming a new one by the UTC time) and tells the others,
+    // with the checkpoint it resumes.
     if (world.rank == 0) {
-      std::tie(run_dir, resume) = run_dir_and_resume(request, e);
-      group->store_set("run_dir", run_dir.string());
-      group->store_set("resume", resume ? resume->string() : std::string());
+      place = open_run_place(std::move(place), e);
+      group->store_set("run_dir", place.run_dir.string());
+      group->store_set("resume", place.resume ? place.resume->string() : std::string());
     } else {
-      run_dir = group->store_get("run_dir");
-      if (const auto r = group->store_get("resume"); !r.empty()) resume = r;
+      place.run_dir = group->store_get("run_dir");
+      place.opened = true;
+      place.resume.reset();
+      if (const auto r = group->store_get("resume"); !r.empty()) place.resume = fs::path(r);
     }
     if (watch.heartbeat.count() > 0 && world.world_size > 1) store = group->connect_store(watch.heartbeat);
     monitor.clear_deadline();
-    comm = std::move(group);
+    p->comm = std::move(group);
   } else {
-    std::tie(run_dir, resume) = run_dir_and_resume(request, e);
-    comm = make_local_comm(p->device);
+    place = open_run_place(std::move(place), e);
+    p->comm = make_local_comm(p->device);
   }
+  p->backend = backend;
+  p->place = std::move(place);
+  p->monitor = &monitor;
+  p->log = Logger(world.rank, world.world_size);
+  const fs::path& run_dir = p->place.run_dir;
   monitor.attach(store, run_dir, world.master_addr + ":" + std::to_string(world.master_port));
-  Logger log(world.rank, world.world_size);
+  const Logger& log = p->log;
   if (!p->device_note.empty()) log.info("note: " + p->device_note);
   if (e.train.deterministic) log.info("deterministic kernels ([train] deterministic = true)");
   if (e.distributed.force_collectives)
@@ -413,34 +429,11 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
       e.distributed.nproc != world.local_world_size)
     log.info(fmt::format("note: [distributed] nproc = {} is not used: {} started this job ({})", e.distributed.nproc,
                          world.launcher, world.source));
-  if (request.resume == "auto" && !resume)
+  if (request.resume == "auto" && !p->place.resume)
     log.info("--resume auto: no checkpoint in " + checkpoint_root(e, run_dir).string() + " yet; starting at step 0");
   if (world.rank == 0) write_text_file(run_dir / "config.toml", resolved_toml(e));
-  TrainerParts parts;
-  parts.experiment = &e;
-  parts.dataset = p->dataset;
-  if (e.train.activation_checkpointing == "full")
-    p->model->set_activation_checkpointing(static_cast<int>(e.train.activation_checkpointing_every));
-  parts.model = p->model;
-  parts.strategy = p->strategy;
-  parts.comm = comm.get();
-  parts.log = &log;
-  parts.device = p->device;
-  parts.backend = backend;
-  parts.local_world_size = world.local_world_size;
-  parts.make_model = [p = p.get()] {
-    const auto& x = p->experiment;
-    const ModelContext context{p->dataset->spec(), x.directory()};
-    auto replica = p->registry.create_model(x.model.name, x.model.options, context);
-    replica->set_activation_checkpointing(p->model->activation_checkpointing());
-    return replica;
-  };
-  parts.run_dir = run_dir;
-  parts.resume = resume;
-  parts.restarts = restart_count();
-  parts.monitor = &monitor;
   try {
-    train(std::move(parts));
+    train(*p);
   } catch (const Interrupted&) {
     throw;
   } catch (const std::exception& error) {
@@ -449,7 +442,7 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
     throw;
   }
   monitor.finished();
-  comm->barrier();  // nobody tears the group down while a peer still needs it
+  p->comm->barrier();  // nobody tears the group down while a peer still needs it
 }
 
 /// `--nproc N` against the ranks a launcher started on this host.
@@ -510,19 +503,23 @@ int run_experiment(const RunRequest& request) {
     run_rank(request, std::move(e), world);
     return 0;
   }
-  // Every configuration error surfaces once, before any rank starts.
-  const auto prepared = prepare(e, world, Purpose::kValidate);
-  std::vector<std::string> common = {"run", request.file.string()};
-  std::optional<fs::path> checkpoint;
   // The node of rank 0 names and claims the run directory, for its ranks too (kRunClaimVariable:
   // its rank 0 finds the launcher's claim its own); the ranks of other nodes take rank 0's.
-  if (spawn.node_rank == 0 || !request.out.empty()) {
-    fs::path run_dir;
-    std::tie(run_dir, checkpoint) = run_dir_and_resume(request, e, /*share=*/spawn.node_rank != 0);
+  const bool places = spawn.node_rank == 0 || !request.out.empty();
+  std::optional<RunPlace> place;
+  if (places) place = plan_run_place(request, e, /*share=*/spawn.node_rank != 0);
+  // Every configuration error, and every check a resume can fail, surfaces once, before the run
+  // directory is opened and before any rank starts.
+  const auto prepared = prepare(e, world, Purpose::kValidate, place && place->resume);
+  if (place) check_resume_of(*place, *prepared);
+  std::vector<std::string> common = {"run", request.file.string()};
+  std::optional<fs::path> checkpoint;
+  if (place) {
+    place = open_run_place(std::move(*place), e);
+    checkpoint = place->resume;
     spawn.env.emplace_back(kRunClaimVariable, run_claim());
-    if (checkpoint) check_resumable(prepared->experiment, *checkpoint);
-    common.insert(common.end(), {"--out", run_dir.string()});
-    if (spawn.node_rank == 0) spawn.run_dir = run_dir;
+    common.insert(common.end(), {"--out", place->run_dir.string()});
+    if (spawn.node_rank == 0) spawn.run_dir = place->run_dir;
   }
   spawn.nproc = nproc;
   spawn.max_restarts = static_cast<int>(e.distributed.max_restarts);

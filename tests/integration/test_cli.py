@@ -132,7 +132,8 @@ def summary_records_versions_and_host():
 
 def warmup_longer_than_steps_is_clamped():
     """A smoke run of a real experiment: warmup_steps > steps trains with the warmup clamped, saying so once
-    (not again in each rank of the job)."""
+    (not again in each rank of the job); the resolved config keeps the value as written, so that the run's
+    config.toml resumes it with more steps (test_resume.py)."""
     out = st.temp_dir("warmup")
     result = st.strata_run(st.GOOD_SYNTHETIC, out, "train.steps=4", "train.warmup_steps=10", "strategy.name=ddp",
                            "distributed.nproc=2")
@@ -141,7 +142,10 @@ def warmup_longer_than_steps_is_clamped():
     for fragment in ("warning:", "train.warmup_steps", "10", "train.steps", "4"):
         st.expect_in(fragment, lines[0], result, "the warning")
     with open(os.path.join(out, "config.toml")) as f:
-        st.check(re.search(r"^warmup_steps = 4$", f.read(), re.M), "config.toml should record warmup_steps = 4")
+        st.check(re.search(r"^warmup_steps = 10$", f.read(), re.M), "config.toml should record warmup_steps = 10")
+    # Clamped to 4 steps, the last step trains at the full rate (unclamped it would be 4/10 of it).
+    last = [l for l in result.stdout.splitlines() if "step 4/4" in l]
+    st.check(last and "lr 1.00e-02" in last[-1], "the last step's learning rate: %r" % last, result)
 
 
 # The keys of an experiment that say where its data is: without the files the experiment cannot be

@@ -107,15 +107,16 @@ void check_key_depth(const std::string& text, const std::string& label) {
 
 
 /// More warmup steps than steps is what a short smoke run of a real experiment (`--set
-/// train.steps=20`) asks for: the warmup is clamped to the steps, with a warning saying so (once
-/// per process; not again in the ranks that strata's own launcher starts after warning itself).
-void clamp_warmup(Experiment& e) {
-  auto& t = e.train;
+/// train.steps=20`) asks for: the trainer clamps the warmup to the steps, with a warning saying so
+/// (once per process; not again in the ranks that strata's own launcher starts after warning
+/// itself). The experiment keeps the value as written, so that the resolved config.toml and a
+/// checkpoint's training keys hold it, and a resume with more steps compares equal.
+void clamp_warmup(const Experiment& e) {
+  const auto& t = e.train;
   if (t.steps <= 0 || t.warmup_steps <= t.steps) return;
   const std::string message =
       fmt::format("train.warmup_steps {} exceeds train.steps {} ({}); the warmup is clamped to {} steps",
                   t.warmup_steps, t.steps, e.location("train.warmup_steps").str(), t.steps);
-  t.warmup_steps = t.steps;
   static std::set<std::string> said;
   const char* spawned = std::getenv("STRATA_SPAWNED");
   if ((spawned != nullptr && std::string(spawned) == "1") || !said.insert(message).second) return;

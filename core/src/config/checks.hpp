@@ -18,7 +18,7 @@ std::string read_experiment_text(const std::filesystem::path& file);
 /// recurses once per part: a key of 100000 parts overflowed the stack).
 void check_key_depth(const std::string& text, const std::string& label);
 /// More warmup steps than steps are clamped to the steps, with a warning.
-void clamp_warmup(Experiment& e);
+void clamp_warmup(const Experiment& e);
 /// The checks across keys and against this machine (device, threads, ranks, run paths, ...).
 void check_consistency(const Experiment& e);
 

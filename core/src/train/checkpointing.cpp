@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 
 #include <algorithm>
+#include <map>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -225,45 +226,90 @@ ckpt::SaveResult Checkpointer::save(std::int64_t step, Json trainer) {
   return last_;
 }
 
-void check_resumable(const Experiment& e, const fs::path& dir) {
+namespace {
+
+/// The model's tensors as a checkpoint names them ("model/<name>"), with their shapes.
+std::map<std::string, std::vector<std::int64_t>> checkpoint_tensors(const Model& model) {
+  std::map<std::string, std::vector<std::int64_t>> out;
+  const auto add = [&](const std::string& name, const torch::Tensor& t) { out["model/" + name] = t.sizes().vec(); };
+  for (const auto& [name, p] : unique_trainable_parameters(model)) add(name, p);
+  for (const auto& p : model.named_parameters())
+    if (!p.value().requires_grad()) add(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) add(b.key(), b.value());
+  return out;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+/// ConfigError at model.name unless checkpoint `c` holds exactly `model`'s tensors and shapes.
+void check_model_fits(const Experiment& e, const ckpt::Checkpoint& c, const Model& model) {
+  const auto expected = checkpoint_tensors(model);
+  std::vector<std::string> missing, extra, reshaped;
+  for (const auto& [name, shape] : expected) {
+    if (!c.has(name)) missing.push_back(name.substr(6));
+    else if (c.shape(name) != shape)
+      reshaped.push_back(fmt::format("{} {} (checkpoint: {})", name.substr(6), shape_text(shape), shape_text(c.shape(name))));
+  }
+  for (const auto& name : c.names())
+    if (name.rfind("model/", 0) == 0 && !expected.count(name)) extra.push_back(name.substr(6));
+  if (missing.empty() && extra.empty() && reshaped.empty()) return;
+  std::vector<std::string> parts;
+  if (!reshaped.empty()) parts.push_back(fmt::format("another shape: {}", fmt::join(reshaped, "; ")));
+  if (!missing.empty()) parts.push_back(fmt::format("not in the checkpoint: {}", fmt::join(missing, ", ")));
+  if (!extra.empty()) parts.push_back(fmt::format("not in the model: {}", fmt::join(extra, ", ")));
+  throw e.error("model.name",
+                fmt::format("checkpoint {} does not hold this model ({}): {}.", c.dir().string(), e.model.name,
+                            fmt::join(parts, "; ")),
+                fmt::format("Resume with the model that saved it ({} is its resolved config).",
+                            (c.dir() / "config.toml").string()));
+}
+
+/// ConfigError at dataset unless the data is described as the checkpoint's was.
+void check_data_fits(const Experiment& e, const fs::path& dir, const Json& trainer, const DataSpec& now) {
+  const Json* saved_json = trainer.find("data");
+  if (saved_json == nullptr) return;  // a checkpoint from before data descriptions were saved
+  const DataSpec saved = data_spec_from(*saved_json);
+  std::vector<std::string> differ;
+  const auto same = [&](const char* what, auto a, auto b) {
+    if (a != b) differ.push_back(fmt::format("{} {} (checkpoint: {})", what, a, b));
+  };
+  if (now.input_shape != saved.input_shape)
+    differ.push_back(fmt::format("input shape {} (checkpoint: {})", shape_text(now.input_shape),
+                                 shape_text(saved.input_shape)));
+  same("classes", now.num_classes, saved.num_classes);
+  same("vocabulary", now.vocab_size, saved.vocab_size);
+  same("sequence length", now.seq_len, saved.seq_len);
+  if (differ.empty()) return;
+  throw e.error(e.dataset.options.values().count("path") ? "dataset.path" : "dataset.name",
+                fmt::format("the data of this run is not the data checkpoint {} was trained on: {}.", dir.string(),
+                            fmt::join(differ, "; ")),
+                "Resume on the data set that saved it (dataset.path may move, not change).");
+}
+
+}  // namespace
+
+void check_resume(const Experiment& e, const fs::path& dir, const ResumeSubject& subject) {
   const ckpt::Checkpoint c(dir);
   const Json trainer = Json::parse(c.file_text("trainer.json"));
   const Json* keys = trainer.find("training_keys");
   check_training_keys(e, keys != nullptr ? *keys : Json::object(), dir, c.step());
+  if (subject.strategy != nullptr && dynamic_cast<const ShardedState*>(subject.strategy) == nullptr)
+    throw e.error("strategy.name",
+                  fmt::format("strategy '{}' cannot resume a checkpoint: it does not implement strata::ShardedState.",
+                              e.strategy.name),
+                  "Resume under a strategy that has it (every built-in strategy does).");
+  if (subject.model != nullptr) check_model_fits(e, c, *subject.model);
+  if (subject.data != nullptr) check_data_fits(e, dir, trainer, *subject.data);
 }
 
 Resumed Checkpointer::load(const fs::path& dir) {
   const ckpt::Checkpoint c(dir);
   Resumed r{dir, c.step(), Json::parse(c.file_text("trainer.json"))};
-  const Json* keys = r.trainer.find("training_keys");
-  check_training_keys(e_, keys != nullptr ? *keys : Json::object(), dir, r.step);
-  if (state_ == nullptr)
-    throw e_.error("strategy.name", fmt::format("strategy '{}' cannot resume a checkpoint: it does not implement "
-                                                "strata::ShardedState.",
-                                                e_.strategy.name),
-                   "Resume under a strategy that has it (every built-in strategy does).");
-
-  // The model must be the one saved: the same tensors by name (the pieces then check shapes).
-  std::set<std::string> expected, saved;
-  const Model& model = strategy_.model();
-  for (const auto& [name, p] : unique_trainable_parameters(model)) expected.insert("model/" + name);
-  for (const auto& p : model.named_parameters())
-    if (!p.value().requires_grad()) expected.insert("model/" + p.key());
-  for (const auto& b : model.named_buffers()) expected.insert("model/" + b.key());
+  // strata run checked all of it before it wrote anything (check_resume); again here, for a
+  // caller that did not, and for the checkpoint as it is now.
+  check_resume(e_, dir, {&strategy_.model(), &strategy_, nullptr});
   bool optimizer = false;
-  for (const auto& name : c.names()) {
-    if (name.rfind("model/", 0) == 0) saved.insert(name);
-    optimizer = optimizer || name.rfind("optim/", 0) == 0;
-  }
-  if (expected != saved) {
-    std::vector<std::string> missing, extra;
-    std::set_difference(expected.begin(), expected.end(), saved.begin(), saved.end(), std::back_inserter(missing));
-    std::set_difference(saved.begin(), saved.end(), expected.begin(), expected.end(), std::back_inserter(extra));
-    throw Error(fmt::format("checkpoint {} does not hold this model: missing {}; not in the model {}.", dir.string(),
-                            missing.empty() ? "none" : fmt::format("{}", fmt::join(missing, ", ")),
-                            extra.empty() ? "none" : fmt::format("{}", fmt::join(extra, ", "))),
-                "Resume with the model that saved it.");
-  }
+  for (const auto& name : c.names()) optimizer = optimizer || name.rfind("optim/", 0) == 0;
   c.read_into(state_->state_pieces(StateAccess::kLoad, optimizer));
   state_->state_loaded();
 

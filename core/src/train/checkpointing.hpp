@@ -40,10 +40,20 @@ std::filesystem::path saving_run_dir(const std::filesystem::path& checkpoint);
 /// steps and the output and performance keys), as {"section.key": "toml value"}.
 Json training_keys(const Experiment& e);
 
-/// Throws ConfigError (exit 2) naming every training key of `e` that differs from checkpoint
-/// `dir`'s, or when its steps are below the checkpoint's (what load() checks first; the launcher
-/// checks it once before starting the ranks).
-void check_resumable(const Experiment& e, const std::filesystem::path& dir);
+/// What a resume is checked against: the parts of the prepared run (null: not built, not checked).
+struct ResumeSubject {
+  const Model* model = nullptr;
+  const Strategy* strategy = nullptr;
+  const DataSpec* data = nullptr;
+};
+
+/// Every check a resume of checkpoint `dir` under `e` can fail, run before anything is written
+/// (strata run calls it before it opens the run directory, and the launcher before it starts the
+/// ranks). Throws ConfigError (exit 2) at the key to change, naming: every training key that
+/// differs from the checkpoint's, steps below the checkpoint's step, a strategy that cannot load
+/// a checkpoint (no ShardedState), model tensors missing, extra or of another shape, and data of
+/// another description (shapes, classes, vocabulary) than the checkpoint's.
+void check_resume(const Experiment& e, const std::filesystem::path& dir, const ResumeSubject& subject = {});
 
 /// A dataset's description as JSON (saved with a checkpoint, so that its model can be rebuilt
 /// without the data), and back.

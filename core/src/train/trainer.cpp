@@ -45,12 +45,14 @@ double seconds_since(Clock::time_point t0) {
 
 class Loop {
  public:
-  explicit Loop(TrainerParts parts)
-      : p_(std::move(parts)),
-        e_(*p_.experiment),
-        rank0_(p_.comm->rank() == 0),
-        progress_(*p_.log, e_.train.steps),
-        memory_(p_.device) {}
+  explicit Loop(RankRun& run)
+      : r_(run),
+        e_(run.experiment),
+        comm_(*run.comm),
+        log_(run.log),
+        rank0_(comm_.rank() == 0),
+        progress_(log_, e_.train.steps),
+        memory_(run.device) {}
 
   Json run();
 
@@ -70,6 +72,9 @@ class Loop {
   void log_eval(std::int64_t step);
   void log_scalars(const StepStats::Row& row, double lr);
   Json summary(const std::string& status, const std::string& error) const;
+  /// This process's part of the run (a resumed run has one per process that trained it): its
+  /// strategy, world, steps, times, memory and traffic.
+  Json segment() const;
   void write_summary(const Json& summary) const;
   void save_final_model(Json& summary);
   void register_verdict();
@@ -77,8 +82,10 @@ class Loop {
   void write_verdict(Json summary, const FailureRecord& verdict) const;
 
   // Inputs.
-  TrainerParts p_;
+  RankRun& r_;
   const Experiment& e_;
+  Comm& comm_;
+  const Logger& log_;
   bool rank0_;
 
   // Per-run machinery.
@@ -95,11 +102,12 @@ class Loop {
   Progress progress_;
   std::optional<Checkpointer> checkpoints_;
   std::int64_t start_step_ = 0;  // steps done before this process (a resumed run)
+  Json earlier_segments_ = Json::array();  // the segments of the processes before this one
 
   // Measurements (host values, read at log steps).
   std::vector<double> step_times_;
   std::vector<std::pair<std::int64_t, double>> loss_curve_;  // (step, loss) at log steps
-  double train_time_s_ = 0;
+  double train_time_s_ = 0;  // of this process's steps (this segment)
   Clock::time_point started_{};  // first step, for the progress line
   double last_loss_ = NAN;
   double last_grad_norm_ = NAN;
@@ -113,95 +121,78 @@ class Loop {
 
 /// Gathers the full model on rank 0 (a collective of every rank) and writes it for init_from.
 void Loop::save_final_model(Json& summary) {
-  p_.comm->set_phase(CommPhase::kEval);
-  const StateDict state = p_.strategy->full_state_dict();
-  p_.comm->set_phase(CommPhase::kTrain);
+  comm_.set_phase(CommPhase::kEval);
+  const StateDict state = r_.strategy->full_state_dict();
+  comm_.set_phase(CommPhase::kTrain);
   if (!rank0_) return;
-  const SavedModel saved = write_final_model(*p_.model, state, p_.run_dir, e_.train.save_format);
+  const SavedModel saved = write_final_model(*r_.model, state, r_.place.run_dir, e_.train.save_format);
   summary["final_model"] = saved.name;
-  p_.log->info(fmt::format("final model: {} ({} tensors{})", (p_.run_dir / saved.name).string(), state.size(), saved.note));
+  log_.info(fmt::format("final model: {} ({} tensors{})", (r_.place.run_dir / saved.name).string(), state.size(), saved.note));
 }
 
 void Loop::setup() {
   const auto& t = e_.train;
-  sampler_.emplace(SamplerOptions{p_.dataset->size(Split::kTrain), t.global_batch_size, t.micro_batches,
-                                  p_.comm->world_size(), p_.comm->rank(), static_cast<std::uint64_t>(t.seed)});
-  batches_.emplace(*p_.dataset, *sampler_, BatchLoaderOptions{p_.device, t.steps, t.micro_batches});
-  stats_.emplace(p_.device, *p_.comm, t.sync_timing);
-  breakdown_.emplace(*p_.comm, p_.device, t.sync_timing);
-  mfu_peak_ = resolve_mfu_peak(e_, p_.device, e_.precision.param_dtype);
-  audit_ = SyncAudit(t.sync_audit, p_.device);
-  if (audit_.enabled()) p_.log->info("sync audit: a host sync between log steps is an error");
-  if (t.sync_audit && !audit_.enabled()) p_.log->info("sync audit: nothing to audit on the CPU");
-  data_ = p_.dataset->spec();
+  sampler_.emplace(SamplerOptions{r_.dataset->size(Split::kTrain), t.global_batch_size, t.micro_batches,
+                                  comm_.world_size(), comm_.rank(), static_cast<std::uint64_t>(t.seed)});
+  batches_.emplace(*r_.dataset, *sampler_, BatchLoaderOptions{r_.device, t.steps, t.micro_batches});
+  stats_.emplace(r_.device, comm_, t.sync_timing);
+  breakdown_.emplace(comm_, r_.device, t.sync_timing);
+  mfu_peak_ = resolve_mfu_peak(e_, r_.device, e_.precision.param_dtype);
+  audit_ = SyncAudit(t.sync_audit, r_.device);
+  if (audit_.enabled()) log_.info("sync audit: a host sync between log steps is an error");
+  if (t.sync_audit && !audit_.enabled()) log_.info("sync audit: nothing to audit on the CPU");
+  data_ = r_.dataset->spec();
   if (!data_.ignored_targets)
-    fixed_scale_ = torch::tensor(static_cast<double>(p_.comm->world_size()) /
+    fixed_scale_ = torch::tensor(static_cast<double>(comm_.world_size()) /
                                      static_cast<double>(t.global_batch_size * data_.targets_per_sample),
-                                 torch::TensorOptions().dtype(torch::kFloat32).device(p_.device));
-  schedule_ = {e_.optimizer.lr, t.steps, t.warmup_steps, t.lr_schedule == "cosine", t.min_lr_ratio};
-  model_params_ = p_.model->parameter_count();
-  model_tensors_ = static_cast<std::int64_t>(p_.model->parameters().size());
+                                 torch::TensorOptions().dtype(torch::kFloat32).device(r_.device));
+  // A warmup longer than the run is clamped here, not in the config: the experiment keeps the
+  // value as written, so a resume with more steps compares equal.
+  schedule_ = {e_.optimizer.lr, t.steps, std::min(t.warmup_steps, t.steps), t.lr_schedule == "cosine", t.min_lr_ratio};
+  model_params_ = r_.model->parameter_count();
+  model_tensors_ = static_cast<std::int64_t>(r_.model->parameters().size());
 
-  if (!t.init_from.empty() && !p_.resume) {  // a resumed run takes its values from the checkpoint
-    std::string skipped;
-    try {
-      skipped = load_state_dict(*p_.model, t.init_from, t.init_partial);
-    } catch (const ConfigError&) {
-      throw;
-    } catch (const Error& err) {  // a file that does not fit the model is a configuration error (exit 2)
-      std::string what = err.what();
-      if (const std::string key = "train.init_from: "; what.rfind(key, 0) == 0) what.erase(0, key.size());
-      throw e_.error("train.init_from", what, err.fix());
-    }
-    p_.log->info("model initialized from " + t.init_from);
-    if (!skipped.empty()) p_.log->warn("init_partial: " + skipped);
-  }
-  StrategySetup setup;
-  setup.model = p_.model;
-  setup.optimizer = e_.optimizer;
-  setup.comm = p_.comm;
-  setup.device = p_.device;
-  setup.log = p_.log;
-  setup.precision.param = dtype_from_name(e_.precision.param_dtype);
-  setup.precision.reduce = dtype_from_name(e_.precision.reduce_dtype);
-  setup.local_world_size = p_.local_world_size;
-  setup.make_model = p_.make_model;
-  p_.log->info("precision: " + setup.precision.describe());
-  p_.comm->set_phase(CommPhase::kSetup);
-  p_.strategy->setup(setup);
-  checkpoints_.emplace(e_, *p_.strategy, *p_.comm, *p_.log, p_.run_dir,
-                       e_.checkpoint.every > 0 || e_.checkpoint.at_end || p_.resume.has_value());
-  if (p_.resume) restore(checkpoints_->load(*p_.resume));
-  p_.comm->set_phase(CommPhase::kTrain);
-  if (const auto* multi = dynamic_cast<const MultiDevice*>(p_.strategy.get()))
-    devices_ = p_.comm->world_size() * multi->devices_per_rank();
+  // prepare() loaded [train] init_from into the model (not for a resumed run, whose values come
+  // from its checkpoint), before anything was written.
+  if (!r_.init_loaded.empty()) log_.info(r_.init_loaded);
+  if (!r_.init_skipped.empty()) log_.warn("init_partial: " + r_.init_skipped);
+  const StrategySetup setup = r_.strategy_setup();
+  log_.info("precision: " + setup.precision.describe());
+  comm_.set_phase(CommPhase::kSetup);
+  r_.strategy->setup(setup);
+  checkpoints_.emplace(e_, *r_.strategy, comm_, log_, r_.place.run_dir,
+                       e_.checkpoint.every > 0 || e_.checkpoint.at_end || r_.place.resume.has_value());
+  if (r_.place.resume) restore(checkpoints_->load(*r_.place.resume));
+  comm_.set_phase(CommPhase::kTrain);
+  if (const auto* multi = dynamic_cast<const MultiDevice*>(r_.strategy.get()))
+    devices_ = comm_.world_size() * multi->devices_per_rank();
   else
-    devices_ = p_.comm->world_size();
+    devices_ = comm_.world_size();
 
   if (rank0_) {
-    events_ = std::make_unique<tb::EventWriter>(p_.run_dir);
+    events_ = std::make_unique<tb::EventWriter>(r_.place.run_dir);
     // TensorBoard drops the points at and after this step that an earlier attempt logged (a run
     // resumed, or restarted, in its own directory).
     events_->add_session_start(start_step_ + 1);
     // Only the session: TensorBoard infers the experiment (marking what differs between the runs
     // it shows) unless `strata compare` wrote one for its directory. The metrics are the
     // summary/* scalars written with summary.json (write_summary).
-    events_->start_hparams_session(tb::run_hparams(e_, p_.comm->world_size(), devices_, p_.device.str()));
+    events_->start_hparams_session(tb::run_hparams(e_, comm_.world_size(), devices_, r_.device.str()));
     events_->add_text("config", "```toml\n" + resolved_toml(e_) + "```\n", 0);
     events_->flush();
   }
-  p_.log->info(fmt::format(
+  log_.info(fmt::format(
       "strata: {} | model {} ({} parameters, {} units) | dataset {} ({} train / {} eval) | strategy {} | "
       "world {} | device {} | {} steps x {} examples{} | {} lr {:g} | out {}",
-      e_.experiment.name, e_.model.name, model_params_, p_.model->units().size(), e_.dataset.name,
-      p_.dataset->size(Split::kTrain), p_.dataset->size(Split::kEval), e_.strategy.name, p_.comm->world_size(),
-      p_.device.str(), t.steps, t.global_batch_size,
+      e_.experiment.name, e_.model.name, model_params_, r_.model->units().size(), e_.dataset.name,
+      r_.dataset->size(Split::kTrain), r_.dataset->size(Split::kEval), e_.strategy.name, comm_.world_size(),
+      r_.device.str(), t.steps, t.global_batch_size,
       t.micro_batches > 1 ? fmt::format(" in {} micro-batches", t.micro_batches) : std::string(), e_.optimizer.name,
       e_.optimizer.lr,
-      p_.run_dir.string()));
-  if (p_.model->flops_per_sample() > 0)
-    p_.log->info(fmt::format("flops: {:.4g} per sample = {}; MFU against {}", static_cast<double>(p_.model->flops_per_sample()),
-                             p_.model->flops_formula().empty() ? "the model's count" : p_.model->flops_formula(),
+      r_.place.run_dir.string()));
+  if (r_.model->flops_per_sample() > 0)
+    log_.info(fmt::format("flops: {:.4g} per sample = {}; MFU against {}", static_cast<double>(r_.model->flops_per_sample()),
+                             r_.model->flops_formula().empty() ? "the model's count" : r_.model->flops_formula(),
                              mfu_peak_.peak ? fmt::format("{:g} TFLOP/s per device ({})", mfu_peak_.peak->tflops,
                                                           mfu_peak_.peak->source)
                                             : "nothing: " + mfu_peak_.note));
@@ -213,10 +204,10 @@ void Loop::setup() {
 /// the steps done. Runs on the monitor's thread: it touches only the copy, the monitor and the
 /// event writer (which is thread-safe).
 void Loop::register_verdict() {
-  if (p_.monitor == nullptr) return;
-  p_.monitor->set_verdict_writer([this, base = summary("failed", "")](const FailureRecord& verdict) {
+  if (r_.monitor == nullptr) return;
+  r_.monitor->set_verdict_writer([this, base = summary("failed", "")](const FailureRecord& verdict) {
     Json s = base;
-    s["steps"] = p_.monitor->step();
+    s["steps"] = r_.monitor->step();
     s["written_by"] = "watchdog";
     write_verdict(s, verdict);
     if (events_) events_->end_hparams_session(false);
@@ -230,27 +221,27 @@ void Loop::write_verdict(Json s, const FailureRecord& verdict) const {
   s["error"] = verdict.error;
   s["failed_rank"] = verdict.cause_rank ? Json(*verdict.cause_rank) : Json();
   if (rank0_) {
-    write_text_file(p_.run_dir / "summary.json", s.dump() + "\n");
+    write_text_file(r_.place.run_dir / "summary.json", s.dump() + "\n");
   } else if (verdict.cause_rank == 0) {
-    s["rank"] = p_.comm->rank();
-    write_text_file(p_.run_dir / fmt::format("summary_rank{}.json", p_.comm->rank()), s.dump() + "\n");
+    s["rank"] = comm_.rank();
+    write_text_file(r_.place.run_dir / fmt::format("summary_rank{}.json", comm_.rank()), s.dump() + "\n");
   }
 }
 
 /// The failure path of every rank: the record for the launcher and the peers, then the summary.
 void Loop::fail(const std::exception& error) {
   progress_.finish();
-  FailureRecord verdict{p_.comm->rank(), "failed", detail::exception_text(error), p_.comm->rank(), unix_time_now()};
-  if (p_.monitor != nullptr) {
-    p_.monitor->set_verdict_writer(nullptr);  // this thread writes it
-    verdict = p_.monitor->record_failure(error);
+  FailureRecord verdict{comm_.rank(), "failed", detail::exception_text(error), comm_.rank(), unix_time_now()};
+  if (r_.monitor != nullptr) {
+    r_.monitor->set_verdict_writer(nullptr);  // this thread writes it
+    verdict = r_.monitor->record_failure(error);
   }
   memory_.measure_failed();
   try {
     write_verdict(summary(verdict.status, ""), verdict);
     if (events_) events_->end_hparams_session(false);
   } catch (const std::exception& e) {
-    p_.log->warn(std::string("could not write the failed run's summary: ") + e.what());
+    log_.warn(std::string("could not write the failed run's summary: ") + e.what());
   }
 }
 
@@ -275,7 +266,7 @@ void Loop::train_step(std::int64_t step) {
     Batch batch = ahead.empty() ? batches_->next(step, m) : std::move(ahead[static_cast<std::size_t>(m)]);
     breakdown_->end();
     breakdown_->begin(StepBreakdown::kCompute);
-    torch::Tensor l = p_.strategy->forward_backward(
+    torch::Tensor l = r_.strategy->forward_backward(
         batch, {static_cast<int>(m), static_cast<int>(t.micro_batches), scale});
     loss = loss.defined() ? loss + l : l;
     breakdown_->end();
@@ -287,8 +278,8 @@ void Loop::train_step(std::int64_t step) {
   // for clipping and at log steps, where it is reported. A non-finite gradient between log
   // steps still stops the run, at the next step's loss.
   const double clip = t.clip_grad_norm > 0 || logged ? t.clip_grad_norm : Strategy::kNormNotNeeded;
-  const torch::Tensor grad_norm = p_.strategy->finish_gradients(clip);
-  p_.strategy->step(lr);
+  const torch::Tensor grad_norm = r_.strategy->finish_gradients(clip);
+  r_.strategy->step(lr);
   breakdown_->end();
   breakdown_->end_step();
   stats_->end_step(step1, loss * scale, grad_norm);
@@ -306,9 +297,9 @@ void Loop::train_step(std::int64_t step) {
 torch::Tensor Loop::loss_scale(const std::vector<Batch>& batches) {
   torch::Tensor count;
   for (const auto& b : batches) count = count.defined() ? count + b.target_count() : b.target_count();
-  count = count.to(p_.comm->device());
-  if (!p_.comm->skips_collectives()) p_.comm->all_reduce(count, ReduceOp::kSum);
-  return (static_cast<double>(p_.comm->world_size()) / count.clamp_min(1.0)).to(torch::kFloat32);
+  count = count.to(comm_.device());
+  if (!comm_.skips_collectives()) comm_.all_reduce(count, ReduceOp::kSum);
+  return (static_cast<double>(comm_.world_size()) / count.clamp_min(1.0)).to(torch::kFloat32);
 }
 
 /// Reads the figures of the steps since the last log step (the one host sync of a log interval)
@@ -344,10 +335,10 @@ void Loop::log_scalars(const StepStats::Row& row, double lr) {
   events_->add_scalar("perf/step_time_s", step_time, step);
   // This step's throughput; the run's mean is summary/samples_per_s (results.csv's samples_per_s).
   events_->add_scalar("perf/step_samples_per_s", static_cast<double>(e_.train.global_batch_size) / step_time, step);
-  const double tflops = achieved_tflops(p_.model->flops_per_sample(),
+  const double tflops = achieved_tflops(r_.model->flops_per_sample(),
                                         static_cast<double>(e_.train.global_batch_size) / step_time / devices_);
-  if (p_.model->flops_per_sample() > 0) events_->add_scalar("perf/tflops_per_device", tflops, step);
-  if (mfu_peak_.peak && p_.model->flops_per_sample() > 0) events_->add_scalar("perf/mfu", tflops / mfu_peak_.peak->tflops, step);
+  if (r_.model->flops_per_sample() > 0) events_->add_scalar("perf/tflops_per_device", tflops, step);
+  if (mfu_peak_.peak && r_.model->flops_per_sample() > 0) events_->add_scalar("perf/mfu", tflops / mfu_peak_.peak->tflops, step);
   if (breakdown_->available()) {
     const auto b = breakdown_->take_interval();
     events_->add_scalar("perf/time_data_s", b.data, step);
@@ -355,8 +346,8 @@ void Loop::log_scalars(const StepStats::Row& row, double lr) {
     events_->add_scalar("perf/time_comm_wait_s", b.comm_wait, step);
     events_->add_scalar("perf/time_optimizer_s", b.optimizer, step);
   }
-  memory_.log(*p_.strategy, *events_, step);
-  const auto c = p_.comm->counters(CommPhase::kTrain);
+  memory_.log(*r_.strategy, *events_, step);
+  const auto c = comm_.counters(CommPhase::kTrain);
   const auto here = static_cast<double>(step - start_step_);  // the counters are this process's
   events_->add_scalar("comm/payload_bytes_per_step", static_cast<double>(c.payload_bytes) / here, step);
   events_->add_scalar("comm/bus_bytes_per_step", c.bus_bytes / here, step);
@@ -373,15 +364,14 @@ void Loop::log_eval(std::int64_t step) {
 
 EvalResult Loop::evaluate() {
   const std::int64_t batch = e_.eval.batch_size > 0 ? e_.eval.batch_size : e_.train.global_batch_size;
-  return strata::evaluate(*p_.strategy, *p_.dataset, *p_.comm, p_.device, {e_.eval.batches, batch});
+  return strata::evaluate(*r_.strategy, *r_.dataset, comm_, r_.device, {e_.eval.batches, batch});
 }
 
 Json Loop::summary(const std::string& status, const std::string& error) const {
   const auto& t = e_.train;
-  const auto setup = p_.comm->counters(CommPhase::kSetup);
-  const auto train = p_.comm->counters(CommPhase::kTrain);
-  const auto eval = p_.comm->counters(CommPhase::kEval);
-  const double steps = std::max<double>(1.0, static_cast<double>(steps_done_ - start_step_));  // of this process
+  const auto setup = comm_.counters(CommPhase::kSetup);
+  const auto eval = comm_.counters(CommPhase::kEval);
+  const Json current = segment();
   Json s = Json::object();
   s["status"] = status;
   if (!error.empty()) s["error"] = error;
@@ -389,22 +379,21 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   s["strategy"] = e_.strategy.name;
   s["model"] = e_.model.name;
   s["dataset"] = e_.dataset.name;
-  s["world_size"] = p_.comm->world_size();
+  s["world_size"] = comm_.world_size();
   s["devices"] = devices_;
-  s["backend"] = p_.backend;
-  s["device"] = p_.device.str();
+  s["backend"] = r_.backend;
+  s["device"] = r_.device.str();
   s["steps"] = steps_done_;
   s["global_batch_size"] = t.global_batch_size;
   s["micro_batches"] = t.micro_batches;
   s["seed"] = t.seed;
   s["parameters"] = model_params_;
   s["parameter_tensors"] = model_tensors_;
-  s["flops_per_sample"] = p_.model->flops_per_sample();
-  s["train_time_s"] = train_time_s_;
-  s["step_time_s"] = step_times_.empty() ? 0.0 : median(step_times_);
-  s["samples_per_s"] = train_time_s_ > 0 ? static_cast<double>(steps_done_ * t.global_batch_size) / train_time_s_ : 0.0;
-  const double step_time = step_times_.empty() ? 0.0 : median(step_times_);
-  s["flops"] = flops_summary(p_.model->flops_per_sample(), p_.model->flops_formula(),
+  s["flops_per_sample"] = r_.model->flops_per_sample();
+  // The run's figures are its last segment's (this process's): never a blend of two strategies.
+  for (const char* key : {"train_time_s", "step_time_s", "samples_per_s"}) s[key] = *current.find(key);
+  const double step_time = current.find("step_time_s")->number_or(0);
+  s["flops"] = flops_summary(r_.model->flops_per_sample(), r_.model->flops_formula(),
                              step_time > 0 ? static_cast<double>(t.global_batch_size) / step_time / devices_ : 0.0,
                              mfu_peak_);
   if (breakdown_ && breakdown_->available()) {
@@ -418,7 +407,7 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   } else {
     s["time_breakdown_s"] = Json();  // CUDA without sync_timing: the host clock would not tell
   }
-  s["step_timing"] = !p_.device.is_cuda() ? "host clock" : (t.sync_timing ? "synchronized host clock" : "cuda events");
+  s["step_timing"] = !r_.device.is_cuda() ? "host clock" : (t.sync_timing ? "synchronized host clock" : "cuda events");
   s["final_loss"] = last_loss_;
   s["final_grad_norm"] = last_grad_norm_;  // global, before clipping, of the last step
   Json& ev = s["eval"];
@@ -429,35 +418,63 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
     for (const auto& [name, value] : last_eval_->metrics) ev[name] = value;
   ev["examples"] = last_eval_ ? Json(last_eval_->examples) : Json();
   s["param_norm"] = Json();  // filled by the caller (needs a collective on every rank)
-  memory_.write(s["memory"]);
+  s["memory"] = *current.find("memory");
+  s["comm"] = *current.find("comm");
   Json& comm = s["comm"];
-  comm["payload_bytes_per_step"] = static_cast<double>(train.payload_bytes) / steps;
-  comm["bus_bytes_per_step"] = train.bus_bytes / steps;
-  comm["calls_per_step"] = static_cast<double>(train.calls) / steps;
-  comm["time_s"] = train.time_s;
   comm["setup_bytes"] = setup.payload_bytes;
   comm["eval_bytes"] = eval.payload_bytes;
   Json curve = Json::array();
   for (const auto& [step, loss] : loss_curve_) curve.push_back(Json::Array{Json(step), Json(loss)});
   s["loss_curve"] = curve;
-  s["restarts"] = p_.restarts;
+  Json segments = earlier_segments_;
+  segments.push_back(current);
+  s["segments"] = segments;
+  s["restarts"] = r_.place.restarts;
   s["checkpoint"] = checkpoints_ ? checkpoints_->summary() : Json();
   s["versions"] = versions_json();  // strata, commit, LibTorch, CUDA, NCCL (as `strata --version`)
   s["host"] = host_name();
   return s;
 }
 
+Json Loop::segment() const {
+  const auto train = comm_.counters(CommPhase::kTrain);
+  const std::int64_t steps = steps_done_ - start_step_;
+  const double per_step = std::max<double>(1.0, static_cast<double>(steps));
+  Json s = Json::object();
+  s["strategy"] = e_.strategy.name;
+  s["world_size"] = comm_.world_size();
+  s["devices"] = devices_;
+  s["backend"] = r_.backend;
+  s["device"] = r_.device.str();
+  s["from_step"] = start_step_;
+  s["to_step"] = steps_done_;
+  s["steps"] = steps;
+  s["train_time_s"] = train_time_s_;
+  s["step_time_s"] = step_times_.empty() ? 0.0 : median(step_times_);
+  s["samples_per_s"] =
+      train_time_s_ > 0 ? static_cast<double>(steps * e_.train.global_batch_size) / train_time_s_ : 0.0;
+  memory_.write(s["memory"]);
+  Json& comm = s["comm"];
+  comm = Json::object();
+  comm["payload_bytes_per_step"] = static_cast<double>(train.payload_bytes) / per_step;
+  comm["bus_bytes_per_step"] = train.bus_bytes / per_step;
+  comm["calls_per_step"] = static_cast<double>(train.calls) / per_step;
+  comm["time_s"] = train.time_s;
+  return s;
+}
+
 void Loop::write_summary(const Json& summary) const {
   if (events_) tb::add_summary_scalars(*events_, summary, steps_done_);  // the figures TensorBoard shows as metrics
-  if (rank0_) write_text_file(p_.run_dir / "summary.json", summary.dump() + "\n");
+  if (rank0_) write_text_file(r_.place.run_dir / "summary.json", summary.dump() + "\n");
 }
 
 /// Saves a checkpoint after `step` steps (collective), with every figure up to it read first.
 void Loop::save_checkpoint(std::int64_t step) {
   read_steps(schedule_.at(step - 1), /*log_point=*/false);
-  p_.comm->set_phase(CommPhase::kEval);
+  memory_.measure(*r_.strategy, comm_);  // the segment's memory so far, for trainer.json (collective)
+  comm_.set_phase(CommPhase::kEval);
   const auto saved = checkpoints_->save(step, trainer_state());
-  p_.comm->set_phase(CommPhase::kTrain);
+  comm_.set_phase(CommPhase::kTrain);
   if (!events_) return;
   events_->add_scalar("checkpoint/save_time_s", saved.seconds, step);
   events_->add_scalar("checkpoint/bytes_per_rank", static_cast<double>(saved.max_rank_bytes), step);
@@ -472,13 +489,16 @@ Json Loop::trainer_state() const {
   s["epoch"] = steps_done_ / sampler_->steps_per_epoch();
   s["samples"] = steps_done_ * e_.train.global_batch_size;
   s["lr"] = steps_done_ > 0 ? schedule_.at(steps_done_ - 1) : 0.0;
-  s["train_time_s"] = train_time_s_;
+  s["train_time_s"] = train_time_s_;  // this segment's
+  Json segments = earlier_segments_;
+  segments.push_back(segment());
+  s["segments"] = segments;
   s["last_loss"] = last_loss_;
   s["last_grad_norm"] = last_grad_norm_;
   Json curve = Json::array();
   for (const auto& [step, loss] : loss_curve_) curve.push_back(Json::Array{Json(step), Json(loss)});
   s["loss_curve"] = curve;
-  s["restarts"] = p_.restarts;
+  s["restarts"] = r_.place.restarts;
   s["data"] = data_spec_json(data_);  // to rebuild the model without the dataset (strata export)
   s["config_dir"] = std::filesystem::absolute(e_.directory()).lexically_normal().string();
   return s;
@@ -488,7 +508,18 @@ void Loop::restore(const Resumed& r) {
   const Json& t = r.trainer;
   const auto number = [&](const char* key) { return t.find(key) ? t.find(key)->number_or(NAN) : NAN; };
   start_step_ = steps_done_ = r.step;
-  train_time_s_ = number("train_time_s");
+  train_time_s_ = 0;  // this segment's: the earlier ones keep theirs
+  earlier_segments_ = Json::array();
+  if (const Json* segments = t.find("segments"); segments != nullptr && segments->elements() != nullptr) {
+    for (const auto& seg : *segments->elements()) earlier_segments_.push_back(seg);
+  } else {  // a checkpoint from before segments: what it knew of them, as one
+    Json seg = Json::object();
+    seg["from_step"] = 0;
+    seg["to_step"] = r.step;
+    seg["steps"] = r.step;
+    seg["train_time_s"] = number("train_time_s");
+    earlier_segments_.push_back(seg);
+  }
   last_loss_ = number("last_loss");
   last_grad_norm_ = number("last_grad_norm");
   loss_curve_.clear();
@@ -506,11 +537,11 @@ Json Loop::run() {
     memory_.end_setup();
     started_ = Clock::now();
     for (std::int64_t step = start_step_; step < t.steps; ++step) {
-      if (p_.monitor != nullptr) {
+      if (r_.monitor != nullptr) {
         // Stop between steps, where nothing is in flight: every rank got the signal (a launcher
         // forwards it), and one that is a step ahead finds its peers gone and stops too.
-        if (const int sig = p_.monitor->stop_signal()) throw Interrupted(sig, fmt::format("before step {}", step + 1));
-        p_.monitor->note_step(step);
+        if (const int sig = r_.monitor->stop_signal()) throw Interrupted(sig, fmt::format("before step {}", step + 1));
+        r_.monitor->note_step(step);
       }
       {
         const SyncAudit::Window audited(audit_, !log_step(step + 1));
@@ -525,35 +556,36 @@ Json Loop::run() {
       if (checkpoints_->due(step1)) save_checkpoint(step1);
     }
     progress_.finish();
-    memory_.measure(*p_.strategy, *p_.comm);  // before evaluation: the training peak, not evaluation's
+    memory_.measure(*r_.strategy, comm_);  // before evaluation: the training peak, not evaluation's
     last_eval_ = evaluate();
     s = summary("ok", "");
-    s["param_norm"] = p_.strategy->parameter_norm();
-    check_replicas(*p_.strategy, *p_.comm, *p_.log, s);
+    s["param_norm"] = r_.strategy->parameter_norm();
+    check_replicas(*r_.strategy, comm_, log_, s);
     if (t.save_final) save_final_model(s);
   } catch (const std::exception& error) {
     fail(error);
     throw;
   }
-  if (p_.monitor != nullptr) p_.monitor->set_verdict_writer(nullptr);
+  if (r_.monitor != nullptr) r_.monitor->set_verdict_writer(nullptr);
   log_eval(t.steps);
   if (events_) {
     events_->end_hparams_session(true);
     events_->flush();
   }
   write_summary(s);
-  p_.log->info(fmt::format("done: {} steps in {:.1f} s ({:.0f} samples/s)  final loss {:.4f}  eval {}",
-                           steps_done_, train_time_s_,
-                           static_cast<double>(steps_done_ * t.global_batch_size) / std::max(1e-9, train_time_s_),
+  log_.info(fmt::format("done: {} steps in {:.1f} s ({:.0f} samples/s)  final loss {:.4f}  eval {}",
+                           steps_done_ - start_step_, train_time_s_,
+                           static_cast<double>((steps_done_ - start_step_) * t.global_batch_size) /
+                               std::max(1e-9, train_time_s_),
                            last_loss_, last_eval_->describe()));
-  p_.log->info("outputs: " + p_.run_dir.string() + "  (tensorboard --logdir " +
-               (p_.run_dir.has_parent_path() ? p_.run_dir.parent_path().string() : std::string(".")) +
+  log_.info("outputs: " + r_.place.run_dir.string() + "  (tensorboard --logdir " +
+               (r_.place.run_dir.has_parent_path() ? r_.place.run_dir.parent_path().string() : std::string(".")) +
                ")");
   return s;
 }
 
 }  // namespace
 
-Json train(TrainerParts parts) { return Loop(std::move(parts)).run(); }
+Json train(RankRun& run) { return Loop(run).run(); }
 
 }  // namespace strata
