@@ -376,13 +376,9 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   s["status"] = status;
   if (!error.empty()) s["error"] = error;
   s["experiment"] = e_.experiment.name;
-  s["strategy"] = e_.strategy.name;
+  for (const char* key : {"strategy", "world_size", "devices", "backend", "device"}) s[key] = *current.find(key);
   s["model"] = e_.model.name;
   s["dataset"] = e_.dataset.name;
-  s["world_size"] = comm_.world_size();
-  s["devices"] = devices_;
-  s["backend"] = r_.backend;
-  s["device"] = r_.device.str();
   s["steps"] = steps_done_;
   s["global_batch_size"] = t.global_batch_size;
   s["micro_batches"] = t.micro_batches;
