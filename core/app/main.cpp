@@ -15,6 +15,7 @@
 #include "bench/bench.hpp"
 #include "check/check.hpp"
 #include "compare/report.hpp"
+#include "compare/sweep_check.hpp"
 #include "io/build_info.hpp"
 #include "run.hpp"
 #include "strata/errors.hpp"
@@ -44,7 +45,8 @@ commands:
                                               every rank from the latest checkpoint when one fails
   export CHECKPOINT --to FILE                 write the checkpoint's model, consolidated, as FILE:
                                               *.safetensors, *.pt, or a directory (Hugging Face layout)
-  validate FILE [--set KEY=VALUE]...          check FILE, its plugins and data without training
+  validate FILE [--set KEY=VALUE]...          check FILE, its plugins and data without training; for
+                                              a sweep file, every combination `compare` would run
   compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run]
                                               run every combination of the sweep file SWEEP and
                                               write results.csv, results.json, results.md and
@@ -68,7 +70,8 @@ commands:
                                               matmul time and TFLOP/s by shape; records the best
                                               rate as this device's measured peak (for MFU)
   plugins                                     list the plugins found (kind, name, description, library)
-  describe NAME                               options of a plugin or a core section (e.g. train)
+  describe NAME                               options of a plugin, a core section (e.g. train), or
+                                              compare (the keys of a sweep file)
 
 options:
   -h, --help      this text; `strata <command> --help`: the command's options, exit codes and
@@ -144,7 +147,10 @@ const std::vector<CommandHelp>& command_helps() {
        "  128+N   ended by signal N (130: Ctrl-C, 143: SIGTERM); the run directory keeps what was written",
        run_env},
       {"validate", "strata validate FILE [--nproc N] [--set KEY=VALUE]...",
-       "Checks FILE, its overrides, plugins and data (builds the model and reads the dataset) without training.",
+       "Checks FILE, its overrides, plugins and data (builds the model and reads the dataset) without training.\n"
+       "A sweep file (a [compare] table) is checked whole: every combination's experiment as `strata compare`\n"
+       "builds it (base + [compare.set] + --set + axis values), a line each; --set compare.KEY=VALUE changes the\n"
+       "sweep (`strata describe compare`), any other --set every run.",
        "  0       valid\n"
        "  1       an unexpected failure while preparing\n"
        "  2       configuration or usage error (the message names file:line:column and the key)\n"
@@ -154,7 +160,9 @@ const std::vector<CommandHelp>& command_helps() {
            "                  under a launcher, the world the experiment is checked for\n"},
       {"compare", "strata compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run]",
        "Runs every combination of the sweep file SWEEP as a `strata run` of its own below DIR and writes\n"
-       "results.csv, results.json, results.md and report.html, and the HPARAMS experiment of TensorBoard.",
+       "results.csv, results.json, results.md and report.html, and the HPARAMS experiment of TensorBoard.\n"
+       "--set compare.KEY=VALUE changes the sweep (compare.repeats=3, compare.axes.world_size=[1,2],\n"
+       "'compare.axes.\"optimizer.lr\"=[0.1]'); any other --set KEY=VALUE is applied to every run.",
        "  0       every run finished\n"
        "  1       some run failed (results.* record its status and cause)\n"
        "  2       the sweep or a run's configuration is invalid, or usage error: nothing was started\n"
@@ -218,7 +226,8 @@ const std::vector<CommandHelp>& command_helps() {
        "  128+N   ended by signal N",
        kPluginEnvironment},
       {"describe", "strata describe NAME",
-       "Options of a plugin or a core section (e.g. train): type, default, constraint and meaning.",
+       "Options of a plugin, a core section (e.g. train) or of a sweep file (compare): type, default,\n"
+       "constraint and meaning.",
        "  0       described\n"
        "  2       nothing has that name (the message suggests one, or names the library that did not load)\n"
        "  128+N   ended by signal N",
@@ -376,6 +385,13 @@ int dispatch(int argc, char** argv) {
     strata::RunRequest request;
     request.file = vars["file"].as<std::string>();
     if (vars.count("set")) request.overrides = vars["set"].as<std::vector<std::string>>();
+    if (command == "validate" && strata::is_sweep_file(request.file)) {
+      if (vars.count("nproc"))
+        throw strata::UsageError("--nproc does not apply to a sweep: each run's world size comes from its axis.",
+                                 "Write `--set compare.axes.world_size=[N]` instead.");
+      strata::validate_sweep(request.file, request.overrides);
+      return 0;
+    }
     if (vars.count("out")) request.out = vars["out"].as<std::string>();
     if (vars.count("nproc")) {
       request.nproc = vars["nproc"].as<int>();
@@ -394,7 +410,7 @@ int dispatch(int argc, char** argv) {
   if (command == "compare") {
     options.add_options()("file", po::value<std::string>(), "sweep TOML")(
         "set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
-        "override a key of every run (as [compare.set]); repeatable")(
+        "override a key of every run (as [compare.set]), or of the sweep (compare.KEY=VALUE); repeatable")(
         "out", po::value<std::string>()->value_name("DIR"), "comparison directory (default runs/<sweep name>/<UTC time>)")(
         "dry-run", "validate the sweep and list the runs' commands; start none");
     positional.add("file", 1);

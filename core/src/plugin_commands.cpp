@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "compare/sweep.hpp"
 #include "config/experiment.hpp"
 #include "plugin_loader.hpp"
 #include "run.hpp"
@@ -54,6 +55,23 @@ void print_schema(const std::string& title, const OptionsSchema& schema) {
                              s.constraint_text().empty() ? "" : " (" + s.constraint_text() + ")");
   }
 }
+void print_key(const SweepKeyDoc& key) {
+  std::cout << fmt::format("  {:<20} {:<18} {}\n", key.name, key.type,
+                           key.default_text.empty() ? std::string() : "default " + key.default_text);
+  std::cout << fmt::format("  {:<20} {}\n", "", key.doc);
+}
+
+/// The keys of a sweep file, from the schema parse_sweep() validates against.
+void describe_compare() {
+  const SweepSchema& schema = sweep_schema();
+  print_schema("[compare] (a sweep file of `strata compare`; `strata validate` checks it whole)", schema.options);
+  for (const auto& table : schema.tables) print_key(table);
+  print_schema("\n[compare.axes] (in file order, the first axis outermost)", schema.axes);
+  print_key(schema.any_axis);
+  std::cout << "\n[compare.set]\n";
+  print_key(schema.any_set);
+  std::cout << "\n" << schema.overrides << "\n";
+}
 }  // namespace
 
 void describe(const std::string& name) {
@@ -61,9 +79,11 @@ void describe(const std::string& name) {
     print_schema(fmt::format("[{}] (core section)", name), *schema);
     return;
   }
+  if (name == "compare") return describe_compare();
   Registry registry;
   const auto failures = load_search_path(registry, {});
   std::vector<std::string> all = core_section_names();
+  all.push_back("compare");
   bool found = false;
   for (const auto* entry : registry.entries()) {
     all.push_back(entry->name);
@@ -88,7 +108,7 @@ void describe(const std::string& name) {
   throw PluginError({}, fmt::format("nothing named '{}' to describe.{} Known: {}.", name, detail::did_you_mean(name, all),
                                     detail::join(all)),
                     "Run `strata plugins` for plugin names; core sections are " + detail::join(core_section_names()) +
-                        ".");
+                        "; `strata describe compare` lists the keys of a sweep file.");
 }
 
 }  // namespace strata

@@ -272,7 +272,7 @@ std::vector<strata::fuzz::SeedFile> read_seeds(const std::vector<fs::path>& path
     std::ifstream in(f, std::ios::binary);
     if (!in) throw std::runtime_error("cannot read seed " + f.string());
     std::string text(std::istreambuf_iterator<char>(in), {});
-    // A sweep (strata compare) is no experiment: `validate` rejects its [compare] table first thing.
+    // A sweep (strata compare) is no experiment: `validate` checks it as a sweep, not what this fuzzes.
     if (text.rfind("[compare]", 0) == 0 || text.find("\n[compare]") != std::string::npos) continue;
     seeds.push_back({f.filename().string(), std::move(text)});
   }

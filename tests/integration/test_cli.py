@@ -154,17 +154,17 @@ DATA_KEYS = ("train.init_from", "dataset.path", "dataset.tokenizer")
 
 
 def bundled_experiments_accept_20_steps():
-    """Every experiments/*.toml validates with --set train.steps=20 (sweeps: compare --dry-run), where its data
-    is present."""
+    """Every experiments/*.toml passes `strata validate` with --set train.steps=20, where its data is present:
+    an experiment, or a sweep and each of its combinations (a line each, nothing run). Without its data an
+    experiment exits 2 naming the key that says where the data is (and the test says it skipped it)."""
     experiments = sorted(glob.glob(os.path.join(st.REPO, "experiments", "*.toml")))
     st.check(experiments, "no experiments/*.toml")
     skipped, checked = [], []
     for path in experiments:
         with open(path) as f:
             sweep = re.search(r"^\[compare\]", f.read(), re.M) is not None
-        args = ["compare", path, "--dry-run"] if sweep else ["validate", path]
-        out = os.path.join(st.temp_dir("smoke"), "cmp")
-        result = st.strata(*(args + ["--set", "train.steps=20"] + (["--out", out] if sweep else [])), timeout=300)
+        scratch = st.temp_dir("smoke")
+        result = st.strata("validate", path, "--set", "train.steps=20", timeout=300, cwd=scratch)
         st.expect_no_crash(result)
         missing = re.search(r"^error: \S+: (%s): (.*)$" % "|".join(re.escape(k) for k in DATA_KEYS), result.stderr,
                             re.M)
@@ -172,6 +172,13 @@ def bundled_experiments_accept_20_steps():
             skipped.append("%s (%s: %s)" % (os.path.basename(path), missing.group(1), missing.group(2)[:120]))
             continue
         st.expect_exit(result, 0)
+        if sweep:
+            # One line per combination, a summary line, and nothing started (no run directory).
+            combinations = re.findall(r"^  ok: (\S+) \(strategy ", result.stdout, re.M)
+            summary = re.search(r"^\S+: ok \((\d+) combinations? valid", result.stdout, re.M)
+            st.check(combinations and summary and int(summary.group(1)) == len(combinations),
+                     "validate of the sweep %s should list each combination and count them" % path, result)
+            st.check(not os.listdir(scratch), "validate of a sweep wrote %s" % os.listdir(scratch), result)
         checked.append(os.path.basename(path))
     for s in skipped:
         print("  skipped, its data is absent: %s" % s)
@@ -284,6 +291,28 @@ def describe_core_section():
         st.check(re.search(r"^\s+%s\s" % option, result.stdout, re.M), "`describe train` lacks %s" % option, result)
 
 
+def describe_compare():
+    """`strata describe compare`: the keys of a sweep file with types, defaults and docs, from the schema the
+    sweep is validated against (the bound of repeats it prints is the one an override is refused with)."""
+    result = st.strata("describe", "compare")
+    st.expect_exit(result, 0)
+    for key, text in (("base", "string"), ("scaling", "string"), ("repeats", "integer"), ("baseline", "table"),
+                      ("axes", "table"), ("set", "table"), ("strategy", "array of strings"),
+                      ("world_size", "array of integers")):
+        st.check(re.search(r"^\s+%s\s+%s" % (key, text), result.stdout, re.M),
+                 "`describe compare` lacks %s (%s)" % (key, text), result)
+    for fragment in ("[compare.axes]", "[compare.set]", "one of: strong, weak", "default \"strong\"",
+                     'compare.axes."optimizer.lr"'):
+        st.expect_stdout(result, fragment)
+    bound = re.search(r"^\s+repeats\s.*\n.*\((>= 1 and <= \d+)\)$", result.stdout, re.M)
+    st.check(bound, "`describe compare` should print the bound of repeats", result)
+    sweep = os.path.join(st.temp_dir("describe"), "sweep.toml")
+    with open(sweep, "w") as f:
+        f.write('[compare]\nbase = "%s"\n' % st.GOOD_SYNTHETIC)
+    refused = st.strata("validate", sweep, "--set", "compare.repeats=1000")
+    st.expect_clean_failure(refused, 2, "--set compare.repeats=1000", bound.group(1))
+
+
 def describe_unknown():
     result = st.strata("describe", "mpl")
     st.expect_clean_failure(result, 2, "Did you mean 'mlp'")
@@ -379,7 +408,8 @@ if __name__ == "__main__":
         help_exits_0, command_help_is_its_own, version_exits_0, summary_records_versions_and_host,
         warmup_longer_than_steps_is_clamped, bundled_experiments_accept_20_steps, no_arguments_exit_2, unknown_command_exit_2, unknown_flag_exit_2,
         run_without_file_exit_2, option_without_value_exit_2, too_many_files_exit_2, out_is_a_file_exit_2,
-        plugins_lists_builtins, binary_does_not_link_plugins, describe_mlp, describe_core_section, describe_unknown,
+        plugins_lists_builtins, binary_does_not_link_plugins, describe_mlp, describe_core_section, describe_compare,
+        describe_unknown,
         broken_plugin("missing_symbol", "not a Strata plugin"),
         broken_plugin("abi_mismatch", "ABI"),
         broken_plugin("duplicate", "'single'"),

@@ -6,6 +6,8 @@ error while the others complete, and results.{csv,json,md} plus each run's hpara
 import csv
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -73,6 +75,7 @@ def small_sweep_end_to_end():
     for r in rows:
         what = "%s world %s" % (r["strategy"], r["world_size"])
         st.check(r["status"] == "ok", what + ": status " + r["status"], result)
+        st.check(r["segments"] == "1", what + ": segments %r, expected 1 (not resumed)" % r["segments"], result)
         # Same global batch and steps: every strategy reproduces the baseline's training.
         st.expect_close(float(r["final_loss"]), float(reference["final_loss"]), what + " final_loss", abs_tol=1e-4)
         speedup, efficiency = float(r["speedup"]), float(r["efficiency"])
@@ -95,6 +98,8 @@ def small_sweep_end_to_end():
     with open(os.path.join(out, "results.json")) as f:
         results = json.load(f)
     st.check(len(results["runs"]) == len(want) and results["scaling"] == "strong", "results.json: %s" % results)
+    st.check(all(r["segments"] == 1 for r in results["runs"]), "results.json segments: %s"
+             % [r["segments"] for r in results["runs"]])
     with open(os.path.join(out, "results.md")) as f:
         markdown = f.read()
     for fragment in ("| strategy |", "time s @1", "speedup @2", "state @2", "| zero3 ", "not run: single-w2"):
@@ -200,12 +205,71 @@ BAD_SWEEPS = [
 
 
 def sweep_errors_name_file_and_line():
+    """compare and validate refuse each bad sweep alike: exit 2, the sweep's file:line:column and key."""
     for name, text, fragments in BAD_SWEEPS:
         sweep = write_sweep(name + ".toml", text)
         out = os.path.join(st.temp_dir("bad"), "cmp")
         result = st.strata("compare", sweep, "--out", out, timeout=120)
         st.expect_clean_failure(result, 2, *[f.replace("FILE", sweep) for f in fragments])
         st.check(not os.path.exists(out), "%s: the invalid sweep created %s" % (name, out), result)
+        result = st.strata("validate", sweep, timeout=120)
+        st.expect_clean_failure(result, 2, *[f.replace("FILE", sweep) for f in fragments])
+
+
+def validate_checks_every_combination():
+    """`strata validate SWEEP`: each combination's experiment as compare builds it, a line each, nothing run;
+    a bad axis value is an error at its line in the sweep, with the known names."""
+    sweep = write_sweep("valid.toml", SMALL)
+    scratch = st.temp_dir("validate")
+    result = st.strata("validate", sweep, "--set", "train.steps=2", timeout=120, cwd=scratch)
+    st.expect_exit(result, 0)
+    listed = re.findall(r"^  ok: (\S+) ", result.stdout, re.M)
+    want = ["single-w1", "dp-w1", "dp-w2", "ddp-w1", "ddp-w2", "zero3-w1", "zero3-w2"]
+    st.check(listed == want, "validate listed %s, expected %s" % (listed, want), result)
+    st.expect_in("not run: single-w2", result.stdout, result, "stdout (the combination that does not apply)")
+    st.expect_in("7 combinations valid", result.stdout, result, "stdout")
+    st.check(not os.listdir(scratch), "validate of a sweep wrote %s" % os.listdir(scratch), result)
+    # A value of the base experiment's range, broken by one axis value: that value's line, the run, the key.
+    bad = write_sweep("bad_lr.toml", SMALL.replace('world_size = [1, 2]', 'world_size = [1, 2]\n"optimizer.lr" = [0.1, -2.0]'))
+    result = st.strata("validate", bad, timeout=120)
+    st.expect_clean_failure(result, 2, bad + ":10:24", "optimizer.lr", "run single-w1-lr-2.0")
+    bad = write_sweep("bad_name.toml", SMALL.replace('"zero3"]', '"nosuch"]'))
+    result = st.strata("validate", bad, timeout=120)
+    st.expect_clean_failure(result, 2, bad + ":8:36", "compare.axes.strategy", "unknown strategy 'nosuch'",
+                            "Available: ", "zero3")
+    # --nproc is no way to set a sweep's world sizes.
+    result = st.strata("validate", sweep, "--nproc", "2")
+    st.expect_clean_failure(result, 2, "--nproc", "compare.axes.world_size")
+
+
+def set_changes_the_sweep():
+    """--set compare.KEY=VALUE changes the sweep (axes in place, a new axis last, repeats, baseline), a plain
+    --set every run; errors name the override."""
+    sweep = write_sweep("over.toml", SMALL)
+    sets = ["--set", "compare.axes.world_size=[2]", "--set", 'compare.axes.strategy=["zero3", "ddp"]',
+            "--set", 'compare.axes."optimizer.lr"=[0.1, 0.2]', "--set", "compare.repeats=2",
+            "--set", "compare.baseline.strategy=ddp", "--set", "compare.baseline.world_size=2", "--set", "train.steps=3"]
+    result = st.strata("compare", sweep, "--dry-run", *sets, timeout=120)
+    st.expect_exit(result, 0)
+    labels = re.findall(r"^  (\S+): strata run ", result.stdout, re.M)
+    want = ["zero3-w2-lr0.1-r1", "zero3-w2-lr0.1-r2", "zero3-w2-lr0.2-r1", "zero3-w2-lr0.2-r2",
+            "ddp-w2-lr0.1-r1", "ddp-w2-lr0.1-r2", "ddp-w2-lr0.2-r1", "ddp-w2-lr0.2-r2"]
+    st.check(labels == want, "runs %s after the overrides, expected %s" % (labels, want), result)
+    for fragment in ("--set optimizer.lr=0.2", "--set train.steps=3", "--set distributed.nproc=2"):
+        st.expect_in(fragment, result.stdout, result, "stdout (the runs' commands)")
+    st.expect_not_in("train.steps=12", result.stdout, result, "stdout (--set train.steps replaces [compare.set]'s)")
+    result = st.strata("validate", sweep, *sets, timeout=120)
+    st.expect_exit(result, 0)
+    st.expect_in("4 combinations valid, 8 runs", result.stdout, result, "stdout")
+    for override, fragments in (("compare.axes.world_size=[1, 0]", ["must be >= 1"]),
+                                ("compare.repeat=2", ["compare.repeat", "Did you mean 'repeats'"]),
+                                ('compare.axes.strategy=["single", "ddpp"]', ["Did you mean 'ddp'"]),
+                                ("compare.axes.world_size=[4]", [sweep + ":5:", "not among the axis values (4)",
+                                                                 "compare.baseline.world_size"]),
+                                ("strategy.name=ddp", ["the axis 'strategy'"])):
+        result = st.strata("validate", sweep, "--set", override, timeout=120)
+        located = [] if fragments[0].startswith(sweep) else ["--set " + override]
+        st.expect_clean_failure(result, 2, *(located + fragments))
 
 
 def dry_run_lists_runs_and_starts_none():
@@ -218,6 +282,46 @@ def dry_run_lists_runs_and_starts_none():
     st.expect_in("strategy.replicas=2", result.stdout, result, "stdout (dp's world size is its replicas)")
     st.expect_in("train.steps=2", result.stdout, result, "stdout (--set reaches every run)")
     st.check(not os.path.exists(out), "--dry-run created %s" % out, result)
+
+
+def plot_shows_the_last_segment():
+    """A resumed run (summary.json `segments`, one per process that trained it; its top-level figures are
+    the last segment's): `strata plot` shows the top-level figures, never a blend of segments, marks the run
+    resumed and names the earlier segments (strategy@world); a summary without `segments` is one segment."""
+    plain = st.temp_dir("plain")
+    st.strata_run(st.GOOD_SYNTHETIC, plain, "train.steps=4")
+    summary = st.load_summary(plain)
+    resumed = os.path.join(st.temp_dir("resumed"), "resumed")
+    shutil.copytree(plain, resumed)
+    keys = ("backend", "device", "step_time_s", "samples_per_s", "memory", "comm")
+    last = dict({k: summary[k] for k in keys}, strategy="ddp", world_size=1, from_step=2, to_step=4, steps=2,
+                train_time_s=7.25)
+    first = json.loads(json.dumps(last))
+    first.update(strategy="zero2", world_size=4, from_step=0, to_step=2, train_time_s=100.0)
+    first["memory"]["peak_tensor_bytes"] = 5 * 2 ** 40  # 5 TiB: shown only if the first segment leaks in
+    summary.update(strategy="ddp", train_time_s=7.25, segments=[first, last])
+    with open(os.path.join(resumed, "summary.json"), "w") as f:
+        json.dump(summary, f)
+    out = os.path.join(st.temp_dir("plot"), "report.html")
+    result = st.strata("plot", plain, resumed, "--baseline", plain, "--out", out)
+    st.expect_exit(result, 0)
+    with open(out) as f:
+        html = f.read()
+    time_table = html[html.index("<h3>Time</h3>"):]
+    time_table = time_table[:time_table.index("</table>")]
+    cell = re.search(r'<td class="l">ddp</td><td class="r">([^<]*)</td>', time_table)
+    st.check(cell and cell.group(1) == "7.25", "the resumed run's time is %r, expected its last segment's 7.25"
+             % (cell and cell.group(1)), result)
+    st.expect_not_in("TiB", html, result, "report.html (the first segment's memory)")
+    st.expect_in("resumed was resumed (2 segments)", html, result, "report.html notes")
+    st.expect_in("before it: zero2@4 (steps 0-2)", html, result, "report.html notes")
+    st.expect_in("ddp@1 (steps 2-4), 2 steps", html, result, "report.html notes")
+    # Its speedup covers the last segment's 2 steps, not the baseline's 4: noted as unequal work.
+    st.expect_in("resumed ran 2 steps of global batch", html, result, "report.html notes")
+    runs = html[html.index('<section id="runs">'):]
+    st.check(runs.count("(resumed)") == 1 and '<td class="r">2 (resumed)</td>' in runs
+             and '<td class="r">1</td>' in runs,
+             "the runs table should mark the resumed run (2 segments) and the plain one (1 segment)", result)
 
 
 def interrupt_keeps_finished_runs():
@@ -334,6 +438,7 @@ def killed_runs_say_so():
 
 
 if __name__ == "__main__":
-    st.main([sweep_errors_name_file_and_line, dry_run_lists_runs_and_starts_none, small_sweep_end_to_end,
+    st.main([sweep_errors_name_file_and_line, validate_checks_every_combination, set_changes_the_sweep,
+             dry_run_lists_runs_and_starts_none, plot_shows_the_last_segment, small_sweep_end_to_end,
              weak_scaling_grows_the_batch, failing_run_is_recorded_and_the_others_complete,
              interrupt_keeps_finished_runs, killed_runs_say_so])

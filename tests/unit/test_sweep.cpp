@@ -133,3 +133,46 @@ world_size = [1, 2]
     CHECK(std::string(e.what()).find("single-w2") != std::string::npos);
   }
 }
+
+TEST_CASE("--set compare.KEY changes the sweep (an axis in its place, a new one last), other keys every run") {
+  strata::test::TempDir dir;
+  dir.write("base.toml", "");
+  const auto file = dir.write("sweep.toml", R"([compare]
+base = "base.toml"
+[compare.axes]
+strategy = ["single", "ddp"]
+"optimizer.lr" = [0.1]
+world_size = [1, 2]
+[compare.set]
+"train.steps" = 5
+)");
+  const auto sweep = strata::parse_sweep(
+      file, {"compare.axes.optimizer.lr=[0.5, 0.25]", "compare.axes.\"train.seed\"=[1, 2]", "compare.repeats=3",
+             "compare.scaling=weak", "train.steps=7", "log.every=2"});
+  REQUIRE(sweep.axes.size() == 4);
+  CHECK(sweep.axes[1].key == "optimizer.lr");  // replaced where it was
+  CHECK(sweep.axes[1].values.size() == 2);
+  CHECK(sweep.axes[1].values[1].where.file == "--set compare.axes.optimizer.lr=[0.5, 0.25]");
+  CHECK(sweep.axes[3].key == "train.seed");  // new: last
+  CHECK(sweep.repeats == 3);
+  CHECK(sweep.scaling == "weak");
+  CHECK(sweep.scaling_at.file == "--set compare.scaling=weak");
+  REQUIRE(sweep.set.size() == 2);
+  CHECK(sweep.set[0].key == "train.steps");  // the command line's value replaces [compare.set]'s
+  CHECK(sweep.set[0].toml == "7");
+  CHECK(sweep.set[0].where.file == "--set train.steps=7");
+  CHECK(sweep.set[1].key == "log.every");
+  // Errors name the override.
+  const auto error = [&](const std::string& override) {
+    try {
+      strata::parse_sweep(file, {override});
+    } catch (const strata::ConfigError& e) {
+      return e.where().str() + " " + e.key() + " " + e.what();
+    }
+    return std::string("no error");
+  };
+  CHECK(error("compare.axes.world_size=[0]").rfind("--set compare.axes.world_size=[0] compare.axes.world_size", 0) == 0);
+  CHECK(error("compare.repaets=2").find("Did you mean 'repeats'") != std::string::npos);
+  CHECK(error("compare.axes.train.steps=[1, 2]").find("both an axis and a fixed setting") != std::string::npos);
+  CHECK(error("distributed.nproc=2").find("the axis 'world_size'") != std::string::npos);
+}

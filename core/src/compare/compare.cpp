@@ -14,8 +14,7 @@
 #include <fmt/format.h>
 
 #include "compare/report.hpp"
-#include "compare/sweep.hpp"
-#include "config/experiment.hpp"
+#include "compare/sweep_check.hpp"
 #include "io/json.hpp"
 #include "io/run_result.hpp"
 #include "io/run_dir.hpp"
@@ -273,6 +272,7 @@ class Comparison {
     for (const auto& r : rows_)
       if (r.status() != "ok") out.push_back(fmt::format("{} {}: {}", r.run->label, r.status(), r.result.error));
     for (const auto& s : plan_.skipped) out.push_back("not run: " + s);
+    for (auto& note : resumed_notes(report_runs())) out.push_back(std::move(note));
     return out;
   }
 
@@ -302,19 +302,24 @@ class Comparison {
     return r.result.summary ? tb::figure_value(*r.result.summary, f) : NAN;
   }
 
+  /// Process segments of the run (more than one: resumed; its figures are the last one's), "" without a summary.
+  static std::string segments_count(const Row& r) {
+    return r.result.segments.empty() ? std::string() : std::to_string(r.result.segments.size());
+  }
+
   std::string csv() const {
     const auto extra = extra_axes();
     const auto& figures = tb::summary_figures();
     std::string out = "strategy,world_size";
     for (const auto& k : extra) out += "," + csv_field(k);
-    out += ",repeat,status";
+    out += ",repeat,status,segments";
     // The figures in order, with speedup and efficiency (the comparison's own) after the throughput.
     for (const auto& f : figures) out.append(",").append(f.name).append(f.name == std::string("samples_per_s") ? ",speedup,efficiency" : "");
     out += ",run_dir,failed_rank,signal,error\n";
     for (const auto& r : rows_) {
       out += csv_field(r.run->strategy) + "," + std::to_string(r.run->world_size);
       for (const auto& k : extra) out.append(",").append(csv_field(value_of(*r.run, k)));
-      out += fmt::format(",{},{}", r.run->repeat, csv_field(r.status()));
+      out += fmt::format(",{},{},{}", r.run->repeat, csv_field(r.status()), segments_count(r));
       for (const auto& f : figures) {
         out += "," + csv_number(figure(r, f));
         if (f.name == std::string("samples_per_s"))
@@ -351,6 +356,7 @@ class Comparison {
       for (const auto& [k, v] : r.run->values) axes[k] = v;
       o["repeat"] = r.run->repeat;
       o["status"] = r.status();
+      o["segments"] = r.result.segments.empty() ? Json() : Json(static_cast<std::int64_t>(r.result.segments.size()));
       for (const auto& f : tb::summary_figures()) {
         o[f.name] = json_number(figure(r, f));
         if (f.name == std::string("samples_per_s")) {
@@ -409,80 +415,15 @@ Report Comparison::report() const {
   return r;
 }
 
-/// "ddp-w5 (strategy ddp, world_size 5)": a run and its combination.
-std::string run_name(const SweepRun& run) {
-  std::string values;
-  for (const auto& [key, display] : run.values) values += (values.empty() ? "" : ", ") + key + " " + display;
-  return values.empty() ? run.label : run.label + " (" + values + ")";
-}
-
-/// Whether `run` with its overrides but the one at `skip` fails as `error` did.
-bool fails_alike(const Sweep& sweep, const SweepRun& run, std::size_t skip, const ConfigError& error) {
-  std::vector<std::string> overrides;
-  std::vector<SourceLocation> origins;
-  for (std::size_t i = 0; i < run.overrides.size(); ++i)
-    if (i != skip) {
-      overrides.push_back(run.overrides[i]);
-      origins.push_back(i < run.origins.size() ? run.origins[i] : SourceLocation{});
-    }
-  try {
-    check_experiment(load_experiment(sweep.base, overrides, origins));
-  } catch (const ConfigError& e) {
-    return std::string(e.what()) == error.what();
-  } catch (const std::exception&) {
-    return false;
-  }
-  return false;
-}
-
-/// Validates one run of the sweep. Its errors name the run and its combination, at the sweep entry
-/// that causes them: an error the base experiment's position would blame (a cross-field check that
-/// an axis value broke, such as a global batch that world size 5 does not divide) moves to the last
-/// of the run's sweep entries without which it goes away.
-void validate_run(const Sweep& sweep, const SweepRun& run) {
-  try {
-    check_experiment(load_experiment(sweep.base, run.overrides, run.origins));
-  } catch (const ConfigError& e) {
-    SourceLocation where = e.where();
-    std::string seen_at;
-    if (where.file != sweep.file.string()) {
-      for (std::size_t i = run.overrides.size(); i-- > 0;) {
-        if (i >= run.origins.size() || run.origins[i].file != sweep.file.string()) continue;
-        if (fails_alike(sweep, run, i, e)) continue;
-        where = run.origins[i];
-        seen_at = fmt::format(" ({} at {})", e.key().empty() ? std::string("checked") : e.key(), e.where().str());
-        break;
-      }
-    }
-    std::string message = e.what();
-    if (!seen_at.empty() && !message.empty() && message.back() == '.') message.pop_back(), seen_at += ".";
-    throw ConfigError(where, e.key(), fmt::format("run {}: {}{}", run_name(run), message, seen_at), e.fix());
-  }
-}
-
 }  // namespace
 
 int compare_strategies(const CompareRequest& request) {
   require_single_process("compare");
-  Sweep sweep = parse_sweep(request.file, request.overrides);
-  std::vector<std::string> set_texts;
-  std::vector<SourceLocation> set_origins;
-  for (const auto& o : sweep.set) {
-    set_texts.push_back(o.key + "=" + o.toml);
-    set_origins.push_back(o.where);
-  }
-  const Experiment base = load_experiment(sweep.base, set_texts, set_origins);
-  Registry registry;
-  load_registry(registry, &base);
-  const SweepPlan plan = plan_sweep(sweep, registry, base.strategy.name, static_cast<int>(base.distributed.nproc),
-                                    base.train.global_batch_size);
-
   // Every run is checked before the first starts: a typo in the last combination must not
   // surface an hour into the comparison.
-  std::cout << fmt::format("{}: {} runs ({} scaling, base {}); validating\n", request.file.string(), plan.runs.size(),
-                           sweep.scaling, sweep.base.string());
-  for (const auto& run : plan.runs)
-    if (run.repeat == 1) validate_run(sweep, run);
+  auto [sweep, plan] = check_sweep(request.file, request.overrides);
+  std::cout << fmt::format("{}: {} run{} ({} scaling, base {}); every one valid\n", request.file.string(),
+                           plan.runs.size(), plan.runs.size() == 1 ? "" : "s", sweep.scaling, sweep.base.string());
   for (const auto& s : plan.skipped) std::cout << "  not run: " << s << "\n";
   if (request.dry_run) {
     for (const auto& run : plan.runs) {

@@ -116,18 +116,20 @@ fs::path plot_runs(const PlotRequest& request) {
       if (!r.ok() || !(own > 0) || !(base_time > 0)) continue;
       r.speedup = base_time / own;
       r.efficiency = *r.speedup / (static_cast<double>(r.world_size) / b.world_size);
-      const double steps = r.number("steps"), batch = r.number("global_batch_size");
-      if (steps != b.number("steps") || batch != b.number("global_batch_size"))
+      // The steps its figures cover: a resumed run's last segment's.
+      const double steps = r.result.measured_steps(), batch = r.number("global_batch_size");
+      if (steps != b.result.measured_steps() || batch != b.number("global_batch_size"))
         report.notes.push_back(fmt::format(
             "{} ran {:g} steps of global batch {:g}, the baseline {:g} of {:g}: its speedup compares unequal work "
             "(strong scaling needs the same steps and global batch)",
-            r.label, steps, batch, b.number("steps"), b.number("global_batch_size")));
+            r.label, steps, batch, b.result.measured_steps(), b.number("global_batch_size")));
     }
   } else {
     report.baseline = "none (no run succeeded)";
   }
   for (const auto& r : runs)
     if (!r.ok()) report.notes.push_back(fmt::format("{} {}: {}", r.label, r.result.status, r.result.error));
+  for (auto& note : resumed_notes(runs)) report.notes.push_back(std::move(note));
   report.title = fmt::format("Strata report: {} run{}", runs.size(), runs.size() == 1 ? "" : "s");
   report.facts.push_back("runs: " + std::to_string(runs.size()) + " directories given to `strata plot`");
 

@@ -321,12 +321,19 @@ std::string summary_text(const ReportRun& r, const std::string& path) {
 }
 
 std::string runs_table(const Report& report) {
-  ReportTable t{"Runs", {{"run", "strategy", "world size", "status", "model", "dataset", "steps", "global batch",
-                          "device", "directory", "cause"}}, "llrlllrrlll"};
-  for (const auto& r : report.runs)
-    t.grid.push_back({r.label, r.series, std::to_string(r.world_size), r.result.status, summary_text(r, "model"),
-                      summary_text(r, "dataset"), summary_text(r, "steps"), summary_text(r, "global_batch_size"),
-                      summary_text(r, "device"), r.dir, r.ok() ? std::string() : r.result.error});
+  ReportTable t{"Runs", {{"run", "strategy", "world size", "status", "segments", "model", "dataset", "steps",
+                          "global batch", "device", "directory", "cause"}}, "llrlrlllrrlll"};
+  for (const auto& r : report.runs) {
+    // A resumed run is marked: its figures are its last segment's (the notes name the others).
+    const auto& segments = r.result.segments;
+    const std::string marked = segments.empty()  ? std::string()
+                               : r.result.resumed() ? fmt::format("{} (resumed)", segments.size())
+                                                    : std::string("1");
+    t.grid.push_back({r.label, r.series, std::to_string(r.world_size), r.result.status, marked,
+                      summary_text(r, "model"), summary_text(r, "dataset"), summary_text(r, "steps"),
+                      summary_text(r, "global_batch_size"), summary_text(r, "device"), r.dir,
+                      r.ok() ? std::string() : r.result.error});
+  }
   return html_table(t);
 }
 

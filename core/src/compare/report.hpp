@@ -42,6 +42,10 @@ struct ReportTable {
 /// the step's time breakdown and FLOP/s when some summary has them.
 std::vector<ReportTable> report_tables(const std::vector<ReportRun>& runs);
 
+/// A note for each resumed run (more than one segment in its summary): its figures are its last
+/// segment's, and the segments before it as "strategy@world (steps a-b)".
+std::vector<std::string> resumed_notes(const std::vector<ReportRun>& runs);
+
 /// Everything report.html shows.
 struct Report {
   std::string title;               ///< e.g. "Comparison: sweep.toml"

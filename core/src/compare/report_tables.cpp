@@ -36,6 +36,20 @@ double ReportRun::model_state_bytes() const {
          number("memory.model_state_bytes.optimizer");
 }
 
+std::vector<std::string> resumed_notes(const std::vector<ReportRun>& runs) {
+  std::vector<std::string> notes;
+  for (const auto& r : runs) {
+    if (!r.result.resumed()) continue;
+    const auto& segments = r.result.segments;
+    std::string earlier;
+    for (std::size_t i = 0; i + 1 < segments.size(); ++i) earlier += (i ? ", " : "") + segments[i].text();
+    notes.push_back(fmt::format("{} was resumed ({} segments): its figures are its last segment's, {}, {:g} steps; "
+                                "before it: {}",
+                                r.label, segments.size(), segments.back().text(), segments.back().steps, earlier));
+  }
+  return notes;
+}
+
 namespace {
 
 struct Column {

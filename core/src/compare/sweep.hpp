@@ -14,10 +14,13 @@
 //   [compare.set]
 //   "train.steps" = 50
 //
-// parse_sweep() checks the file's own structure; plan_sweep() expands the combinations against
-// the registry (how each strategy maps the world size) and derives every run's overrides, each
-// with the sweep-file position it comes from so that the base experiment's validation can point
-// at the sweep line that caused an error.
+// parse_sweep() checks the file's own structure (against sweep_schema(), which `strata describe
+// compare` prints) and applies the command line's `--set`s: `compare.KEY=VALUE` changes the sweep
+// itself (`compare.repeats=3`, `compare.axes.world_size=[1,2]`, `compare.axes."optimizer.lr"=[0.1]`),
+// any other key is applied to every run as [compare.set] is. plan_sweep() (sweep_plan.cpp) expands
+// the combinations against the registry (how each strategy maps the world size) and derives every
+// run's overrides, each with the sweep-file position (or `--set`) it comes from so that the base
+// experiment's validation can point at the entry that caused an error.
 
 #include <cstdint>
 #include <filesystem>
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "strata/errors.hpp"
+#include "strata/options.hpp"
 
 namespace strata {
 
@@ -68,8 +72,50 @@ struct Sweep {
   std::vector<SweepOverride> set;
 };
 
-/// Parses and checks the structure of a sweep file; `overrides` ("key=value", from the command
-/// line) are appended to [compare.set]. Throws ConfigError with file:line:column.
+/// [compare]'s own options; its tables (baseline, axes, set) are SweepSchema::tables.
+struct CompareOptions {
+  std::string base;                ///< the base experiment, relative to the sweep file (required)
+  std::string scaling = "strong";  ///< strong: every run has the base global batch; weak: the batch per rank is fixed
+  std::int64_t repeats = 1;        ///< runs per combination; the tables show medians
+};
+
+/// The axes of [compare.axes] that are not experiment keys.
+struct CompareAxes {
+  std::vector<std::string> strategy;     ///< registered strategy names; each run's strategy.name
+  std::vector<std::int64_t> world_size;  ///< devices per run: ranks, or dp's replicas in one process
+};
+
+/// A key of the sweep file whose value is not an option (a table, or any experiment key), as
+/// `strata describe compare` prints it.
+struct SweepKeyDoc {
+  std::string name;
+  std::string type;
+  std::string default_text;
+  std::string doc;
+};
+
+/// The keys of a sweep file: what parse_sweep() validates against and `strata describe compare`
+/// prints.
+struct SweepSchema {
+  OptionsSchema options;             ///< [compare] base, scaling, repeats
+  std::vector<SweepKeyDoc> tables;   ///< [compare] baseline, axes, set
+  OptionsSchema axes;                ///< [compare.axes] strategy, world_size
+  SweepKeyDoc any_axis;              ///< [compare.axes] "section.key" = [values]
+  SweepKeyDoc any_set;               ///< [compare.set] "section.key" = value
+  std::string overrides;             ///< how `--set` reaches the sweep, a paragraph
+};
+const SweepSchema& sweep_schema();
+
+/// Whether `file` is a sweep: a TOML file with a top-level [compare] table. False for a file
+/// that does not parse (`strata validate` then reports it as an experiment).
+bool is_sweep_file(const std::filesystem::path& file);
+
+/// Parses and checks the structure of a sweep file, then applies `overrides` ("key=value", from
+/// the command line): a key under `compare.` (TOML's quoting understood, as in
+/// `compare.axes."optimizer.lr"=[0.1]`) replaces that entry of the sweep (an axis or a
+/// [compare.set] entry in its place, a new one last; `compare.axes={...}` the whole table), any
+/// other key is applied to every run after [compare.set]. Throws ConfigError with
+/// file:line:column, or the `--set` it comes from.
 Sweep parse_sweep(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
 
 /// The overrides ("distributed.nproc" and, for dp, its device option) that run a strategy of

@@ -20,6 +20,40 @@ double RunResult::number(const std::string& path) const {
   return v ? v->number_or(NAN) : NAN;
 }
 
+double RunResult::measured_steps() const { return segments.empty() ? NAN : segments.back().steps; }
+
+std::string RunSegment::text() const {
+  return fmt::format("{}@{} (steps {:g}-{:g})", strategy.empty() ? std::string("?") : strategy, world_size, from_step,
+                     to_step);
+}
+
+namespace {
+
+/// A segment from an object with strategy, world_size, backend, device and steps keys (an entry of
+/// `segments`, or the summary itself); `from`/`to` default to 0 and the steps.
+RunSegment segment_of(const Json& j) {
+  const auto text = [&](const char* key) {
+    const Json* v = j.find(key);
+    return v ? v->string_or("") : std::string();
+  };
+  const auto number = [&](const char* key, double fallback) {
+    const Json* v = j.find(key);
+    const double n = v ? v->number_or(NAN) : NAN;
+    return std::isfinite(n) ? n : fallback;
+  };
+  RunSegment s;
+  s.strategy = text("strategy");
+  s.world_size = static_cast<int>(number("devices", number("world_size", 1)));  // dp: its replicas, as the tables
+  s.backend = text("backend");
+  s.device = text("device");
+  s.from_step = number("from_step", 0);
+  s.to_step = number("to_step", s.from_step + number("steps", 0));
+  s.steps = number("steps", s.to_step - s.from_step);
+  return s;
+}
+
+}  // namespace
+
 RunResult read_run_result(const std::filesystem::path& dir) {
   RunResult result;
   std::ifstream in(dir / "summary.json");
@@ -32,6 +66,9 @@ RunResult read_run_result(const std::filesystem::path& dir) {
     result.error = "summary.json: " + std::string(e.what());
     return result;
   }
+  if (const Json* segments = result.summary->find("segments"); segments && segments->elements())
+    for (const auto& segment : *segments->elements()) result.segments.push_back(segment_of(segment));
+  if (result.segments.empty()) result.segments.push_back(segment_of(*result.summary));
   const Json* status = result.summary->find("status");
   result.status = status ? status->string_or("failed") : "failed";
   if (const Json* err = result.summary->find("error")) result.error = err->string_or("");

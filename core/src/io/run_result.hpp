@@ -13,14 +13,38 @@
 
 namespace strata {
 
-/// A run's outcome as its summary.json tells it.
+/// One process segment of a run: a resumed run has one per process that trained it (summary.json's
+/// `segments`, oldest first), each with its own strategy, world and figures.
+struct RunSegment {
+  std::string strategy;
+  int world_size = 1;   ///< devices of this segment (ranks, or dp's replicas), as the tables' @N
+  std::string backend;  ///< "gloo", "nccl" or "none"; "" when the summary does not say
+  std::string device;   ///< e.g. "cpu", "cuda"; "" when the summary does not say
+  double from_step = 0;  ///< the step it started from (0 for a fresh start)
+  double to_step = 0;    ///< the step it ended at
+  double steps = 0;      ///< optimizer steps it ran: what its figures cover
+
+  /// "ddp@2 (steps 50-100)".
+  std::string text() const;
+};
+
+/// A run's outcome as its summary.json tells it. Its top-level figures (train_time_s, step_time_s,
+/// samples_per_s, memory, comm) are its last segment's: `strata compare` and `strata plot` show
+/// those, never a blend of segments.
 struct RunResult {
   std::string status = "not run";  ///< the summary's "status" (ok | failed); "not run" without a summary
   std::string error;               ///< the summary's "error", or why summary.json could not be read
   std::optional<Json> summary;     ///< the parsed summary.json, when there is one
+  /// The summary's `segments`; a summary without them (an older run) is one segment made of its
+  /// top-level keys. Empty without a summary.
+  std::vector<RunSegment> segments;
 
   /// The number at a dotted path of the summary ("memory.peak_bytes"); NaN when absent.
   double number(const std::string& path) const;
+  /// Whether more than one process trained the run (it was resumed).
+  bool resumed() const { return segments.size() > 1; }
+  /// The steps the top-level figures cover: the last segment's; NaN without a summary.
+  double measured_steps() const;
 };
 
 /// Reads DIR/summary.json. A missing file leaves the status "not run"; an unreadable one makes

@@ -1,0 +1,34 @@
+#pragma once
+// A sweep validated whole without running anything: what `strata compare` does before its first
+// run, and all that `strata validate SWEEP` does.
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "compare/sweep.hpp"
+
+namespace strata {
+
+/// A sweep as `strata compare` runs it.
+struct CheckedSweep {
+  Sweep sweep;
+  SweepPlan plan;
+};
+
+/// Reads the sweep `file` with the command line's `overrides` (parse_sweep()), expands it against
+/// the plugins the base experiment finds (plan_sweep()) and validates every combination's
+/// experiment (repeat 1 of each) exactly as `strata compare` runs it: the base experiment, then
+/// [compare.set] and the command line's other overrides, then the axis values, each through
+/// check_experiment() (every check of `strata run` before training). Calls `on_valid` after each
+/// valid combination. Throws ConfigError naming the run, at the sweep entry or `--set` that breaks
+/// it (a check that the base experiment's position would blame moves to the last of the run's
+/// entries without which it passes).
+CheckedSweep check_sweep(const std::filesystem::path& file, const std::vector<std::string>& overrides,
+                         const std::function<void(const SweepRun&)>& on_valid = {});
+
+/// `strata validate SWEEP [--set KEY=VALUE]...`: check_sweep(), with a line per combination.
+void validate_sweep(const std::filesystem::path& file, const std::vector<std::string>& overrides);
+
+}  // namespace strata

@@ -1,0 +1,157 @@
+// The combinations of a sweep: the cross product of its axes, each strategy's world size mapped by
+// its placement, weak scaling's global batch, and every run's overrides with where each comes from.
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "compare/sweep.hpp"
+#include "strata/registry.hpp"
+#include "text/suggest.hpp"
+
+namespace strata {
+
+namespace {
+
+/// A run's label part: letters, digits, '.', '_' and '-', other runs of characters as one '_'.
+std::string sanitize(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    if (ok) out += c;
+    else if (!out.empty() && out.back() != '_') out += '_';
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out.empty() ? "x" : out;
+}
+
+}  // namespace
+
+std::optional<std::vector<std::pair<std::string, std::string>>> world_overrides(const Placement& placement,
+                                                                                 int world) {
+  using Kind = Placement::Kind;
+  if (placement.kind == Kind::kOneDevice && world != 1) return std::nullopt;
+  std::vector<std::pair<std::string, std::string>> sets{
+      {"distributed.nproc", std::to_string(placement.kind == Kind::kRankPerDevice ? world : 1)}};
+  if (placement.kind == Kind::kDevicesInProcess)
+    sets.emplace_back("strategy." + placement.devices_option, std::to_string(world));
+  return sets;
+}
+
+SweepPlan plan_sweep(const Sweep& sweep, const Registry& registry, const std::string& base_strategy,
+                     int base_world_size, std::int64_t base_global_batch) {
+  SweepPlan plan;
+  const SweepAxis* world_axis = nullptr;
+  const SweepAxis* batch_axis = nullptr;
+  for (const auto& axis : sweep.axes) {
+    if (axis.key == "world_size") world_axis = &axis;
+    if (axis.key == "train.global_batch_size") batch_axis = &axis;
+  }
+  plan.baseline_world_size = base_world_size;
+  for (const auto& [key, value] : sweep.baseline)
+    if (key == "world_size") plan.baseline_world_size = static_cast<int>(std::stoll(value));
+  if (sweep.scaling == "weak" && batch_axis)
+    throw ConfigError(batch_axis->where, "compare.axes.train.global_batch_size",
+                      "weak scaling derives each run's global batch; it cannot also be an axis.",
+                      "Use scaling = \"strong\" to sweep the global batch, or drop the axis.");
+
+  // Strategies named by the axis must exist (checked at the value's position).
+  for (const auto& axis : sweep.axes) {
+    if (axis.key != "strategy") continue;
+    for (const auto& v : axis.values)
+      if (!registry.find(PluginKind::kStrategy, v.display)) {
+        const auto known = registry.names(PluginKind::kStrategy);
+        throw ConfigError(v.where, "compare.axes.strategy",
+                          fmt::format("unknown strategy '{}'.{} Available: {}.", v.display,
+                                      detail::did_you_mean(v.display, known), detail::join(known)),
+                          "Run `strata plugins` to list the strategies found on the plugin search path.");
+      }
+  }
+
+  // Cross product, the first axis outermost.
+  std::vector<std::size_t> index(sweep.axes.size(), 0);
+  while (true) {
+    SweepRun run;
+    run.strategy = base_strategy;
+    run.world_size = base_world_size;
+    const SweepValue* world_value = nullptr;
+    for (std::size_t a = 0; a < sweep.axes.size(); ++a) {
+      const auto& axis = sweep.axes[a];
+      const auto& v = axis.values[index[a]];
+      run.values.emplace_back(axis.key, v.display);
+      if (axis.key == "strategy") run.strategy = v.display;
+      if (axis.key == "world_size") {
+        run.world_size = static_cast<int>(std::stoll(v.display));
+        world_value = &v;
+      }
+    }
+    const auto add = [&](const std::string& key, const std::string& toml, const SourceLocation& where) {
+      run.overrides.push_back(key + "=" + toml);
+      run.origins.push_back(where);
+    };
+    for (const auto& o : sweep.set) add(o.key, o.toml, o.where);
+    for (std::size_t a = 0; a < sweep.axes.size(); ++a) {
+      const auto& axis = sweep.axes[a];
+      const auto& v = axis.values[index[a]];
+      if (axis.key == "strategy") add("strategy.name", v.toml, v.where);
+      else if (axis.key != "world_size") add(axis.key, v.toml, v.where);
+    }
+    const SourceLocation world_at = world_value ? world_value->where : (world_axis ? world_axis->where : sweep.base_at);
+    const auto& placement = registry.at(PluginKind::kStrategy, run.strategy).traits.placement;
+    std::string label = sanitize(run.strategy) + "-w" + std::to_string(run.world_size);
+    for (const auto& [key, display] : run.values)
+      if (key != "strategy" && key != "world_size")
+        label.append("-").append(sanitize(key.substr(key.rfind('.') + 1))).append(sanitize(display));
+    const auto world_sets = world_overrides(placement, run.world_size);
+    const bool applies = world_sets.has_value();
+    if (applies)
+      for (const auto& [key, value] : *world_sets) add(key, value, world_at);
+    else
+      plan.skipped.push_back(fmt::format("{} (strategy '{}' runs on one device)", label, run.strategy));
+    if (applies && sweep.scaling == "weak") {
+      const std::int64_t scaled = base_global_batch * run.world_size;
+      if (scaled % plan.baseline_world_size != 0)
+        throw ConfigError(sweep.scaling_at, "compare.scaling",
+                          fmt::format("weak scaling: global batch {} x world size {} is not divisible by the baseline "
+                                      "world size {}.",
+                                      base_global_batch, run.world_size, plan.baseline_world_size),
+                          "Choose a base global batch that is a multiple of the baseline world size.");
+      add("train.global_batch_size", std::to_string(scaled / plan.baseline_world_size), sweep.scaling_at);
+    }
+    if (applies) {
+      for (std::int64_t r = 1; r <= sweep.repeats; ++r) {
+        SweepRun copy = run;
+        copy.repeat = static_cast<int>(r);
+        copy.label = sweep.repeats > 1 ? fmt::format("{}-r{}", label, r) : label;
+        plan.runs.push_back(std::move(copy));
+      }
+    }
+    // Next combination (odometer, last axis fastest); no axes: one run.
+    bool done = true;
+    for (std::size_t a = sweep.axes.size(); a-- > 0;) {
+      if (++index[a] < sweep.axes[a].values.size()) {
+        done = false;
+        break;
+      }
+      index[a] = 0;
+    }
+    if (done) break;
+  }
+
+  // Every run needs its baseline among the runs.
+  for (const auto& run : plan.runs) {
+    auto values = run.values;
+    for (auto& [key, display] : values)
+      for (const auto& [bkey, bvalue] : sweep.baseline)
+        if (key == bkey) display = bvalue;
+    const bool found = std::any_of(plan.runs.begin(), plan.runs.end(), [&](const SweepRun& r) { return r.values == values; });
+    if (!found)
+      throw ConfigError(sweep.baseline_at, "compare.baseline",
+                        fmt::format("the baseline of run {} is not run (it does not apply: {}).", run.label,
+                                    detail::join(plan.skipped)),
+                        "Choose a baseline that is among the runs, e.g. { strategy = \"single\", world_size = 1 }.");
+  }
+  return plan;
+}
+
+}  // namespace strata
