@@ -103,6 +103,11 @@ const Schema<TrainSection>& train_schema() {
                 "debug: deterministic kernels only (cuDNN without benchmarking, cuBLAS with a fixed workspace, "
                 "ATen's deterministic algorithms); an op that has none fails the run, naming it. Slower; for "
                 "comparing runs bit for bit (scripts/gpu_check.sh)")
+        .option("timing_warmup_steps", &TrainSection::timing_warmup_steps,
+                "the first steps of each segment (allocator warm-up, cold caches) left out of the steady-state step "
+                "time, steady_step_time_s: the median of the other steps' times, which comparisons use; at most half "
+                "of the segment's steps are left out",
+                at_least(0))
         .option("sync_audit", &TrainSection::sync_audit,
                 "debug, CUDA: CUDA's sync debug mode is an error between log steps, so any host sync in the step "
                 "loop outside the log steps, evaluation and checkpoints fails the run, naming the call");

@@ -79,7 +79,7 @@ Json training_keys(const Experiment& e) {
       "train.steps",       "train.save_final", "train.save_format",   "train.sync_timing", "train.device",
       "train.threads",     "train.init_from",  "train.init_partial",  "train.micro_batches",
       "train.activation_checkpointing", "train.activation_checkpointing_every", "train.peak_tflops",
-      "train.deterministic", "train.sync_audit", "dataset.path"};
+      "train.deterministic", "train.sync_audit", "train.timing_warmup_steps", "dataset.path"};
   Json keys = Json::object();
   for (const auto& [key, value] : resolved_values(e)) {
     const std::string section = key.substr(0, key.find('.'));

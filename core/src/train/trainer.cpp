@@ -387,7 +387,9 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   s["parameter_tensors"] = model_tensors_;
   s["flops_per_sample"] = r_.model->flops_per_sample();
   // The run's figures are its last segment's (this process's): never a blend of two strategies.
-  for (const char* key : {"train_time_s", "step_time_s", "samples_per_s"}) s[key] = *current.find(key);
+  for (const char* key : {"train_time_s", "step_time_s", "samples_per_s", "timing_warmup_steps", "steady_step_time_s",
+                          "steady_samples_per_s"})
+    s[key] = *current.find(key);
   const double step_time = current.find("step_time_s")->number_or(0);
   s["flops"] = flops_summary(r_.model->flops_per_sample(), r_.model->flops_formula(),
                              step_time > 0 ? static_cast<double>(t.global_batch_size) / step_time / devices_ : 0.0,
@@ -449,6 +451,14 @@ Json Loop::segment() const {
   s["step_time_s"] = step_times_.empty() ? 0.0 : median(step_times_);
   s["samples_per_s"] =
       train_time_s_ > 0 ? static_cast<double>(steps * e_.train.global_batch_size) / train_time_s_ : 0.0;
+  // The steady state: the median step after the segment's first steps (allocator warm-up, cold
+  // caches), what comparisons use; train_time_s and samples_per_s keep every step.
+  const auto warm = std::min<std::size_t>(static_cast<std::size_t>(e_.train.timing_warmup_steps), step_times_.size() / 2);
+  const std::vector<double> steady(step_times_.begin() + static_cast<std::ptrdiff_t>(warm), step_times_.end());
+  const double steady_step = steady.empty() ? 0.0 : median(steady);
+  s["timing_warmup_steps"] = static_cast<std::int64_t>(warm);
+  s["steady_step_time_s"] = steady_step;
+  s["steady_samples_per_s"] = steady_step > 0 ? static_cast<double>(e_.train.global_batch_size) / steady_step : 0.0;
   memory_.write(s["memory"]);
   Json& comm = s["comm"];
   comm = Json::object();
