@@ -21,6 +21,7 @@
 #include "dist/job_monitor.hpp"
 #include "dist/process_group.hpp"
 #include "launch/device_choice.hpp"
+#include "launch/env_checks.hpp"
 #include "launch/run_place.hpp"
 #include "launch/spawn.hpp"
 #include "launch/world.hpp"
@@ -87,12 +88,11 @@ auto create(const Experiment& e, const std::string& section, F make) {
   }
 }
 
-/// This rank's device (launch/device_choice.hpp: "auto" is the local rank's GPU where every rank
-/// of the host has one, else the CPU); a request that cannot be met is a config error at train.device.
+/// This rank's device (launch/device_choice.hpp: it follows what the launcher lets the rank see);
+/// a request that cannot be met is a config error at train.device.
 DeviceChoice resolve_device(const Experiment& e, const WorldInfo& world) {
-  const int visible = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
   try {
-    return choose_device(e.train.device, world.local_rank, world.local_world_size, visible);
+    return choose_device(e.train.device, world.local_rank, world.local_world_size, device_view(world));
   } catch (const Error& err) {
     throw e.error("train.device", err.what(), err.fix());
   }
@@ -420,6 +420,9 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   monitor.attach(store, run_dir, world.master_addr + ":" + std::to_string(world.master_port));
   const Logger& log = p->log;
   if (!p->device_note.empty()) log.info("note: " + p->device_note);
+  if (world.rank == 0)
+    for (const auto& w : environment_warnings(process_environment(), backend == "nccl", p->device.is_cuda()))
+      log.warn(w);
   if (e.train.deterministic) log.info("deterministic kernels ([train] deterministic = true)");
   if (e.distributed.force_collectives)
     log.info(fmt::format("forced collectives: every collective is issued over {}, even at world size {} "

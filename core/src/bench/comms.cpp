@@ -20,6 +20,7 @@
 #include <torch/cuda.h>
 
 #include "dist/process_group.hpp"
+#include "launch/device_choice.hpp"
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "io/run_dir.hpp"
@@ -370,11 +371,12 @@ void write_outputs(const CommsBenchRequest& request, const Plan& plan, const Wor
 int run_rank(const CommsBenchRequest& request, const Plan& plan, WorldInfo world) {
   torch::Device device = torch::kCPU;
   if (plan.device == "cuda") {
-    const int count = static_cast<int>(torch::cuda::device_count());
-    if (world.local_rank >= count)
-      throw UsageError(fmt::format("local rank {} needs a GPU of its own, but this host has {}.", world.local_rank, count),
-                       "Start at most one rank per GPU on each host, or use --device cpu.");
-    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank));
+    // The rank's GPU follows what its launcher lets it see, as a training rank's does.
+    try {
+      device = choose_device("cuda", world.local_rank, world.local_world_size, device_view(world)).device;
+    } catch (const Error& err) {
+      throw UsageError(std::string("--device cuda: ") + err.what(), err.fix() + " Or use --device cpu.");
+    }
     c10::impl::getDeviceGuardImpl(device.type())->setDevice(device);
   }
   if (world.launcher == "none") world.master_port = free_port(world.master_addr);
