@@ -407,6 +407,9 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
     }
     if (watch.heartbeat.count() > 0 && world.world_size > 1) store = group->connect_store(watch.heartbeat);
     monitor.clear_deadline();
+    // Rank-0-only work (saves) is waited for through the store, with a deadline of its own.
+    const auto save_deadline = std::chrono::milliseconds(static_cast<std::int64_t>(e.distributed.save_timeout_s * 1000));
+    p->barrier = [pg = group.get(), save_deadline](const std::string& name) { pg->store_barrier(name, save_deadline); };
     p->comm = std::move(group);
   } else {
     place = open_run_place(std::move(place), e);
@@ -445,7 +448,9 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
     throw;
   }
   monitor.finished();
-  p->comm->barrier();  // nobody tears the group down while a peer still needs it
+  // Nobody tears the group down while a peer still needs it, nor while rank 0 still writes the
+  // final model: through the store, so a long final save never races the collective timeout.
+  p->barrier("end");
 }
 
 /// `--nproc N` against the ranks a launcher started on this host.

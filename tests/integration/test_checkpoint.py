@@ -189,6 +189,25 @@ def keep_removes_older():
     st.check(names == ["step_00000015", "step_00000020"], "keep = 2 must leave the last two, found %s" % names)
 
 
+def slow_save_outlasts_the_collective_timeout():
+    """Rank 0's commit slowed to 4 s (STRATA_FAULT=slow-commit) with a 2 s collective timeout: the
+    ranks waiting for it wait through the job's store (save_timeout_s), not in a collective that
+    times out, and the job ends well, with its checkpoints and final model."""
+    env = dict(os.environ, STRATA_FAULT="slow-commit:4")
+    out, result = run("slow_save", ["strategy.name=ddp", "distributed.timeout_s=2", "checkpoint.every=10",
+                                    "distributed.heartbeat_s=30"], world=2, env=env, expect=None)
+    st.expect_exit(result, 0)
+    st.expect_no_crash(result)
+    names = sorted(os.listdir(os.path.join(out, "checkpoints")))
+    st.check(names == ["step_00000010", "step_00000020"], "checkpoints %s" % names, result)
+    st.check(os.path.exists(os.path.join(out, "final_model.pt")), "no final model", result)
+    # A deadline shorter than the slow commit ends the job, naming the barrier.
+    out, result = run("slow_save_deadline", ["strategy.name=ddp", "distributed.timeout_s=2", "checkpoint.every=10",
+                                             "distributed.save_timeout_s=1"], world=2, env=env, expect=None)
+    st.check(result.returncode not in (0, 2), "a commit slower than save_timeout_s must fail the job", result)
+    st.expect_in("checkpoint/10/committed", result.stdout + result.stderr, result)
+
+
 def wait_for(path, proc, timeout=120):
     deadline = time.monotonic() + timeout
     while not os.path.exists(path):
@@ -258,4 +277,5 @@ def export_round_trip():
 if __name__ == "__main__":
     st.main([exact_resume_every_strategy, reshard_across_strategies_and_world_sizes, kill_during_save_keeps_previous,
              full_disk_is_named, damaged_shards_are_named, differing_keys_are_exit_2, keep_removes_older,
+             slow_save_outlasts_the_collective_timeout,
              max_restarts_recovers, export_round_trip])

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -68,6 +69,15 @@ void maybe_fault(std::int64_t step, int rank) {
   long long s = -1;
   int r = -1;
   if (std::sscanf(fault, "kill-in-save:%lld:%d", &s, &r) == 2 && s == step && r == rank) ::raise(SIGKILL);
+}
+
+/// Test hook: STRATA_FAULT=slow-commit:SECONDS makes rank 0's commit take that much longer (a
+/// slow shared file system), to show that the waiting ranks outlast the collective timeout.
+void maybe_slow_commit() {
+  const char* fault = std::getenv("STRATA_FAULT");
+  double seconds = 0;
+  if (fault != nullptr && std::sscanf(fault, "slow-commit:%lf", &seconds) == 1 && seconds > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
 
 /// Writes this rank's pieces and their index; returns the bytes written.
@@ -189,6 +199,10 @@ bool is_complete(const fs::path& dir) {
 SaveResult save(const SaveInput& input, Comm& comm) {
   const auto t0 = Clock::now();
   const int rank = comm.rank(), world = comm.world_size();
+  const auto barrier = [&](const char* point) {
+    if (input.barrier) input.barrier(fmt::format("checkpoint/{}/{}", input.step, point));
+    else comm.barrier();
+  };
   SaveResult result;
   result.dir = input.root / step_dir_name(input.step);
   if (rank == 0) {
@@ -199,12 +213,13 @@ SaveResult save(const SaveInput& input, Comm& comm) {
       throw Error(fmt::format("cannot create the checkpoint directory {}: {}.", result.dir.string(), ec.message()),
                   "Check that [checkpoint] dir is writable and the disk has space.");
   }
-  comm.barrier();
+  barrier("created");
   result.bytes = write_rank(result.dir, rank, input.pieces);
   result.max_rank_bytes = result.total_bytes = result.bytes;
   maybe_fault(input.step, rank);
-  comm.barrier();  // every rank's files are on disk
+  barrier("written");  // every rank's files are on disk
   if (rank == 0) {
+    maybe_slow_commit();
     Json files = Json::object();
     Json tensors = merge_indices(result.dir, world, result.max_rank_bytes, files);
     for (const auto& [name, text] : input.files) {
@@ -228,7 +243,7 @@ SaveResult save(const SaveInput& input, Comm& comm) {
     write_file_atomically(result.dir / kMetadataFile, meta.dump(-1));  // the commit
     result.removed = clean_up(input.root, result.dir, input.keep);
   }
-  comm.barrier();  // nobody goes on (or is told the save succeeded) before the commit
+  barrier("committed");  // nobody goes on (or is told the save succeeded) before the commit
   result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return result;
 }

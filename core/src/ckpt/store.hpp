@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -44,6 +45,11 @@ struct SaveInput {
   std::vector<std::pair<std::string, std::string>> files;
   Json info = Json::object();            ///< rank 0: extra members of metadata.json
   std::int64_t keep = 0;                 ///< complete checkpoints kept, this one included (0: all)
+  /// Waits until every rank gets to the point `name` names (unique in the job); empty: the
+  /// communicator's barrier. The trainer passes the job's store barrier, whose deadline is
+  /// [distributed] save_timeout_s: rank 0's commit, the removal of old checkpoints and a slow
+  /// file system may outlast the collective timeout without aborting the waiting ranks.
+  std::function<void(const std::string& name)> barrier;
 };
 
 /// What one save cost.

@@ -155,6 +155,11 @@ const Schema<DistributedSection>& distributed_schema() {
                 "strata's launcher restarts all ranks from the latest complete checkpoint when a rank fails, up "
                 "to this many times (torchrun's --max-restarts)",
                 at_least(0))
+        .option("save_timeout_s", &DistributedSection::save_timeout_s,
+                "deadline of the barriers around the work only rank 0 does (a checkpoint's commit and the removal "
+                "of old ones, the final save): through the job's store, not a collective, so a save slower than "
+                "timeout_s never aborts the ranks that wait for it",
+                between(1, detail::kMaxSeconds))
         .option("force_collectives", &DistributedSection::force_collectives,
                 "debug: a one-rank job runs a real process group and issues every all-gather, reduce-scatter and "
                 "all-reduce a larger job would (on the same streams), so one GPU exercises a strategy's whole NCCL "

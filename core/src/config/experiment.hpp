@@ -80,6 +80,7 @@ struct DistributedSection {
   std::int64_t max_restarts = 0;   ///< strata's launcher restarts every rank from the latest checkpoint
                                    ///< up to this many times when one fails (torchrun's --max-restarts)
   bool force_collectives = false;  ///< debug: a one-rank job issues every collective a larger one would
+  double save_timeout_s = 3600.0;  ///< deadline of the barriers around rank 0's saves (checkpoint, final model)
 };
 
 /// [checkpoint]

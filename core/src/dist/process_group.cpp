@@ -359,6 +359,20 @@ class C10dComm final : public ProcessGroupComm {
 
   std::shared_ptr<JobStore> connect_store(std::chrono::milliseconds timeout) override;
 
+  void store_barrier(const std::string& name, std::chrono::milliseconds timeout) override {
+    const std::string key = "barrier/" + name;
+    try {
+      if (kv_store_->add(key + "/arrived", 1) == world_size()) kv_store_->set(key + "/done", std::vector<std::uint8_t>{'1'});
+      kv_store_->wait({key + "/done"}, timeout);
+    } catch (...) {
+      throw DistributedError(global_rank_, "barrier",
+                             fmt::format("{}: not every rank reached '{}' within {} s: {}", who_, name,
+                                         timeout.count() / 1000.0, current_exception_message()),
+                             "A rank is far behind or stuck (its own error names why); if rank 0's saves are "
+                             "legitimately slower, raise [distributed] save_timeout_s.");
+    }
+  }
+
   /// Synchronizes every rank once; used by the factory so a returned comm means "all ranks are up".
   /// Not booked: it is part of the rendezvous, not a strategy's traffic.
   void connect_barrier() { backend_->barrier(barrier_options())->wait(options_.timeout); }

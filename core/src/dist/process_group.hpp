@@ -39,6 +39,12 @@ class ProcessGroupComm : public Comm {
   /// A connection of its own to the job's store (for the heartbeat thread), whose calls fail
   /// after `timeout`; its keys are apart from store_set/store_get's.
   virtual std::shared_ptr<JobStore> connect_store(std::chrono::milliseconds timeout) = 0;
+  /// Returns once every rank of the job has reached the barrier `name` (each name once per job),
+  /// or throws DistributedError after `timeout`. A barrier through the job's store, not a
+  /// collective: it has a deadline of its own, so that rank-0-only work (a checkpoint's commit, a
+  /// final save) may outlast the collective timeout without c10d's watchdog aborting the ranks
+  /// that wait for it. A rank lost meanwhile is the heartbeat's to report.
+  virtual void store_barrier(const std::string& name, std::chrono::milliseconds timeout) = 0;
 };
 
 /// Connects to the job (rank 0 hosts the TCPStore), creates the process group, and runs a

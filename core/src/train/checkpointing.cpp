@@ -169,8 +169,14 @@ std::vector<std::pair<std::string, at::Generator>> generators(const torch::Devic
 }  // namespace
 
 Checkpointer::Checkpointer(const Experiment& e, Strategy& strategy, Comm& comm, const Logger& log, fs::path run_dir,
-                           bool asked)
-    : e_(e), strategy_(strategy), comm_(comm), log_(log), run_dir_(std::move(run_dir)), root_(checkpoint_root(e, run_dir_)) {
+                           bool asked, std::function<void(const std::string&)> barrier)
+    : e_(e),
+      strategy_(strategy),
+      comm_(comm),
+      log_(log),
+      run_dir_(std::move(run_dir)),
+      root_(checkpoint_root(e, run_dir_)),
+      barrier_(std::move(barrier)) {
   state_ = dynamic_cast<ShardedState*>(&strategy_);
   if (asked && state_ == nullptr)
     throw e_.error(e_.checkpoint.every > 0 ? "checkpoint.every" : "checkpoint.at_end",
@@ -204,6 +210,7 @@ ckpt::SaveResult Checkpointer::save(std::int64_t step, Json trainer) {
   in.root = root_;
   in.step = step;
   in.keep = e_.checkpoint.keep;
+  in.barrier = barrier_;
   in.pieces = state_->state_pieces(StateAccess::kSave, /*optimizer=*/true);
   for (auto& p : rng_pieces(true)) in.pieces.push_back(std::move(p));
   if (comm_.rank() == 0) {

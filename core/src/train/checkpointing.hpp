@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,8 +72,9 @@ struct Resumed {
 class Checkpointer {
  public:
   /// Throws ConfigError (exit 2) when checkpoints are asked for and the strategy cannot provide them.
+  /// `barrier` waits for every rank around rank 0's work (RankRun::barrier).
   Checkpointer(const Experiment& e, Strategy& strategy, Comm& comm, const Logger& log, std::filesystem::path run_dir,
-               bool asked);
+               bool asked, std::function<void(const std::string&)> barrier);
 
   /// Whether a checkpoint is due after `step` steps.
   bool due(std::int64_t step) const;
@@ -96,6 +98,7 @@ class Checkpointer {
   const Logger& log_;
   std::filesystem::path run_dir_;
   std::filesystem::path root_;
+  std::function<void(const std::string&)> barrier_;
   // Saves so far in this process.
   std::int64_t saves_ = 0;
   double save_time_s_ = 0;

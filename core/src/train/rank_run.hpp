@@ -4,6 +4,7 @@
 // by reference and hands the strategy its StrategySetup; nothing is copied field by field on
 // the way.
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +46,10 @@ struct RankRun {
   /// The rank's watch over the job (stop signals, failure records, the verdict when this thread
   /// is stuck); may be null.
   JobMonitor* monitor = nullptr;
+  /// Waits until every rank gets to the point `name` names (unique in the job), through the job's
+  /// store with the deadline [distributed] save_timeout_s: around rank-0-only work. Nothing to
+  /// wait for in a one-process run.
+  std::function<void(const std::string& name)> barrier = [](const std::string&) {};
 
   // ---- Where it lives and what it continues from.
   RunPlace place;

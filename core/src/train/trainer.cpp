@@ -161,7 +161,7 @@ void Loop::setup() {
   comm_.set_phase(CommPhase::kSetup);
   r_.strategy->setup(setup);
   checkpoints_.emplace(e_, *r_.strategy, comm_, log_, r_.place.run_dir,
-                       e_.checkpoint.every > 0 || e_.checkpoint.at_end || r_.place.resume.has_value());
+                       e_.checkpoint.every > 0 || e_.checkpoint.at_end || r_.place.resume.has_value(), r_.barrier);
   if (r_.place.resume) restore(checkpoints_->load(*r_.place.resume));
   comm_.set_phase(CommPhase::kTrain);
   if (const auto* multi = dynamic_cast<const MultiDevice*>(r_.strategy.get()))
