@@ -362,6 +362,7 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   watch.rank = world.rank;
   watch.world_size = world.world_size;
   watch.heartbeat = std::chrono::milliseconds(static_cast<std::int64_t>(d.heartbeat_s * 1000));
+  watch.hang = std::chrono::milliseconds(static_cast<std::int64_t>((d.hang_timeout_s > 0 ? d.hang_timeout_s : d.timeout_s / 2) * 1000));
   JobMonitor monitor(watch);  // from here SIGINT/SIGTERM stop the run at a step boundary
   // Where the run lives and what it resumes is decided first, and every check a resume can fail
   // runs before the run directory is opened: a refused resume leaves it as it was.
@@ -410,6 +411,7 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
     // Rank-0-only work (saves) is waited for through the store, with a deadline of its own.
     const auto save_deadline = std::chrono::milliseconds(static_cast<std::int64_t>(e.distributed.save_timeout_s * 1000));
     p->barrier = [pg = group.get(), save_deadline](const std::string& name) { pg->store_barrier(name, save_deadline); };
+    monitor.set_progress_source(group->progress_source());
     p->comm = std::move(group);
   } else {
     place = open_run_place(std::move(place), e);

@@ -152,8 +152,34 @@ def sigkill_of_rank_0_launcher_writes_the_summary():
     _sigkill_is_named(0, "sigkill0")
 
 
+def hung_collective_ends_with_a_verdict():
+    """Rank 1 never issues its 5th collective of the steps (STRATA_FAULT=hang-collective:5:1): both ranks
+    are alive, rank 0 waits in that all-reduce, rank 1 where it would have issued it. With timeout_s =
+    20 the hang watch (half of it) ends the job within timeout_s + 5 s of its start, before Gloo's own
+    timeout would, and summary.json says which collective each rank issued last, per communicator, in
+    which phase and at which step."""
+    timeout_s = 20
+    out = st.temp_dir("hang")
+    env = {"STRATA_FAULT": "hang-collective:5:1"}
+    start = time.monotonic()
+    result = st.strata("run", st.GOOD_SYNTHETIC, "--out", out, "--nproc", 2,
+                       *st.set_args("strategy.name=ddp", "train.steps=200", "train.global_batch_size=16", "log.every=50",
+                                    "train.threads=1", "distributed.timeout_s=%d" % timeout_s,
+                                    "distributed.heartbeat_s=30"), env=env, timeout=120)
+    elapsed = time.monotonic() - start
+    st.check(result.returncode not in (0, 2), "a hung job must fail", result)
+    st.check(elapsed < timeout_s + SLACK_S, "the hang ended after %.1f s (timeout_s %d)" % (elapsed, timeout_s), result)
+    summary = st.load_summary(out)
+    st.check(summary["status"] == "failed", "status %r" % summary["status"])
+    error = summary.get("error", "")
+    for fragment in ("a collective hangs", "rank 0 in train, step 5", "rank 1 in train, step 5", "all_reduce #",
+                     "last collectives"):
+        st.expect_in(fragment, error, result, "summary.json's error")
+    print("  ended after %.1f s: %s" % (elapsed, error[:300]))
+
+
 if __name__ == "__main__":
     only = os.environ.get("STRATA_TEST_ONLY")
     cases = [sigstop_of_rank_1_ends_the_job, sigterm_to_the_launcher_interrupts, sigkill_of_rank_1_is_named,
-             sigkill_of_rank_0_launcher_writes_the_summary]
+             sigkill_of_rank_0_launcher_writes_the_summary, hung_collective_ends_with_a_verdict]
     st.main([c for c in cases if not only or c.__name__ == only])

@@ -234,6 +234,12 @@ void check_consistency(const Experiment& e) {
                   "Turn one of them off: sync_timing = false times steps with CUDA events, which the audit allows.");
   check_threads(e);
   check_nproc(e);
+  if (const auto& d = e.distributed; d.hang_timeout_s > 0 && d.hang_timeout_s >= d.timeout_s)
+    throw e.error("distributed.hang_timeout_s",
+                  fmt::format("hang_timeout_s = {:g} is not below timeout_s = {:g}: the collective timeout would end a "
+                              "hang first, with no verdict.",
+                              d.hang_timeout_s, d.timeout_s),
+                  "Use a hang_timeout_s below timeout_s (0: half of it).");
   if (const double h = e.distributed.heartbeat_s; h > 0 && h < 1)
     throw e.error("distributed.heartbeat_s", fmt::format("heartbeat_s = {:g} is below one second.", h),
                   "Use 0 (no heartbeat) or at least 1 second; a rank is declared lost after this long.");

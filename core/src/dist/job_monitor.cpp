@@ -114,6 +114,11 @@ void JobMonitor::clear_deadline() {
   deadline_.reset();
 }
 
+void JobMonitor::set_progress_source(std::function<JobProgress()> source) {
+  std::lock_guard lock(progress_mutex_);
+  progress_ = std::move(source);
+}
+
 void JobMonitor::set_verdict_writer(std::function<void(const FailureRecord&)> writer) {
   std::lock_guard lock(writer_mutex_);
   writer_ = std::move(writer);
@@ -184,10 +189,19 @@ void JobMonitor::heartbeat_loop() {
   std::vector<std::string> last(static_cast<std::size_t>(world));
   std::vector<Clock::time_point> changed(static_cast<std::size_t>(world), Clock::now());
   const std::string mine = "hb/" + std::to_string(options_.rank);
+  // The hang watch: every rank publishes what it has done; rank 0 notes when any rank last
+  // advanced, and ends the job when none has for options_.hang while all of them train.
+  const bool watch_hangs = options_.hang.count() > 0;
+  std::vector<std::string> progress_seen(static_cast<std::size_t>(world));
+  auto advanced = Clock::now();
   while (!stopping_threads_) {
     try {
       store_->add(mine, 1);
       last_beat_ns_ = now_ns();
+      if (watch_hangs) {
+        store_->set("pg/" + std::to_string(options_.rank), progress_json().dump(0));
+        if (options_.rank == 0) watch_hang(progress_seen, advanced);
+      }
       // Rank 0 watches every rank; the others watch rank 0 (whose store may be hosted elsewhere,
       // by torchrun's agent, and so stay up while rank 0 is stopped).
       for (int r = 0; r < world; ++r) {
@@ -214,6 +228,7 @@ void JobMonitor::heartbeat_loop() {
       }
       if (options_.rank != 0 && !finished_ && !failing_) {
         if (auto abort = store_->get_if_set("abort")) {
+          store_->add("abort_seen", 1);
           auto v = FailureRecord::from_json(Json::parse(*abort));
           v.error = "rank " + std::to_string(v.rank) + " ended the job: " + v.error;
           v.rank = options_.rank;
@@ -229,6 +244,78 @@ void JobMonitor::heartbeat_loop() {
     if (Clock::now() - slept > period + std::chrono::seconds(1))  // this process was paused
       std::fill(changed.begin(), changed.end(), Clock::now());
   }
+}
+
+Json JobMonitor::progress_json() {
+  JobProgress progress;
+  {
+    std::lock_guard lock(progress_mutex_);
+    if (progress_) progress = progress_();
+  }
+  Json j = Json::object();
+  j["advance"] = progress.issued + step_.load();
+  j["phase"] = phase_.load();
+  j["step"] = step_.load();
+  Json last = Json::array();
+  for (const auto& [comm, op] : progress.last) last.push_back(Json::Array{Json(comm), Json(op)});
+  j["last"] = last;
+  return j;
+}
+
+void JobMonitor::watch_hang(std::vector<std::string>& seen, Clock::time_point& advanced) {
+  bool watched = !finished_ && !failing_;
+  std::vector<Json> states;
+  for (int r = 0; r < options_.world_size && watched; ++r) {
+    const auto value = store_->get_if_set("pg/" + std::to_string(r));
+    if (!value) {
+      watched = false;
+      break;
+    }
+    Json state = Json::parse(*value);
+    const std::string phase = state.find("phase") != nullptr ? state.find("phase")->string_or("") : "";
+    if (phase != "train" && phase != "eval") watched = false;  // setting up, saving, ending: no hang watch
+    const std::string key = state.find("advance") != nullptr ? state.find("advance")->dump(0) : "";
+    if (key != seen[static_cast<std::size_t>(r)]) {
+      seen[static_cast<std::size_t>(r)] = key;
+      advanced = Clock::now();
+    }
+    states.push_back(std::move(state));
+  }
+  if (!watched) {
+    advanced = Clock::now();
+    return;
+  }
+  if (Clock::now() - advanced <= options_.hang) return;
+  std::string ranks;
+  for (std::size_t r = 0; r < states.size(); ++r) {
+    const Json& s = states[r];
+    std::string last;
+    if (const Json* l = s.find("last"); l != nullptr && l->elements() != nullptr)
+      for (const auto& pair : *l->elements())
+        last += fmt::format("{}{}: {}", last.empty() ? "" : "; ", (*pair.elements())[0].string_or("?"),
+                            (*pair.elements())[1].string_or("?"));
+    // note_step() holds the steps done before the one in progress.
+    ranks += fmt::format("{}rank {} in {}, step {}, last collectives: {}", r == 0 ? "" : ". ", r,
+                         s.find("phase")->string_or("?"), static_cast<std::int64_t>(s.find("step")->number_or(0)) + 1,
+                         last.empty() ? "none" : last);
+  }
+  // The verdict is the job's, found here: this rank names it (a record the launcher keeps as the
+  // cause), and waits a moment for the peers to read it, since they lose the store with rank 0.
+  FailureRecord v{options_.rank, "failed",
+                  fmt::format("a collective hangs: every rank is alive, but none has advanced (no step, no collective "
+                              "issued) for {:.1f} s. {}",
+                              seconds(options_.hang), ranks),
+                  options_.rank, unix_time_now()};
+  try {
+    store_->set("abort", v.to_json().dump(0));
+    const auto until = Clock::now() + std::chrono::seconds(3);
+    while (Clock::now() < until && store_->add("abort_seen", 0) < options_.world_size - 1)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  } catch (...) {
+  }
+  fatal(v, 1, "the ranks disagree on the collectives they issue (a rank skipped or added one: compare the last "
+              "collectives above), or a link stalled; raise [distributed] hang_timeout_s if a step legitimately "
+              "issues no collective for that long");
 }
 
 bool JobMonitor::publish(const FailureRecord& record) noexcept {

@@ -18,8 +18,11 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 #include <thread>
 
+#include "io/json.hpp"
 #include "launch/verdict.hpp"
 #include "strata/errors.hpp"
 
@@ -56,6 +59,17 @@ struct JobMonitorOptions {
   /// After SIGINT/SIGTERM the training thread has this long to stop at a step boundary (it may be
   /// waiting for a peer that already stopped) before the monitor writes the verdict and exits.
   std::chrono::milliseconds stop_grace{5000};
+  /// Rank 0 ends the job with a verdict when every rank is alive but none has advanced (no step,
+  /// no collective issued) for this long while training or evaluating: a collective hangs. It is
+  /// below the collective timeout, so the verdict comes before c10d aborts; 0: not watched.
+  std::chrono::milliseconds hang{0};
+};
+
+/// What a rank has done, for the hang watch: collectives it has issued so far (every
+/// communicator) and, per communicator by name, the last one ("all_reduce #37 of 2048 bytes").
+struct JobProgress {
+  std::int64_t issued = 0;
+  std::vector<std::pair<std::string, std::string>> last;  ///< (communicator, its last collective)
 };
 
 class JobMonitor {
@@ -74,6 +88,12 @@ class JobMonitor {
   int stop_signal() const noexcept { return stop_signal_.load(); }
   /// Steps done so far, for a verdict the monitor writes.
   void note_step(std::int64_t step) noexcept { step_.store(step); }
+  /// What the training thread is doing: "setup", "train", "eval", "checkpoint" or "end". Only
+  /// "train" and "eval" are watched for hangs (a save waits for rank 0 through the store).
+  void note_phase(const char* phase) noexcept { phase_.store(phase); }
+  /// Where the hang watch reads this rank's collectives (called from the heartbeat thread; must
+  /// stay valid until attach()'s threads stop, or be reset to null first).
+  void set_progress_source(std::function<JobProgress()> source);
   std::int64_t step() const noexcept { return step_.load(); }
   /// What writes the verdict when the training thread cannot (called from the monitor's thread;
   /// must only touch thread-safe state). Null: nothing to write. Returns after any call in flight.
@@ -94,6 +114,11 @@ class JobMonitor {
   void heartbeat_loop();
   /// Writes the verdict and the record, prints the error and exits the process with `code`.
   [[noreturn]] void fatal(const FailureRecord& verdict, int code, const std::string& fix);
+  /// This rank's progress, as the heartbeat publishes it ("pg/<rank>").
+  Json progress_json();
+  /// Rank 0: reads every rank's progress; ends the job when none has advanced for options_.hang
+  /// while all of them train or evaluate. `seen` and `advanced` carry over between beats.
+  void watch_hang(std::vector<std::string>& seen, std::chrono::steady_clock::time_point& advanced);
   /// Writes the record next to the outputs and, for at most a second, to the store; returns
   /// whether the store took it.
   bool publish(const FailureRecord& record) noexcept;
@@ -105,6 +130,9 @@ class JobMonitor {
   std::string endpoint_;
   std::atomic<int> stop_signal_{0};
   std::atomic<std::int64_t> step_{0};
+  std::atomic<const char*> phase_{"setup"};
+  std::mutex progress_mutex_;
+  std::function<JobProgress()> progress_;
   std::atomic<bool> finished_{false};
   std::atomic<bool> failing_{false};             // the training thread handles a failure
   std::atomic<std::int64_t> last_beat_ns_{0};   // steady clock of the last heartbeat the store took

@@ -45,6 +45,9 @@ class ProcessGroupComm : public Comm {
   /// final save) may outlast the collective timeout without c10d's watchdog aborting the ranks
   /// that wait for it. A rank lost meanwhile is the heartbeat's to report.
   virtual void store_barrier(const std::string& name, std::chrono::milliseconds timeout) = 0;
+  /// What this rank's communicators (this one, its subgroups and separate streams) have issued,
+  /// for the job monitor's hang watch: the source keeps what it reads alive by itself.
+  virtual std::function<JobProgress()> progress_source() const = 0;
 };
 
 /// Connects to the job (rank 0 hosts the TCPStore), creates the process group, and runs a

@@ -59,6 +59,10 @@ class Loop {
  private:
   void setup();
   void train_step(std::int64_t step);
+  /// Tells the job monitor what this rank is doing (its hang watch looks at "train" and "eval").
+  void note_phase(const char* phase) {
+    if (r_.monitor != nullptr) r_.monitor->note_phase(phase);
+  }
   /// Whether step `step1` (1-based) reads its figures on the host and logs them.
   bool log_step(std::int64_t step1) const {
     return step1 % e_.log.every == 0 || step1 == e_.train.steps || step1 == 1;
@@ -541,6 +545,7 @@ Json Loop::run() {
   try {
     setup();
     memory_.end_setup();
+    note_phase("train");
     started_ = Clock::now();
     for (std::int64_t step = start_step_; step < t.steps; ++step) {
       if (r_.monitor != nullptr) {
@@ -555,18 +560,26 @@ Json Loop::run() {
       }
       const std::int64_t step1 = step + 1;
       if (e_.eval.every > 0 && step1 % e_.eval.every == 0 && step1 != t.steps) {
+        note_phase("eval");
         last_eval_ = evaluate();
+        note_phase("train");
         log_eval(step1);
         progress_.line(fmt::format("eval at step {}: {}", step1, last_eval_->describe()));
       }
-      if (checkpoints_->due(step1)) save_checkpoint(step1);
+      if (checkpoints_->due(step1)) {
+        note_phase("checkpoint");  // rank 0's commit is waited for through the store, not watched
+        save_checkpoint(step1);
+        note_phase("train");
+      }
     }
     progress_.finish();
+    note_phase("eval");
     memory_.measure(*r_.strategy, comm_);  // before evaluation: the training peak, not evaluation's
     last_eval_ = evaluate();
     s = summary("ok", "");
     s["param_norm"] = r_.strategy->parameter_norm();
     check_replicas(*r_.strategy, comm_, log_, s);
+    note_phase("checkpoint");
     if (t.save_final) save_final_model(s);
   } catch (const std::exception& error) {
     fail(error);
