@@ -1,5 +1,7 @@
 #include "test_support.hpp"
 
+#include <map>
+
 // The c10d communicator over Gloo on loopback, with real processes: the parent spawns this test
 // binary once per rank (fork + exec through posix_spawn, so no LibTorch thread of the parent is
 // inherited) running only the hidden child case, and judges the ranks by their exit codes.
@@ -340,6 +342,35 @@ TEST_CASE("process group: one rank is its own world and bad arguments are named"
   bad = options;
   bad.backend = "mpi";
   CHECK_THROWS_WITH_AS(make_process_group_comm(bad), doctest::Contains("available: gloo, nccl"), Error);
+}
+
+TEST_CASE("process group: communicators carry their names, count what they issued, and meet at store barriers") {
+  ProcessGroupOptions options;
+  options.world.master_port = free_port();
+  options.timeout = std::chrono::seconds(10);
+  auto comm = make_process_group_comm(options);
+  CHECK(comm->group_name() == "world");
+  CHECK(comm->skips_collectives());
+  auto sub = std::dynamic_pointer_cast<ProcessGroupComm>(comm->subgroup({0}));
+  REQUIRE(sub != nullptr);
+  CHECK(sub->group_name() == "subgroup0:0");  // the same name on every member: position and ranks
+  auto t = torch::arange(4, torch::kFloat32);
+  comm->set_phase(CommPhase::kTrain);
+  comm->all_reduce(t, ReduceOp::kSum);
+  sub->all_gather(t, t.narrow(0, 0, 4));
+  const auto progress = comm->progress_source()();
+  CHECK(progress.issued == 2);
+  std::map<std::string, std::string> last(progress.last.begin(), progress.last.end());
+  CHECK(last.size() == 2);
+  CHECK(last.at("rank 0 of 1") == "all_reduce #1 of 16 bytes");
+  CHECK(last.at("rank 0 of 1 (subgroup [0])") == "all_gather #1 of 16 bytes");
+  comm->store_barrier("one", std::chrono::seconds(5));  // one rank: there at once
+  comm->store_barrier("two", std::chrono::seconds(5));
+
+  ProcessGroupOptions forced = options;
+  forced.world.master_port = free_port();
+  forced.force_collectives = true;
+  CHECK_FALSE(make_process_group_comm(forced)->skips_collectives());
 }
 
 TEST_CASE("process group: nccl without a GPU is a clear error") {

@@ -36,6 +36,13 @@ namespace strata {
 /// Releases a tensor's storage in place (0 bytes) while the tensor and every view of it live on
 /// (FSDP's "resize the storage to 0"): autograd's saved references see the data again once
 /// reallocate_storage() and a gather have refilled it.
+///
+/// Streams: the memory goes back to the caching allocator on the current (compute) stream, and
+/// c10d's stash, which keeps the tensors of a pending collective alive, does not keep this
+/// storage: the caller must first make the current stream wait for every collective that reads
+/// or writes it (CommWork::wait()), so that the allocator can only hand the memory out again
+/// after the collective. UnitShards::release does so by construction (it completes the unit's
+/// all-gathers before it frees them, and refuses otherwise).
 void free_storage(const torch::Tensor& tensor);
 /// Gives a storage freed by free_storage() its size back: `bytes` (contents undefined).
 void reallocate_storage(const torch::Tensor& tensor, std::size_t bytes);

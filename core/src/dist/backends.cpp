@@ -131,6 +131,32 @@ std::string gloo_interface(const ProcessGroupOptions& o) {
   return address.empty() ? "127.0.0.1" : address;
 }
 
+namespace {
+
+/// The job ranks of a communicator of `o` (every rank when not listed), as c10d takes them.
+std::vector<std::uint64_t> global_ranks(const ProcessGroupOptions& o) {
+  std::vector<std::uint64_t> ranks;
+  if (o.global_ranks.empty())
+    for (int r = 0; r < o.world.world_size; ++r) ranks.push_back(static_cast<std::uint64_t>(r));
+  for (int r : o.global_ranks) ranks.push_back(static_cast<std::uint64_t>(r));
+  return ranks;
+}
+
+/// Names the communicator in c10d: its options (NCCL reads them for its logs and dumps) and
+/// the backend's group uid and description.
+template <class Options>
+void name_group(Options& options, const ProcessGroupOptions& o) {
+  options.group_name = o.group_name;
+  options.global_ranks_in_group = global_ranks(o);
+}
+
+void name_backend(c10d::Backend& backend, const ProcessGroupOptions& o) {
+  backend.setGroupUid(o.group_name);
+  backend.setGroupDesc("strata " + o.group_name);
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Backend> make_gloo(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store) {
   // Where Gloo listens: GLOO_SOCKET_IFNAME (as torch.distributed), else NCCL_SOCKET_IFNAME's
   // interfaces, else the address of the interface that routes to MASTER_ADDR. Gloo's own default
@@ -149,7 +175,10 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const ProcessGroupOptions& o, const 
     gloo = c10d::ProcessGroupGloo::Options::create(o.timeout);
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(where));
   }
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, o.world.rank, o.world.world_size, gloo);
+  name_group(*gloo, o);
+  auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, o.world.rank, o.world.world_size, gloo);
+  name_backend(*pg, o);
+  return pg;
 }
 
 namespace {
@@ -207,7 +236,9 @@ c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const 
   c10::cuda::set_device(device.index());
   auto nccl = c10d::ProcessGroupNCCL::Options::create();
   nccl->timeout = o.timeout;
+  name_group(*nccl, o);
   auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, o.world.rank, o.world.world_size, nccl);
+  name_backend(*pg, o);
   pg->setBoundDeviceId(device);  // one GPU per process: lets NCCL create its communicator now
   pg->eagerConnectSingleDevice(device);
   return pg;

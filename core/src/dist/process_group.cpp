@@ -380,6 +380,8 @@ class C10dComm final : public ProcessGroupComm {
 
   std::shared_ptr<JobStore> connect_store(std::chrono::milliseconds timeout) override;
 
+  std::string group_name() const override { return backend_->getGroupUid(); }
+
   std::function<JobProgress()> progress_source() const override {
     return [accounting = accounting_] {
       std::lock_guard lock(accounting->mutex);
@@ -542,6 +544,8 @@ std::shared_ptr<Comm> C10dComm::make_group(const std::vector<int>& ranks, const 
   }
   auto store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("{}{}/{}", what, index, members), pg_store_);
   const std::string who = fmt::format("{} ({} [{}])", who_, what, members);
+  o.group_name = fmt::format("{}{}:{}", what, index, members);
+  o.global_ranks = ranks;
   c10::intrusive_ptr<c10d::Backend> backend;
   try {
     backend = o.backend == "nccl" ? detail::make_nccl(o, store, o.device) : detail::make_gloo(o, store);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -25,6 +26,11 @@ struct ProcessGroupOptions {
   /// Issue collectives even on one rank (Comm::skips_collectives() false): [distributed]
   /// force_collectives. Subgroups and separate streams inherit it.
   bool force_collectives = false;
+  /// The communicator's name in c10d (its group uid: NCCL's watchdog logs and flight-recorder
+  /// dumps, Gloo's logs) and the job ranks it holds (empty: every rank). The job's communicator is
+  /// "world"; subgroups and separate streams are named where they are made ("subgroup1:0,1").
+  std::string group_name = "world";
+  std::vector<int> global_ranks;
 };
 
 /// A Comm whose collectives run on a c10d process group; also exposes the store for small
@@ -48,6 +54,8 @@ class ProcessGroupComm : public Comm {
   /// What this rank's communicators (this one, its subgroups and separate streams) have issued,
   /// for the job monitor's hang watch: the source keeps what it reads alive by itself.
   virtual std::function<JobProgress()> progress_source() const = 0;
+  /// The name c10d knows this communicator by (ProcessGroupOptions::group_name).
+  virtual std::string group_name() const = 0;
 };
 
 /// Connects to the job (rank 0 hosts the TCPStore), creates the process group, and runs a

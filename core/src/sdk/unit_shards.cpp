@@ -161,8 +161,13 @@ void UnitShards::wait_gathered(std::size_t unit) {
 }
 
 void UnitShards::release(std::size_t unit) {
+  // The gathered storage is freed on the compute stream: the all-gathers writing it are waited
+  // for first (free_storage's contract), so the allocator reuses it only after them.
   wait_gathered(unit);
-  for (auto gi : units_[unit].groups) groups_[gi]->release_full();
+  for (auto gi : units_[unit].groups) {
+    if (gathers_[gi]) throw Error(options_.owner + ": internal error: a unit freed before its all-gather completed");
+    groups_[gi]->release_full();
+  }
 }
 
 torch::Tensor UnitShards::forward(const torch::Tensor& input, const BatchContext& context, bool train) {

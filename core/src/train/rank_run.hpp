@@ -28,6 +28,10 @@ struct RankRun {
   Experiment experiment;
   WorldInfo world;
   Registry registry;
+  /// The job's collectives (a local one for one process); set by run_rank. Declared before the
+  /// strategy so that it is destroyed after it: the strategy's subgroups and separate streams are
+  /// children of this communicator and must go first (Comm::subgroup, Comm::separate_stream).
+  std::unique_ptr<Comm> comm;
   std::shared_ptr<Dataset> dataset;
   std::shared_ptr<Model> model;  ///< null when validation skipped building it (a large model)
   std::shared_ptr<Strategy> strategy;
@@ -39,8 +43,7 @@ struct RankRun {
   /// What init_partial left out of that load (a warning), empty when nothing.
   std::string init_skipped;
 
-  // ---- The job (run_rank).
-  std::unique_ptr<Comm> comm;  ///< the job's collectives (a local one for one process)
+  // ---- The job (run_rank); `comm` is above.
   std::string backend = "none";  ///< process-group backend, "none" for one process
   Logger log;
   /// The rank's watch over the job (stop signals, failure records, the verdict when this thread
