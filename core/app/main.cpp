@@ -47,10 +47,10 @@ commands:
                                               *.safetensors, *.pt, or a directory (Hugging Face layout)
   validate FILE [--set KEY=VALUE]...          check FILE, its plugins and data without training; for
                                               a sweep file, every combination `compare` would run
-  compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run]
-                                              run every combination of the sweep file SWEEP and
-                                              write results.csv, results.json, results.md and
-                                              report.html (charts and tables in one page)
+  compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run] [--until-tight REL] [--budget SECONDS]
+                                              run every combination of the sweep file SWEEP in
+                                              interleaved rounds and write results.csv, results.json,
+                                              results.md and report.html (charts and tables in one page)
   plot RUN_DIR... [--out FILE] [--baseline DIR]
                                               report.html (or FILE) from run directories made by
                                               `strata run`: time, speedup, efficiency, memory,
@@ -158,9 +158,15 @@ const std::vector<CommandHelp>& command_helps() {
        std::string(kPluginEnvironment) + kDataEnvironment +
            "  RANK WORLD_SIZE ... (as `strata run --help` lists)\n"
            "                  under a launcher, the world the experiment is checked for\n"},
-      {"compare", "strata compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run]",
+      {"compare", "strata compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run] [--until-tight REL]\n"
+                  "               [--max-repeats N] [--budget SECONDS]",
        "Runs every combination of the sweep file SWEEP as a `strata run` of its own below DIR and writes\n"
        "results.csv, results.json, results.md and report.html, and the HPARAMS experiment of TensorBoard.\n"
+       "A short warm-up run (discarded) comes first, then `repeats` rounds (default 3): round r of every\n"
+       "combination, in a shuffled order (compare.seed), before round r + 1. Timings are steady-state with\n"
+       "their spread over the rounds; results whose ranges overlap are \"within noise\", and identical work\n"
+       "that differs by more than compare.noise_threshold is warned about. --until-tight REL adds rounds\n"
+       "until every range is within REL (up to --max-repeats, within --budget).\n"
        "--set compare.KEY=VALUE changes the sweep (compare.repeats=3, compare.axes.world_size=[1,2],\n"
        "'compare.axes.\"optimizer.lr\"=[0.1]'); any other --set KEY=VALUE is applied to every run.",
        "  0       every run finished\n"
@@ -412,7 +418,13 @@ int dispatch(int argc, char** argv) {
         "set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
         "override a key of every run (as [compare.set]), or of the sweep (compare.KEY=VALUE); repeatable")(
         "out", po::value<std::string>()->value_name("DIR"), "comparison directory (default runs/<sweep name>/<UTC time>)")(
-        "dry-run", "validate the sweep and list the runs' commands; start none");
+        "dry-run", "validate the sweep and list the runs' commands in the order they would run; start none")(
+        "until-tight", po::value<std::string>()->value_name("REL"),
+        "after the first `repeats` rounds, more rounds until every combination's steady step time has a relative "
+        "range of at most REL (compare.until_tight)")(
+        "max-repeats", po::value<std::string>()->value_name("N"), "the most rounds of the auto-repeat mode (compare.max_repeats)")(
+        "budget", po::value<std::string>()->value_name("SECONDS"),
+        "rounds after the first `repeats` only while the comparison would end within SECONDS of its start (compare.budget_s)");
     positional.add("file", 1);
     const auto parsed = parse(command, args, options, positional);
     if (!parsed) return 0;
@@ -425,6 +437,10 @@ int dispatch(int argc, char** argv) {
     if (vars.count("set")) request.overrides = vars["set"].as<std::vector<std::string>>();
     if (vars.count("out")) request.out = vars["out"].as<std::string>();
     request.dry_run = vars.count("dry-run") > 0;
+    // Shorthands of --set compare.KEY=VALUE: validated (and reported) as those.
+    for (const auto& [flag, key] : {std::pair{"until-tight", "until_tight"}, std::pair{"max-repeats", "max_repeats"},
+                                    std::pair{"budget", "budget_s"}})
+      if (vars.count(flag)) request.overrides.push_back(std::string("compare.") + key + "=" + vars[flag].as<std::string>());
     return strata::compare_strategies(request);
   }
   if (command == "plot") {

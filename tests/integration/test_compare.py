@@ -49,6 +49,7 @@ SMALL = """
 [compare]
 base = "BASE"
 scaling = "strong"
+repeats = 1
 baseline = { strategy = "single", world_size = 1 }
 
 [compare.axes]
@@ -78,9 +79,18 @@ def small_sweep_end_to_end():
         st.check(r["segments"] == "1", what + ": segments %r, expected 1 (not resumed)" % r["segments"], result)
         # Same global batch and steps: every strategy reproduces the baseline's training.
         st.expect_close(float(r["final_loss"]), float(reference["final_loss"]), what + " final_loss", abs_tol=1e-4)
+        # Speedup from the steady-state step time (DESIGN §8), never from train_time_s.
         speedup, efficiency = float(r["speedup"]), float(r["efficiency"])
-        st.expect_close(speedup, float(reference["train_time_s"]) / float(r["train_time_s"]), what + " speedup",
-                        rel=1e-9)
+        st.expect_close(speedup, float(reference["steady_step_time_s"]) / float(r["steady_step_time_s"]),
+                        what + " speedup", rel=1e-9)
+        summary_steady = st.load_summary(os.path.join(out, r["run_dir"]))["steady_step_time_s"]
+        st.expect_close(float(r["steady_step_time_s"]), summary_steady, what + " steady_step_time_s", rel=1e-12)
+        st.check(r["timing"] == "steady", what + ": timing %r" % r["timing"], result)
+        # One repeat: every spread is that run's value.
+        for figure in ("steady_step_time_s", "train_time_s", "peak_bytes"):
+            st.check(r[figure + "_min"] == r[figure + "_median"] == r[figure + "_max"] == r[figure],
+                     what + ": %s spread of one run %s" % (figure, [r[figure + k] for k in ("_min", "_median", "_max")]),
+                     result)
         st.expect_close(efficiency, speedup / int(r["world_size"]), what + " efficiency", rel=1e-9)
         st.check(float(r["model_state_bytes"]) > 0 and float(r["peak_bytes"]) > 0 and float(r["peak_tensor_bytes"]) > 0,
                  what + ": memory missing", result)
@@ -102,7 +112,16 @@ def small_sweep_end_to_end():
              % [r["segments"] for r in results["runs"]])
     with open(os.path.join(out, "results.md")) as f:
         markdown = f.read()
-    for fragment in ("| strategy |", "time s @1", "speedup @2", "state @2", "| zero3 ", "not run: single-w2"):
+    st.check(sorted(results["rounds"][0]) == sorted(r["run_dir"] for r in rows) and len(results["rounds"]) == 1,
+             "results.json rounds: %s" % results["rounds"], result)
+    st.check(results["warmup"]["status"] == "ok" and results["warmup"]["combination"] == results["rounds"][0][0]
+             and results["warmup"]["discarded"], "results.json warmup: %s" % results["warmup"], result)
+    st.check(os.listdir(os.path.join(out, "warmup")) == ["output.log"], "the warm-up run's directory keeps %s"
+             % os.listdir(os.path.join(out, "warmup")), result)
+    st.expect_in("warm-up: 10 steps of %s (discarded from the figures): ok" % results["rounds"][0][0], result.stdout,
+                 result, "stdout (the warm-up line)")
+    for fragment in ("| strategy |", "time s @1", "speedup @2", "state @2", "| zero3 ", "not run: single-w2",
+                     "### Ranking by steady step time", "### Noise", "warm-up run: 10 steps of"):
         st.expect_in(fragment, markdown, result, "results.md")
         st.expect_in(fragment, result.stdout, result, "stdout (the table is printed)")
     # report.html (its charts are checked in test_report.py) is written and named.
@@ -153,7 +172,7 @@ def weak_scaling_grows_the_batch():
                  "weak scaling: %s world %s ran global batch %s" % (r["strategy"], r["world_size"],
                                                                     summary["global_batch_size"]), result)
         base = rows[0]
-        speedup = float(r["samples_per_s"]) / float(base["samples_per_s"])
+        speedup = float(r["steady_samples_per_s"]) / float(base["steady_samples_per_s"])
         st.expect_close(float(r["speedup"]), speedup, "weak speedup (throughput ratio)", rel=1e-9)
         st.expect_close(float(r["efficiency"]), speedup / int(r["world_size"]), "weak efficiency", rel=1e-9)
 
@@ -232,10 +251,10 @@ def validate_checks_every_combination():
     # A value of the base experiment's range, broken by one axis value: that value's line, the run, the key.
     bad = write_sweep("bad_lr.toml", SMALL.replace('world_size = [1, 2]', 'world_size = [1, 2]\n"optimizer.lr" = [0.1, -2.0]'))
     result = st.strata("validate", bad, timeout=120)
-    st.expect_clean_failure(result, 2, bad + ":10:24", "optimizer.lr", "run single-w1-lr-2.0")
+    st.expect_clean_failure(result, 2, bad + ":11:24", "optimizer.lr", "run single-w1-lr-2.0")
     bad = write_sweep("bad_name.toml", SMALL.replace('"zero3"]', '"nosuch"]'))
     result = st.strata("validate", bad, timeout=120)
-    st.expect_clean_failure(result, 2, bad + ":8:36", "compare.axes.strategy", "unknown strategy 'nosuch'",
+    st.expect_clean_failure(result, 2, bad + ":9:36", "compare.axes.strategy", "unknown strategy 'nosuch'",
                             "Available: ", "zero3")
     # --nproc is no way to set a sweep's world sizes.
     result = st.strata("validate", sweep, "--nproc", "2")
@@ -252,9 +271,11 @@ def set_changes_the_sweep():
     result = st.strata("compare", sweep, "--dry-run", *sets, timeout=120)
     st.expect_exit(result, 0)
     labels = re.findall(r"^  (\S+): strata run ", result.stdout, re.M)
-    want = ["zero3-w2-lr0.1-r1", "zero3-w2-lr0.1-r2", "zero3-w2-lr0.2-r1", "zero3-w2-lr0.2-r2",
-            "ddp-w2-lr0.1-r1", "ddp-w2-lr0.1-r2", "ddp-w2-lr0.2-r1", "ddp-w2-lr0.2-r2"]
-    st.check(labels == want, "runs %s after the overrides, expected %s" % (labels, want), result)
+    combinations = ["zero3-w2-lr0.1", "zero3-w2-lr0.2", "ddp-w2-lr0.1", "ddp-w2-lr0.2"]
+    # Listed in the order they run: round 1 of every combination (shuffled), then round 2.
+    want = [sorted(c + "-r1" for c in combinations), sorted(c + "-r2" for c in combinations)]
+    st.check([sorted(labels[:4]), sorted(labels[4:])] == want, "runs %s after the overrides, expected the rounds %s"
+             % (labels, want), result)
     for fragment in ("--set optimizer.lr=0.2", "--set train.steps=3", "--set distributed.nproc=2"):
         st.expect_in(fragment, result.stdout, result, "stdout (the runs' commands)")
     st.expect_not_in("train.steps=12", result.stdout, result, "stdout (--set train.steps replaces [compare.set]'s)")
@@ -264,7 +285,7 @@ def set_changes_the_sweep():
     for override, fragments in (("compare.axes.world_size=[1, 0]", ["must be >= 1"]),
                                 ("compare.repeat=2", ["compare.repeat", "Did you mean 'repeats'"]),
                                 ('compare.axes.strategy=["single", "ddpp"]', ["Did you mean 'ddp'"]),
-                                ("compare.axes.world_size=[4]", [sweep + ":5:", "not among the axis values (4)",
+                                ("compare.axes.world_size=[4]", [sweep + ":6:", "not among the axis values (4)",
                                                                  "compare.baseline.world_size"]),
                                 ("strategy.name=ddp", ["the axis 'strategy'"])):
         result = st.strata("validate", sweep, "--set", override, timeout=120)
@@ -282,6 +303,42 @@ def dry_run_lists_runs_and_starts_none():
     st.expect_in("strategy.replicas=2", result.stdout, result, "stdout (dp's world size is its replicas)")
     st.expect_in("train.steps=2", result.stdout, result, "stdout (--set reaches every run)")
     st.check(not os.path.exists(out), "--dry-run created %s" % out, result)
+
+
+def auto_repeat_adds_rounds_until_tight_or_the_limit():
+    """--until-tight REL adds interleaved rounds until every combination's steady step time is within REL, else
+    up to --max-repeats (naming the combinations left loose); --budget stops the rounds that would end past it."""
+    sweep = write_sweep("tight.toml", SMALL.replace('["single", "dp", "ddp", "zero3"]', '["single", "ddp"]')
+                        .replace("[1, 2]", "[1]").replace('"train.steps" = 12', '"train.steps" = 16'))
+
+    def results(out):
+        with open(os.path.join(out, "results.json")) as f:
+            return json.load(f)
+
+    # Nothing is that tight: max_repeats rounds, then the loose ones named.
+    out, result = compare(sweep, "--until-tight", "0.000001", "--max-repeats", "3")
+    j = results(out)
+    st.check([sorted(r) for r in j["rounds"]] == [["ddp-w1-r%d" % i, "single-w1-r%d" % i] for i in (1, 2, 3)],
+             "rounds %s, expected 3 of both combinations" % j["rounds"], result)
+    st.check(len(j["runs"]) == 6 and all(r["status"] == "ok" for r in j["runs"]), "runs %s" % j["runs"], result)
+    st.expect_in("max_repeats 3 reached", j["stopped"] or "", result, "results.json stopped")
+    st.check(sorted(l.split(" ")[0] for l in j["loose"]) == ["ddp@1", "single@1"], "loose %s" % j["loose"], result)
+    st.expect_stderr(result, "still loose: ")
+    st.expect_in("round 2: still loose: ", result.stdout, result, "stdout (why another round runs)")
+    # Loose enough: the second round (the first range) settles it.
+    out, result = compare(sweep, "--until-tight", "5")
+    j = results(out)
+    st.check(len(j["rounds"]) == 2 and j["loose"] == [], "rounds %s, loose %s: expected 2 rounds, none loose"
+             % (j["rounds"], j["loose"]), result)
+    st.expect_in("within 5 ", j["stopped"] or "", result, "results.json stopped")
+    # A budget that the first round already spends: no second round.
+    out, result = compare(sweep, "--budget", "0.5", "--set", "compare.warmup_run_steps=0")
+    j = results(out)
+    st.check(len(j["rounds"]) == 1 and j["warmup"] is None, "rounds %s, warmup %s" % (j["rounds"], j["warmup"]), result)
+    st.expect_in("past the budget of 0.5 s", j["stopped"] or "", result, "results.json stopped")
+    # The options are checked as the sweep's keys.
+    result = st.strata("compare", sweep, "--until-tight", "-1", "--dry-run")
+    st.expect_clean_failure(result, 2, "--set compare.until_tight=-1", "until_tight must be >= 0")
 
 
 def plot_shows_the_last_segment():
@@ -309,9 +366,14 @@ def plot_shows_the_last_segment():
         html = f.read()
     time_table = html[html.index("<h3>Time</h3>"):]
     time_table = time_table[:time_table.index("</table>")]
-    cell = re.search(r'<td class="l">ddp</td><td class="r">([^<]*)</td>', time_table)
-    st.check(cell and cell.group(1) == "7.25", "the resumed run's time is %r, expected its last segment's 7.25"
-             % (cell and cell.group(1)), result)
+    # The "time s" column (train_time_s) of the ddp row, found by its header.
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", time_table)
+    row = re.search(r'<tr><td class="l">ddp</td>(.*?)</tr>', time_table)
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", row.group(1)) if row else []
+    column = next((i for i, h in enumerate(headers) if h.startswith("time s")), None)
+    cell = cells[column - 1] if column and len(cells) >= column else None
+    st.check(cell == "7.25", "the resumed run's time is %r, expected its last segment's 7.25 (headers %s, cells %s)"
+             % (cell, headers, cells), result)
     st.expect_not_in("TiB", html, result, "report.html (the first segment's memory)")
     st.expect_in("resumed was resumed (2 segments)", html, result, "report.html notes")
     st.expect_in("before it: zero2@4 (steps 0-2)", html, result, "report.html notes")
@@ -326,7 +388,9 @@ def plot_shows_the_last_segment():
 
 def interrupt_keeps_finished_runs():
     """SIGINT stops the running run (and its ranks) and still writes the results, exit 130."""
-    sweep = write_sweep("long.toml", SMALL.replace('["single", "dp", "ddp", "zero3"]', '["ddp", "zero3"]')
+    # In the sweep's order, no warm-up run: the test stops the first run.
+    sweep = write_sweep("long.toml", SMALL.replace("repeats = 1", "repeats = 1\nshuffle = false\nwarmup_run_steps = 0")
+                        .replace('["single", "dp", "ddp", "zero3"]', '["ddp", "zero3"]')
                         .replace('"train.steps" = 12', '"train.steps" = 10000000').replace("[1, 2]", "[2]")
                         .replace('strategy = "single", world_size = 1', 'strategy = "ddp", world_size = 2'))
     out = os.path.join(st.temp_dir("interrupt"), "cmp")
@@ -379,7 +443,8 @@ def killed_runs_say_so():
     """A run whose process is SIGKILLed is recorded with the signal (no summary could be written), a run
     whose rank is SIGKILLed with the launcher's verdict (signal, failed rank), and after Ctrl-C the run
     that was going is interrupted and the rest are not started, each with its cause in every table."""
-    sweep = write_sweep("killed.toml", SMALL.replace('["single", "dp", "ddp", "zero3"]', '["ddp", "zero1"]')
+    sweep = write_sweep("killed.toml", SMALL.replace("repeats = 1", "repeats = 1\nshuffle = false\nwarmup_run_steps = 0")
+                        .replace('["single", "dp", "ddp", "zero3"]', '["ddp", "zero1"]')
                         .replace('"train.steps" = 12', '"train.steps" = 10000000')
                         .replace('strategy = "single", world_size = 1', 'strategy = "ddp", world_size = 1'))
     out = os.path.join(st.temp_dir("killed"), "cmp")
@@ -440,5 +505,6 @@ def killed_runs_say_so():
 if __name__ == "__main__":
     st.main([sweep_errors_name_file_and_line, validate_checks_every_combination, set_changes_the_sweep,
              dry_run_lists_runs_and_starts_none, plot_shows_the_last_segment, small_sweep_end_to_end,
+             auto_repeat_adds_rounds_until_tight_or_the_limit,
              weak_scaling_grows_the_batch, failing_run_is_recorded_and_the_others_complete,
              interrupt_keeps_finished_runs, killed_runs_say_so])

@@ -58,10 +58,12 @@ optimizer.lr = [0.1, 0.01]
   CHECK(sweep.axes[2].key == "optimizer.lr");  // unquoted dotted keys too, in file order
   CHECK(sweep.baseline == std::vector<std::pair<std::string, std::string>>{{"strategy", "single"}, {"world_size", "1"}});
   const auto plan = strata::plan_sweep(sweep, toy_registry(), "single", 1, 32);
-  // single runs at world size 1 only: 2 lr values; ddp and dp: 2 x 2 each.
-  REQUIRE(plan.runs.size() == 10);
+  // single runs at world size 1 only: 2 lr values; ddp and dp: 2 x 2 each; 3 repeats by default.
+  REQUIRE(plan.combinations.size() == 10);
+  CHECK(plan.runs.size() == 30);
+  CHECK(plan.runs[1].label == "single-w1-lr0.1-r2");
   CHECK(plan.skipped.size() == 2);
-  const auto& first = plan.runs[0];
+  const auto& first = plan.combinations[0];
   CHECK(first.label == "single-w1-lr0.1");
   CHECK(first.overrides == std::vector<std::string>{"train.steps=5", "log.every=1", "strategy.name=\"single\"",
                                                     "optimizer.lr=0.1", "distributed.nproc=1"});
@@ -69,7 +71,7 @@ optimizer.lr = [0.1, 0.01]
   CHECK(first.origins[1].file == "--set log.every=1");
   CHECK(first.origins[3].line == 7);   // the lr value
   const auto find = [&](const std::string& label) {
-    for (const auto& r : plan.runs)
+    for (const auto& r : plan.combinations)
       if (r.label == label) return r;
     FAIL("no run " << label);
     return strata::SweepRun{};

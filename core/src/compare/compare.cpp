@@ -1,32 +1,32 @@
 // `strata compare`: validates a whole sweep, runs every combination as a real `strata run` (a
 // child process each, so a crash or a failed rank costs one row, not the comparison), and writes
 // results.csv, results.json, results.md and report.html next to the runs' own directories.
+//
+// How it measures (DESIGN §8): a short warm-up run first, then rounds: round r runs every
+// combination once, in an order shuffled from (seed, r), before round r + 1 starts, so that a
+// shared machine's drift (another job starting, the clock throttling) spreads over all
+// combinations instead of falling on whichever ran last. The auto-repeat mode adds rounds until
+// every combination's range is tight, or max_repeats or the time budget is reached.
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
-#include <ctime>
 #include <iostream>
-#include <map>
-#include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
-#include "compare/report.hpp"
+#include "compare/results.hpp"
 #include "compare/sweep_check.hpp"
-#include "io/json.hpp"
-#include "io/run_result.hpp"
 #include "io/run_dir.hpp"
+#include "io/run_result.hpp"
 #include "launch/child.hpp"
 #include "launch/verdict.hpp"
-#include "train/median.hpp"
 #include "run.hpp"
-#include "strata/registry.hpp"
 #include "tensorboard/event_writer.hpp"
 #include "tensorboard/hparams.hpp"
-#include "text/suggest.hpp"
-#include "text/table.hpp"
 
 namespace strata {
 
@@ -34,33 +34,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// What one run produced (from its summary.json, or its output when it failed early).
-struct Row {
-  const SweepRun* run = nullptr;
-  RunResult result;  ///< status: ok | failed | interrupted | not started; error: the cause
-  fs::path dir;
-  std::optional<double> speedup, efficiency;
-  std::optional<std::int64_t> failed_rank;  ///< the rank that failed first, when the run says
-  std::string signal;                       ///< "SIGKILL" when a rank (or the run) died by a signal
+using Clock = std::chrono::steady_clock;
 
-  const std::string& status() const { return result.status; }
-  double number(const std::string& path) const { return result.number(path); }
-  double model_state_bytes() const {
-    return number("memory.model_state_bytes.params") + number("memory.model_state_bytes.grads") +
-           number("memory.model_state_bytes.optimizer");
-  }
-};
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-std::string csv_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : std::string(); }
-
-Json json_number(double v) { return std::isfinite(v) ? Json(v) : Json(); }
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 /// Why a run that left no verdict of its own failed: the signal that ended it, else the error
 /// paragraph it printed, else its exit code and last lines that are not progress.
@@ -78,67 +54,64 @@ std::string failure_cause(const ChildOutcome& outcome, const std::vector<std::st
   return fmt::format("exited with code {}{}", outcome.exit_code, kept.empty() ? std::string() : ": " + tail);
 }
 
-/// Runs sharing everything but world size and repeat form one row of the tables.
-std::string row_key(const SweepRun& run) {
-  std::string key = run.strategy;
-  for (const auto& [axis, display] : run.values)
-    if (axis != "strategy" && axis != "world_size") key += ", " + axis.substr(axis.rfind('.') + 1) + "=" + display;
-  return key;
+/// The `strata run` arguments of `run` writing to `dir`.
+std::vector<std::string> run_args(const Sweep& sweep, const SweepRun& run, const fs::path& dir) {
+  std::vector<std::string> args = {"run", fs::absolute(sweep.base).string(), "--out", dir.string()};
+  for (const auto& o : run.overrides) args.insert(args.end(), {"--set", o});
+  return args;
+}
+
+/// The steps of the warm-up run of `run`: warmup_run_steps, at most the run's own.
+std::int64_t warmup_steps(const Sweep& sweep, const SweepRun& run) {
+  return run.steps > 0 ? std::min(sweep.measure.warmup_run_steps, run.steps) : sweep.measure.warmup_run_steps;
 }
 
 class Comparison {
  public:
-  Comparison(Sweep sweep, SweepPlan plan, fs::path dir) : sweep_(std::move(sweep)), plan_(std::move(plan)), dir_(std::move(dir)) {
-    for (const auto& run : plan_.runs) {
-      Row row;
-      row.run = &run;
-      rows_.push_back(std::move(row));
-    }
+  Comparison(Sweep sweep, SweepPlan plan, fs::path dir) : sweep_(std::move(sweep)), plan_(std::move(plan)) {
+    rec_.sweep = &sweep_;
+    rec_.plan = &plan_;
+    rec_.dir = std::move(dir);
+    rec_.date = utc_time("%Y-%m-%d %H:%M UTC");
+    rec_.machine = machine_description();
+    for (const auto& run : plan_.runs) add_row(run);
     tty_ = isatty(STDOUT_FILENO) == 1;
   }
+  Comparison(const Comparison&) = delete;  // rec_ points into sweep_ and plan_
+  Comparison& operator=(const Comparison&) = delete;
 
-  /// Runs every combination; returns the signal that interrupted the comparison (0 if none).
+  /// The warm-up run, then the rounds; returns the signal that interrupted the comparison (0 if none).
   int run_all() {
-    const std::size_t n = rows_.size();
-    for (auto& row : rows_) {  // until a run starts, it has not
-      row.dir = dir_ / row.run->label;
-      row.result.status = "not started";
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      Row& row = rows_[i];
-      const SweepRun& run = *row.run;
-      std::vector<std::string> args = {"run", fs::absolute(sweep_.base).string(), "--out", row.dir.string()};
-      for (const auto& o : run.overrides) args.insert(args.end(), {"--set", o});
-      const std::string prefix = fmt::format("[{:>{}}/{}] {}", i + 1, std::to_string(n).size(), n, run.label);
-      status_line(prefix + ": starting");
-      LoggedChild child;
-      try {
-        child = run_logged(args, row.dir, [&](const std::string& line) {
-          if (line.rfind("step ", 0) == 0 || line.rfind("eval at", 0) == 0) status_line(prefix + ": " + line);
+    const auto started = Clock::now();
+    if (plan_.combinations.empty()) return 0;
+    if (sweep_.measure.warmup_run_steps > 0)
+      if (const int sig = run_warmup(round_runs(plan_, sweep_.measure, 1).front())) return stop(sig, "during the warm-up run");
+    double last_round_s = 0;
+    for (int round = 1;; ++round) {
+      const auto runs = round_runs(plan_, sweep_.measure, round);
+      if (round > sweep_.repeats) {
+        if (!another_round(round, seconds_since(started), last_round_s)) break;
+        for (const auto& run : runs) add_row(run);
+        std::stable_sort(rec_.rows.begin(), rec_.rows.end(), [](const CompareRow& a, const CompareRow& b) {
+          return a.run.combination != b.run.combination ? a.run.combination < b.run.combination : a.run.repeat < b.run.repeat;
         });
-      } catch (const std::exception& e) {  // no process (fork failed, no directory): the others may still run
-        row.result.error = std::string("it could not be started: ") + e.what();
-        finish_line(fmt::format("{}: not started: {}", prefix, row.result.error));
-        continue;
       }
-      record(row, child);
-      finish_line(row.status() == "ok"
-                      ? fmt::format("{}: ok in {:.1f} s (train {:.2f} s, {:.0f} samples/s, final loss {:.4f})", prefix,
-                                    child.seconds, row.number("train_time_s"), row.number("samples_per_s"),
-                                    row.number("final_loss"))
-                      : fmt::format("{}: {} (exit {}): {}", prefix, row.status(), child.outcome.exit_code,
-                                    row.result.error));
-      if (const int sig = child.outcome.interrupted) {
-        for (std::size_t j = i + 1; j < n; ++j)
-          rows_[j].result.error = fmt::format("the comparison was interrupted ({}) before this run", signal_name(sig));
-        return sig;
-      }
+      auto& labels = rec_.rounds.emplace_back();
+      for (const auto& run : runs) labels.push_back(run.label);
+      const auto round_started = Clock::now();
+      for (const auto& run : runs)
+        if (const int sig = run_one(row_of(run.combination, round))) return stop(sig, "before this run");
+      last_round_s = seconds_since(round_started);
     }
     return 0;
   }
 
-  /// Writes the HPARAMS experiment of the comparison directory: TensorBoard then lists the sweep's
-  /// axes (strategy and world size first) as differing, and the runs' summary figures as metrics.
+  /// Writes the HPARAMS experiment of the comparison: TensorBoard then lists the sweep's axes
+  /// (strategy and world size first) as differing, and the runs' summary figures as metrics.
+  /// It goes into every run's directory, after the runs: TensorBoard takes the first experiment it
+  /// finds in any run, and a run is a directory holding events, so an event file at the
+  /// comparison's root would show as a stray run named ".". (Before its run, a run's directory
+  /// must hold no events: `strata run` would take them for an earlier run's and refuse it.)
   void write_hparams_experiment() const {
     std::vector<tb::HParamInfo> hparams;
     const auto add = [&](tb::HParamInfo info) {
@@ -171,50 +144,178 @@ class Comparison {
       if (info.name == "global_batch_size") info.differs = sweep_.scaling == "weak" && is_axis("world_size");
       add(info);
     }
-    tb::EventWriter events(dir_);
-    events.add_hparams_experiment(hparams, tb::summary_metrics(),
-                                  "strata compare " + sweep_.file.string() + " (base " + sweep_.base.string() + ")");
+    for (const auto& row : rec_.rows) {
+      if (!fs::is_directory(row.dir)) continue;  // not started
+      try {  // the runs are done: a full disk here must not cost the results tables
+        tb::EventWriter events(row.dir);
+        events.add_hparams_experiment(hparams, tb::summary_metrics(),
+                                      "strata compare " + sweep_.file.string() + " (base " + sweep_.base.string() + ")");
+      } catch (const std::exception& e) {
+        std::cerr << "strata: warning: TensorBoard's HPARAMS experiment was not written: " << e.what() << "\n";
+        return;
+      }
+    }
   }
 
-  void compute_speedups() {
-    // Baseline time (strong) or throughput (weak) per row group: median over repeats.
-    const bool weak = sweep_.scaling == "weak";
-    for (auto& row : rows_) {
-      if (row.status() != "ok") continue;
-      auto values = row.run->values;
-      for (auto& [key, display] : values)
-        for (const auto& [bkey, bvalue] : sweep_.baseline)
-          if (key == bkey) display = bvalue;
-      std::vector<double> base_measure;
-      int base_world = plan_.baseline_world_size;
-      for (const auto& other : rows_)
-        if (other.status() == "ok" && other.run->values == values) {
-          base_measure.push_back(other.number(weak ? "samples_per_s" : "train_time_s"));
-          base_world = other.run->world_size;
-        }
-      const double base = median(base_measure);
-      const double own = row.number(weak ? "samples_per_s" : "train_time_s");
-      if (!std::isfinite(base) || !std::isfinite(own) || own <= 0 || base <= 0) continue;
-      row.speedup = weak ? own / base : base / own;
-      row.efficiency = *row.speedup / (static_cast<double>(row.run->world_size) / base_world);
+  /// The combinations' spreads, intervals and verdicts, each run's own speedup, and (auto-repeat)
+  /// the combinations still loose.
+  void summarize() {
+    std::vector<MeasuredRun> runs;
+    for (const auto& row : rec_.rows) {
+      const SweepRun& base = baseline_of(row.run);
+      runs.push_back({series_of(row.run), row.run.world_size, row.run.label, &row.result, series_of(base),
+                      base.world_size, work_of(row.run)});
     }
+    rec_.aggregate = aggregate(runs, {sweep_.scaling, sweep_.measure.noise_threshold});
+    for (std::size_t i = 0; i < rec_.rows.size(); ++i) {
+      rec_.rows[i].speedup = rec_.aggregate.speedup[i];
+      rec_.rows[i].efficiency = rec_.aggregate.efficiency[i];
+    }
+    if (sweep_.measure.until_tight > 0) rec_.loose = loose_cells(rec_.aggregate.cells, sweep_.measure.until_tight);
   }
 
   /// Writes results.csv, results.json, results.md and report.html; returns results.md's text.
   std::string write_outputs() const {
-    write_text_file(dir_ / "results.csv", csv());
-    write_text_file(dir_ / "results.json", json().dump() + "\n");
-    std::string md = markdown();
-    write_text_file(dir_ / "results.md", md);
-    write_text_file(dir_ / "report.html", render_report(report()));
+    write_text_file(rec_.dir / "results.csv", results_csv(rec_));
+    write_text_file(rec_.dir / "results.json", results_json(rec_).dump() + "\n");
+    std::string md = results_markdown(rec_);
+    write_text_file(rec_.dir / "results.md", md);
+    write_text_file(rec_.dir / "report.html", render_report(comparison_report(rec_)));
     return md;
   }
 
+  const CompareRecord& record() const { return rec_; }
+
   int failed() const {
-    return static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return r.status() != "ok"; }));
+    return static_cast<int>(
+        std::count_if(rec_.rows.begin(), rec_.rows.end(), [](const CompareRow& r) { return r.status() != "ok"; }));
   }
 
  private:
+  void add_row(const SweepRun& run) {
+    CompareRow row;
+    row.run = run;
+    row.dir = rec_.dir / run.label;
+    row.result.status = "not started";  // until it starts, it has not
+    rec_.rows.push_back(std::move(row));
+  }
+
+  CompareRow& row_of(std::size_t combination, int repeat) {
+    return *std::find_if(rec_.rows.begin(), rec_.rows.end(), [&](const CompareRow& r) {
+      return r.run.combination == combination && r.run.repeat == repeat;
+    });
+  }
+
+  /// The combination `run` is measured against: its values with the baseline's put in.
+  const SweepRun& baseline_of(const SweepRun& run) const {
+    auto values = run.values;
+    for (auto& [key, display] : values)
+      for (const auto& [bkey, bvalue] : sweep_.baseline)
+        if (key == bkey) display = bvalue;
+    for (const auto& c : plan_.combinations)
+      if (c.values == values) return c;
+    return plan_.combinations[run.combination];  // plan_sweep() refuses a baseline that is not run
+  }
+
+  /// The runs not started get the cause; returns `sig`.
+  int stop(int sig, const char* when) {
+    for (auto& row : rec_.rows)
+      if (row.order == 0) row.result.error = fmt::format("the comparison was interrupted ({}) {}", signal_name(sig), when);
+    return sig;
+  }
+
+  /// Whether round `round` (> repeats) runs in the auto-repeat mode; sets rec_.stopped when not.
+  bool another_round(int round, double elapsed_s, double last_round_s) {
+    if (!sweep_.auto_repeat()) return false;
+    const int done = round - 1;
+    summarize();
+    if (sweep_.measure.until_tight > 0 && rec_.loose.empty()) {
+      rec_.stopped = fmt::format("every combination's steady step time within {:g} (relative range) after {} round{}",
+                                 sweep_.measure.until_tight, done, done == 1 ? "" : "s");
+      return false;
+    }
+    if (round > sweep_.max_rounds()) {
+      rec_.stopped = fmt::format("stopped after {} rounds: max_repeats {} reached", done, sweep_.max_rounds());
+      return false;
+    }
+    if (sweep_.measure.budget_s > 0 && elapsed_s + last_round_s > sweep_.measure.budget_s) {
+      rec_.stopped = fmt::format("stopped after {} round{}: another (about {:.0f} s) would end past the budget of {:g} s "
+                                 "({:.0f} s spent)",
+                                 done, done == 1 ? "" : "s", last_round_s, sweep_.measure.budget_s, elapsed_s);
+      return false;
+    }
+    std::cout << fmt::format("round {}: {}\n", round,
+                             rec_.loose.empty() ? fmt::format("within the budget of {:g} s", sweep_.measure.budget_s)
+                                                : fmt::format("still loose: {}", fmt::join(rec_.loose, ", ")));
+    return true;
+  }
+
+  /// The short run of `first` before the first round: it pays for what the first process of a
+  /// series pays alone (the binary, LibTorch and the dataset read into the page cache, the CPU's
+  /// clock ramping up), which each run's own timing_warmup_steps cannot leave out. Its directory
+  /// keeps only output.log: its events would show in TensorBoard beside the measured runs.
+  int run_warmup(const SweepRun& first) {
+    ReportWarmup w;
+    w.combination = first.label;
+    w.steps = warmup_steps(sweep_, first);
+    w.dir = "warmup";
+    const fs::path dir = rec_.dir / w.dir;
+    auto args = run_args(sweep_, first, dir);
+    args.insert(args.end(), {"--set", fmt::format("train.steps={}", w.steps)});
+    const std::string prefix = fmt::format("warm-up: {} steps of {} (discarded from the figures)", w.steps, w.combination);
+    status_line(prefix + ": starting");
+    int interrupted = 0;
+    try {
+      const LoggedChild child = run_logged(args, dir, [&](const std::string& line) {
+        if (line.rfind("step ", 0) == 0) status_line(prefix + ": " + line);
+      });
+      const RunResult result = read_run_result(dir);
+      interrupted = child.outcome.interrupted;
+      w.seconds = child.seconds;
+      w.status = interrupted ? "interrupted" : child.outcome.exit_code == 0 && result.status == "ok" ? "ok" : "failed";
+      w.error = w.status == "ok" ? "" : !result.error.empty() ? result.error : failure_cause(child.outcome, child.lines);
+    } catch (const std::exception& e) {
+      w.status = "failed";
+      w.error = std::string("it could not be started: ") + e.what();
+    }
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+      if (entry.path().filename() != "output.log") fs::remove_all(entry.path(), ec);
+    finish_line(w.status == "ok" ? fmt::format("{}: ok in {:.1f} s", prefix, w.seconds)
+                                 : fmt::format("{}: {}: {} (the rounds go on)", prefix, w.status, w.error));
+    rec_.warmup = std::move(w);
+    return interrupted;
+  }
+
+  /// Runs one row; returns the signal that interrupted the comparison (0 if none).
+  int run_one(CompareRow& row) {
+    row.order = ++started_;
+    const std::string prefix =
+        fmt::format("[{:>{}}/{}] {}", row.order, std::to_string(rec_.rows.size()).size(), rec_.rows.size(), row.run.label);
+    status_line(prefix + ": starting");
+    LoggedChild child;
+    try {
+      child = run_logged(run_args(sweep_, row.run, row.dir), row.dir, [&](const std::string& line) {
+        if (line.rfind("step ", 0) == 0 || line.rfind("eval at", 0) == 0) status_line(prefix + ": " + line);
+      });
+    } catch (const std::exception& e) {  // no process (fork failed, no directory): the others may still run
+      row.result.status = "failed";
+      row.result.error = std::string("it could not be started: ") + e.what();
+      finish_line(fmt::format("{}: not started: {}", prefix, row.result.error));
+      return 0;
+    }
+    row.seconds = child.seconds;
+    record(row, child);
+    const StepTiming t = row.result.step_timing();
+    finish_line(row.status() == "ok"
+                    ? fmt::format("{}: ok in {:.1f} s (steady {:.3g} ms/step, {:.0f} samples/s; train {:.2f} s, final "
+                                  "loss {:.4f})",
+                                  prefix, child.seconds, 1e3 * t.step_time_s, t.samples_per_s,
+                                  row.number("train_time_s"), row.number("final_loss"))
+                    : fmt::format("{}: {} (exit {}): {}", prefix, row.status(), child.outcome.exit_code, row.result.error));
+    return child.outcome.interrupted;
+  }
+
   void status_line(const std::string& text) {
     if (tty_) {
       std::string shown = text.size() > 118 ? text.substr(0, 117) + "…" : text;
@@ -229,7 +330,7 @@ class Comparison {
 
   /// The row of a run that ended: its own verdict (summary.json: status, error, failed_rank,
   /// signal) where it left one, else the cause its process's end tells.
-  void record(Row& row, const LoggedChild& child) const {
+  static void record(CompareRow& row, const LoggedChild& child) {
     const auto& outcome = child.outcome;
     row.result = read_run_result(row.dir);
     if (const auto& s = row.result.summary) {
@@ -255,164 +356,33 @@ class Comparison {
     }
   }
 
-  std::string markdown() const;
-  Report report() const;
-
-  /// The rows as the tables and report.html see them.
-  std::vector<ReportRun> report_runs() const {
-    std::vector<ReportRun> runs;
-    for (const auto& r : rows_)
-      runs.push_back({row_key(*r.run), r.run->label, r.run->label, r.run->world_size, r.result, r.speedup, r.efficiency});
-    return runs;
-  }
-
-  /// Failed runs and skipped combinations, a line each.
-  std::vector<std::string> notes() const {
-    std::vector<std::string> out;
-    for (const auto& r : rows_)
-      if (r.status() != "ok") out.push_back(fmt::format("{} {}: {}", r.run->label, r.status(), r.result.error));
-    for (const auto& s : plan_.skipped) out.push_back("not run: " + s);
-    for (auto& note : resumed_notes(report_runs())) out.push_back(std::move(note));
-    return out;
-  }
-
-  /// The baseline in words: "strategy single, world_size 1", or "first run".
-  std::string baseline_text() const {
-    std::string baseline;
-    for (const auto& [k, v] : sweep_.baseline) baseline += (baseline.empty() ? "" : ", ") + k + " " + v;
-    return baseline.empty() ? "first run" : baseline;
-  }
-
-  std::vector<std::string> extra_axes() const {
-    std::vector<std::string> keys;
-    for (const auto& axis : sweep_.axes)
-      if (axis.key != "strategy" && axis.key != "world_size") keys.push_back(axis.key);
-    return keys;
-  }
-
-  static std::string value_of(const SweepRun& run, const std::string& key) {
-    for (const auto& [k, v] : run.values)
-      if (k == key) return v;
-    return {};
-  }
-
-  /// The run's summary figures (tb::summary_figures(): the columns TensorBoard's summary/* scalars
-  /// are named after), NaN without a summary.
-  static double figure(const Row& r, const tb::SummaryFigure& f) {
-    return r.result.summary ? tb::figure_value(*r.result.summary, f) : NAN;
-  }
-
-  /// Process segments of the run (more than one: resumed; its figures are the last one's), "" without a summary.
-  static std::string segments_count(const Row& r) {
-    return r.result.segments.empty() ? std::string() : std::to_string(r.result.segments.size());
-  }
-
-  std::string csv() const {
-    const auto extra = extra_axes();
-    const auto& figures = tb::summary_figures();
-    std::string out = "strategy,world_size";
-    for (const auto& k : extra) out += "," + csv_field(k);
-    out += ",repeat,status,segments";
-    // The figures in order, with speedup and efficiency (the comparison's own) after the throughput.
-    for (const auto& f : figures) out.append(",").append(f.name).append(f.name == std::string("samples_per_s") ? ",speedup,efficiency" : "");
-    out += ",run_dir,failed_rank,signal,error\n";
-    for (const auto& r : rows_) {
-      out += csv_field(r.run->strategy) + "," + std::to_string(r.run->world_size);
-      for (const auto& k : extra) out.append(",").append(csv_field(value_of(*r.run, k)));
-      out += fmt::format(",{},{},{}", r.run->repeat, csv_field(r.status()), segments_count(r));
-      for (const auto& f : figures) {
-        out += "," + csv_number(figure(r, f));
-        if (f.name == std::string("samples_per_s"))
-          out += "," + csv_number(r.speedup.value_or(NAN)) + "," + csv_number(r.efficiency.value_or(NAN));
-      }
-      out += "," + csv_field(fs::relative(r.dir, dir_).string()) + "," +
-             (r.failed_rank ? std::to_string(*r.failed_rank) : std::string()) + "," + csv_field(r.signal) + "," +
-             csv_field(r.result.error) + "\n";
-    }
-    return out;
-  }
-
-  Json json() const {
-    Json j = Json::object();
-    j["sweep"] = sweep_.file.string();
-    j["base"] = sweep_.base.string();
-    j["scaling"] = sweep_.scaling;
-    j["repeats"] = sweep_.repeats;
-    Json& b = j["baseline"];
-    b = Json::object();
-    for (const auto& [k, v] : sweep_.baseline) b[k] = v;
-    j["machine"] = machine_;
-    j["date"] = date_;
-    Json skipped = Json::array();
-    for (const auto& s : plan_.skipped) skipped.push_back(s);
-    j["skipped"] = skipped;
-    Json runs = Json::array();
-    for (const auto& r : rows_) {
-      Json o = Json::object();
-      o["strategy"] = r.run->strategy;
-      o["world_size"] = r.run->world_size;
-      Json& axes = o["axes"];
-      axes = Json::object();
-      for (const auto& [k, v] : r.run->values) axes[k] = v;
-      o["repeat"] = r.run->repeat;
-      o["status"] = r.status();
-      o["segments"] = r.result.segments.empty() ? Json() : Json(static_cast<std::int64_t>(r.result.segments.size()));
-      for (const auto& f : tb::summary_figures()) {
-        o[f.name] = json_number(figure(r, f));
-        if (f.name == std::string("samples_per_s")) {
-          o["speedup"] = json_number(r.speedup.value_or(NAN));
-          o["efficiency"] = json_number(r.efficiency.value_or(NAN));
-        }
-      }
-      o["run_dir"] = fs::relative(r.dir, dir_).string();
-      o["failed_rank"] = r.failed_rank ? Json(*r.failed_rank) : Json();
-      o["signal"] = r.signal.empty() ? Json() : Json(r.signal);
-      if (!r.result.error.empty()) o["error"] = r.result.error;
-      o["summary"] = r.result.summary.value_or(Json());
-      runs.push_back(std::move(o));
-    }
-    j["runs"] = runs;
-    return j;
-  }
-
   Sweep sweep_;
   SweepPlan plan_;
-  fs::path dir_;
-  std::vector<Row> rows_;
+  CompareRecord rec_;
+  int started_ = 0;  ///< runs started so far
   bool tty_ = false;
-  std::string date_ = utc_time("%Y-%m-%d %H:%M UTC");
-  std::string machine_ = machine_description();
 };
 
-std::string Comparison::markdown() const {
-  std::string out = fmt::format("## Comparison: {}\n\n", sweep_.file.filename().string());
-  out += fmt::format("- base experiment: `{}`; {} scaling; baseline: {}; {} repeat{} (medians shown)\n",
-                     sweep_.base.filename().string(), sweep_.scaling, baseline_text(), sweep_.repeats,
-                     sweep_.repeats > 1 ? "s" : "");
-  out += fmt::format("- machine: {}; {}\n", machine_, date_);
-  out += "- `@N`: world size N (ranks, or dp's replicas in one process). Speedup = baseline time / time "
-         "(weak scaling: throughput / baseline throughput); efficiency = speedup / (N / baseline N).\n\n";
-  for (const auto& t : report_tables(report_runs()))
-    out += fmt::format("### {}\n\n{}\n", t.title, detail::markdown_table(t.grid, t.align));
-  std::string lines;
-  for (const auto& n : notes()) lines += "- " + n + "\n";
-  if (!lines.empty()) out += "### Notes\n\n" + lines + "\n";
-  return out;
-}
-
-Report Comparison::report() const {
-  Report r;
-  r.title = "Comparison: " + sweep_.file.filename().string();
-  r.facts = {"sweep: " + sweep_.file.string(), "base experiment: " + sweep_.base.string(),
-             fmt::format("repeats: {} (medians shown)", sweep_.repeats)};
-  r.scaling = sweep_.scaling;
-  r.baseline = baseline_text();
-  r.baseline_world_size = plan_.baseline_world_size;
-  r.date = date_;
-  r.machine = machine_;
-  r.runs = report_runs();
-  r.notes = notes();
-  return r;
+/// `--dry-run`: the warm-up run and the first `repeats` rounds, in the order they would run.
+void print_dry_run(const Sweep& sweep, const SweepPlan& plan) {
+  const auto command = [&](const SweepRun& run) {
+    std::string sets;
+    for (const auto& o : run.overrides) sets += " --set " + o;
+    return fmt::format("strata run {}{}", sweep.base.string(), sets);
+  };
+  for (int round = 1; round <= sweep.repeats && !plan.combinations.empty(); ++round) {
+    const auto runs = round_runs(plan, sweep.measure, round);
+    if (round == 1 && sweep.measure.warmup_run_steps > 0) {
+      const auto steps = warmup_steps(sweep, runs.front());
+      std::cout << fmt::format("  warm-up ({} steps of {}, discarded): {} --set train.steps={}\n", steps,
+                               runs.front().label, command(runs.front()), steps);
+    }
+    std::cout << fmt::format("round {}{}:\n", round,
+                             sweep.measure.shuffle ? fmt::format(" (shuffled, seed {})", sweep.measure.seed) : "");
+    for (const auto& run : runs) std::cout << fmt::format("  {}: {}\n", run.label, command(run));
+  }
+  if (sweep.auto_repeat())
+    std::cout << fmt::format("then up to {} rounds in all (auto-repeat)\n", sweep.max_rounds());
 }
 
 }  // namespace
@@ -422,15 +392,12 @@ int compare_strategies(const CompareRequest& request) {
   // Every run is checked before the first starts: a typo in the last combination must not
   // surface an hour into the comparison.
   auto [sweep, plan] = check_sweep(request.file, request.overrides);
-  std::cout << fmt::format("{}: {} run{} ({} scaling, base {}); every one valid\n", request.file.string(),
-                           plan.runs.size(), plan.runs.size() == 1 ? "" : "s", sweep.scaling, sweep.base.string());
+  std::cout << fmt::format("{}: {} combination{} x {} round{} ({} scaling, base {}); every one valid\n",
+                           request.file.string(), plan.combinations.size(), plan.combinations.size() == 1 ? "" : "s",
+                           sweep.repeats, sweep.repeats == 1 ? "" : "s", sweep.scaling, sweep.base.string());
   for (const auto& s : plan.skipped) std::cout << "  not run: " << s << "\n";
   if (request.dry_run) {
-    for (const auto& run : plan.runs) {
-      std::string sets;
-      for (const auto& o : run.overrides) sets += " --set " + o;
-      std::cout << fmt::format("  {}: strata run {}{}\n", run.label, sweep.base.string(), sets);
-    }
+    print_dry_run(sweep, plan);
     std::cout << "dry run: nothing was started\n";
     return 0;
   }
@@ -440,19 +407,31 @@ int compare_strategies(const CompareRequest& request) {
                      "Choose a new --out directory, or delete the old comparison first.");
   const fs::path dir = make_run_directory(request.out, "runs", sweep.file.stem().string());
   std::cout << "outputs: " << dir.string() << "  (tensorboard --logdir " << dir.string() << ")\n";
-  Comparison comparison(std::move(sweep), plan, dir);
-  comparison.write_hparams_experiment();
+  Comparison comparison(std::move(sweep), std::move(plan), dir);
   const int interrupted = comparison.run_all();
-  comparison.compute_speedups();
+  comparison.write_hparams_experiment();
+  comparison.summarize();
   std::cout << "\n" << comparison.write_outputs();
   std::cout << fmt::format("results: {} (results.csv, results.json, results.md, report.html)\n", dir.string());
+  const CompareRecord& record = comparison.record();
+  if (const auto& noise = record.aggregate.noise; !noise.empty()) {
+    std::vector<std::string> what;
+    for (const auto& f : noise) what.push_back(f.what.substr(0, f.what.find(" (")));
+    std::cerr << fmt::format("strata: warning: runs of identical work differ by more than {:.0f}%: {} (the Noise section "
+                             "of results.md names the runs and their figures); run more repeats\n",
+                             100 * record.sweep->measure.noise_threshold, fmt::join(what, "; "));
+  }
+  if (!record.loose.empty())
+    std::cerr << fmt::format("strata: warning: {}; still loose: {}\n",
+                             record.stopped.empty() ? "the comparison ended before the auto-repeat mode" : record.stopped,
+                             fmt::join(record.loose, ", "));
   if (interrupted) {
     std::cerr << "strata: the comparison was interrupted; the results hold the runs that finished\n";
     return 128 + interrupted;
   }
   if (const int failed = comparison.failed(); failed > 0) {
     std::cerr << fmt::format("strata: {} of {} runs failed (see the Notes of results.md and each run's output.log)\n",
-                             failed, plan.runs.size());
+                             failed, record.rows.size());
     return 1;
   }
   return 0;

@@ -1,12 +1,15 @@
 // `strata plot RUN_DIR...`: report.html from run directories made separately (by `strata run`,
-// on this machine or another), with speedups computed as `strata compare` computes them under
-// strong scaling.
+// on this machine or another). Runs of one strategy and world size are its repeats; speedups are
+// computed as `strata compare` computes them under strong scaling (aggregate_report: steady-state
+// step times against the baseline's, with the intervals their runs allow, and the noise), and a
+// strategy has the colour it has in every report.
 
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
+#include "compare/aggregate.hpp"
 #include "compare/report.hpp"
 #include "io/run_dir.hpp"
 #include "strata/errors.hpp"
@@ -102,20 +105,21 @@ fs::path plot_runs(const PlotRequest& request) {
   const auto base = choose_baseline(request, runs, report.notes);
 
   if (base) {
-    // Runs of the baseline's strategy and world size count as its repeats: their median.
+    // Runs of the baseline's strategy and world size count as its repeats; every series and world
+    // size is measured against that cell.
     const ReportRun& b = runs[*base];
     std::vector<double> times;
     for (const auto& r : runs)
-      if (r.ok() && r.series == b.series && r.world_size == b.world_size) times.push_back(r.number("train_time_s"));
-    const double base_time = median(times);
+      if (r.ok() && r.series == b.series && r.world_size == b.world_size) {
+        const double steady = r.number("steady_step_time_s");
+        times.push_back(std::isfinite(steady) ? steady : r.number("step_time_s"));
+      }
+    report.baseline_strategy = b.series;
     report.baseline_world_size = b.world_size;
-    report.baseline = fmt::format("{} ({} at world size {}, train time {:.3g} s)", b.label, b.series, b.world_size,
-                                  base_time);
-    for (auto& r : runs) {
-      const double own = r.number("train_time_s");
-      if (!r.ok() || !(own > 0) || !(base_time > 0)) continue;
-      r.speedup = base_time / own;
-      r.efficiency = *r.speedup / (static_cast<double>(r.world_size) / b.world_size);
+    report.baseline = fmt::format("{} ({} at world size {}, step time {:.3g} ms)", b.label, b.series, b.world_size,
+                                  1e3 * median(times));
+    for (const auto& r : runs) {
+      if (!r.ok()) continue;
       // The steps its figures cover: a resumed run's last segment's.
       const double steps = r.result.measured_steps(), batch = r.number("global_batch_size");
       if (steps != b.result.measured_steps() || batch != b.number("global_batch_size"))
@@ -127,6 +131,10 @@ fs::path plot_runs(const PlotRequest& request) {
   } else {
     report.baseline = "none (no run succeeded)";
   }
+  // The figures of every series and world size, as `strata compare` computes them.
+  Aggregate figures = aggregate_report(report);
+  report.cells = std::move(figures.cells);
+  report.noise = std::move(figures.noise);
   for (const auto& r : runs)
     if (!r.ok()) report.notes.push_back(fmt::format("{} {}: {}", r.label, r.result.status, r.result.error));
   for (auto& note : resumed_notes(runs)) report.notes.push_back(std::move(note));

@@ -64,9 +64,19 @@ bool any_number(const std::vector<ReportRun>& runs, const std::string& path) {
                      [&](const ReportRun& r) { return r.ok() && std::isfinite(r.number(path)); });
 }
 
+/// `value` with a range when the repeats differ: "4.08 (3.95–4.31)".
+std::string with_range(const std::string& value, const stats::Spread& s, const std::function<std::string(double)>& text,
+                       double low, double high) {
+  const std::string lo = text(low), hi = text(high);
+  if (s.n < 2 || !(high > low) || lo == hi) return value;  // one run, or a range below the shown digits
+  return fmt::format("{} ({}–{})", value, lo, hi);
+}
+
 }  // namespace
 
-std::vector<ReportTable> report_tables(const std::vector<ReportRun>& runs) {
+std::vector<ReportTable> report_tables(const Report& report) {
+  const auto& runs = report.runs;
+  const auto cells = report_cells(report);
   // World sizes in order, and the table rows (series) in order of appearance.
   std::vector<int> worlds;
   std::vector<std::string> keys;
@@ -75,21 +85,23 @@ std::vector<ReportTable> report_tables(const std::vector<ReportRun>& runs) {
     if (std::find(keys.begin(), keys.end(), r.series) == keys.end()) keys.push_back(r.series);
   }
   std::sort(worlds.begin(), worlds.end());
-  // The median over repeats of a measure, or a status word when no repeat succeeded.
+  // The status word of a (series, world) without a successful run.
+  const auto status_of = [&](const std::string& key, int world) {
+    std::string status;
+    for (const auto& r : runs)
+      if (r.series == key && r.world_size == world && !r.ok()) status = r.result.status;
+    return status.empty() ? std::string("n/a") : status;
+  };
+  // The median over repeats of a measure, or the status word when no repeat succeeded.
   const auto cell = [&](const std::string& key, int world, const Column& col) -> std::string {
     std::vector<double> values;
-    std::string status;
-    for (const auto& r : runs) {
-      if (r.series != key || r.world_size != world) continue;
-      if (r.ok()) values.push_back(col.measure(r));
-      else status = r.result.status;
-    }
-    if (values.empty()) return status.empty() ? "n/a" : status;
-    return col.text(median(values));
+    for (const auto& r : runs)
+      if (r.series == key && r.world_size == world && r.ok()) values.push_back(col.measure(r));
+    return values.empty() ? status_of(key, world) : col.text(median(values));
   };
   std::vector<ReportTable> tables;
   const auto table = [&](const std::string& title, const std::vector<Column>& columns) {
-    ReportTable t{title, {}, {}};
+    ReportTable t{title, {}, {}, {}};
     std::vector<std::string> header{"strategy"};
     for (int w : worlds)
       for (const auto& col : columns) header.push_back(fmt::format("{} @{}", col.title, w));
@@ -106,11 +118,58 @@ std::vector<ReportTable> report_tables(const std::vector<ReportRun>& runs) {
   };
   const auto number = [](const char* path) { return [path](const ReportRun& r) { return r.number(path); }; };
   const auto fixed = [](const char* format) { return [format](double v) { return detail::number_text(v, format); }; };
-  const auto percent = [](double v) { return detail::number_text(100 * v, "{:.0f}%"); };
 
-  table("Time", {{"time s", number("train_time_s"), fixed("{:.2f}")},
-                 {"speedup", [](const ReportRun& r) { return r.speedup.value_or(NAN); }, fixed("{:.2f}")},
-                 {"eff.", [](const ReportRun& r) { return r.efficiency.value_or(NAN); }, percent}});
+  // Time, from the cells: spreads over repeats and intervals against the baseline.
+  {
+    ReportTable t{"Time", {{"strategy"}}, "l", {}};
+    for (int w : worlds)
+      for (const char* title : {"step ms", "speedup", "eff.", "time s"}) {
+        t.grid.front().push_back(fmt::format("{} @{}", title, w));
+        t.align += 'r';
+      }
+    // Milliseconds to 3 significant digits, whole above 100 (no exponents).
+    const auto ms = [](double v) { return detail::number_text(1e3 * v, 1e3 * v >= 100 ? "{:.0f}" : "{:#.3g}"); };
+    const auto two = fixed("{:.2f}");
+    const auto seconds = [](double v) { return detail::number_text(v, v >= 100 ? "{:.0f}" : "{:#.3g}"); };
+    const auto pct = [](double v) { return detail::number_text(100 * v, "{:.0f}"); };
+    bool steady = true, marks = false;
+    for (const auto& key : keys) {
+      std::vector<std::string> line{key};
+      for (int w : worlds) {
+        const auto c = std::find_if(cells.begin(), cells.end(),
+                                    [&](const ReportCell& x) { return x.series == key && x.world_size == w; });
+        if (c == cells.end() || c->ok == 0) {
+          line.insert(line.end(), 4, c == cells.end() ? std::string("n/a") : status_of(key, w));
+          continue;
+        }
+        steady = steady && c->steady;
+        // ≈ can't be told from its reference (speedup: the baseline; efficiency: 100%); ! suspect.
+        const std::string noise = c->within_noise() ? " ≈" : "";
+        const std::string flag = c->is_baseline || c->efficiency_flag.empty() ? ""
+                                 : c->efficiency_flag == "suspect"            ? " !"
+                                                                              : " ≈";
+        marks = marks || !noise.empty() || !flag.empty();
+        const auto& time = c->step_time_s;
+        const auto& sp = c->speedup;
+        const auto& ef = c->efficiency;
+        line.push_back(with_range(ms(time.median), time, ms, time.min, time.max));
+        line.push_back(with_range(two(sp.point) + noise, time, two, sp.low, sp.high));
+        line.push_back(with_range(pct(ef.point) + "%" + flag, time, pct, ef.low, ef.high));
+        line.push_back(with_range(seconds(c->train_time_s.median), c->train_time_s, seconds, c->train_time_s.min,
+                                  c->train_time_s.max));
+      }
+      t.grid.push_back(std::move(line));
+    }
+    t.note = std::string(steady ? "step ms: steady-state step time (after the warm-up steps)"
+                                : "step ms: median step time (some summaries have no steady-state time)") +
+             ", median over repeats, (min–max) when they differ; speedup and efficiency from it, with the interval "
+             "of every pairing of runs; time s: train_time_s, the training loop's wall time" +
+             (marks ? ". ≈: within noise (a speedup of the baseline's time: the ranges overlap, not ranked; an "
+                      "efficiency of 100%); !: suspect, an efficiency above 100% beyond the noise"
+                    : "") +
+             ".";
+    tables.push_back(std::move(t));
+  }
   table("Memory and communication per rank",
         {{"state", [](const ReportRun& r) { return r.model_state_bytes(); }, detail::bytes_text},
          {"tensor peak", number("memory.peak_tensor_bytes"), detail::bytes_text},

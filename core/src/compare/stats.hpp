@@ -74,6 +74,7 @@ struct NoiseFinding {
   std::string what;                                     ///< which group, for the message
   std::vector<std::pair<std::string, double>> members;  ///< (label, figure), ascending
   double relative_range = 0;                            ///< (max - min) / median of the members
+  std::string note;  ///< what the caller read in it, e.g. a steady difference rather than noise; may be empty
 };
 std::optional<NoiseFinding> identical_work_noise(const std::string& what,
                                                  std::vector<std::pair<std::string, double>> members,

@@ -110,6 +110,79 @@ std::string legend_entry(double x, double y, const Key& key, bool square, const 
   return out + text(x + 30, y + 1, shorten_label(key.name, 24)) + "</g>";
 }
 
+/// `text` broken at spaces into lines of at most `width` characters (a longer word keeps its line).
+std::vector<std::string> wrap(const std::string& text, std::size_t width) {
+  std::vector<std::string> lines;
+  std::string current, word;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(' ', start), text.size());
+    word = text.substr(start, end - start);
+    if (!current.empty() && current.size() + 1 + word.size() > width) {
+      lines.push_back(current);
+      current.clear();
+    }
+    current += (current.empty() ? "" : " ") + word;
+    start = end + 1;
+  }
+  if (!current.empty()) lines.push_back(current);
+  return lines;
+}
+
+/// A point's symbol centred at (x, y).
+std::string glyph(Glyph g, double x, double y, const std::string& color) {
+  switch (g) {
+    case Glyph::kHollow:
+      return fmt::format("<circle class=\"glyph-hollow\" cx=\"{}\" cy=\"{}\" r=\"4.5\" fill=\"#fff\" stroke=\"{}\" "
+                         "stroke-width=\"2\"/>",
+                         num(x), num(y), escape(color));
+    case Glyph::kSuspect:
+      return fmt::format("<polygon class=\"glyph-suspect\" points=\"{},{} {},{} {},{}\" fill=\"{}\" stroke=\"#222\" "
+                         "stroke-width=\"1.3\"/>",
+                         num(x), num(y - 7), num(x - 6), num(y + 4.5), num(x + 6), num(y + 4.5), escape(color));
+    case Glyph::kWhisker:
+      return line(x, y - 6, x, y + 6, color, 1.5) + line(x - 4, y - 6, x + 4, y - 6, color, 1.5) +
+             line(x - 4, y + 6, x + 4, y + 6, color, 1.5);
+    case Glyph::kDot: break;
+  }
+  return fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{}\"/>", num(x), num(y), escape(color));
+}
+
+/// The legend of a line chart from (x, y) down to `bottom`: a line per listed series, then the
+/// notes (glyph and text); series that do not fit end with "… n more".
+std::string line_legend(const LineChart& chart, double x, double y, double bottom) {
+  std::vector<const Series*> listed;
+  for (const auto& s : chart.series)
+    if (s.in_legend) listed.push_back(&s);
+  std::vector<std::pair<Glyph, std::vector<std::string>>> notes;
+  double notes_height = 0;
+  for (const auto& n : chart.notes) {
+    notes.emplace_back(n.glyph, wrap(n.text, 25));
+    notes_height += 6 + 15 * static_cast<double>(notes.back().second.size());
+  }
+  const auto rows = static_cast<std::size_t>(std::max(1.0, std::floor((bottom - y + 10 - notes_height) / 18)));
+  std::string out;
+  for (std::size_t i = 0; i < listed.size() && i < rows; ++i) {
+    const Series& s = *listed[i];
+    if (i + 1 == rows && listed.size() > rows) {
+      out += text(x, y, fmt::format("… {} more", listed.size() - i), "start", " fill=\"#666\"");
+    } else {
+      out += legend_entry(x, y, {s.name, s.color}, false, s.dash);
+    }
+    y += 18;
+  }
+  for (const auto& [g, lines] : notes) {
+    y += 6;
+    out += "<g class=\"legend-note\">" + glyph(g, x + 12, y - 4, "#555");
+    for (const auto& l : lines) {
+      out += text(x + 30, y, l, "start", " fill=\"#444\"");
+      y += 15;
+    }
+    out += "</g>";
+  }
+  return out;
+}
+
 std::string no_data(double left, double top, double right, double bottom) {
   return text((left + right) / 2, (top + bottom) / 2, "no data", "middle", " fill=\"#888\"");
 }
@@ -133,18 +206,23 @@ std::string escape(std::string_view s) {
 }
 
 std::string line_panel(const LineChart& chart, Box box) {
-  const bool legend = !chart.series.empty();
+  const bool legend = chart.legend && (!chart.series.empty() || !chart.notes.empty());
   const double left = box.x + kLeftMargin, top = box.y + kTopMargin;
   const double right = box.x + box.w - (legend ? kLegendWidth : 16), bottom = box.y + box.h - 44;
+  const auto usable = [&](double x, double v) { return finite(x) && finite(v) && (!chart.log2_x || x > 0); };
   double x_min = std::numeric_limits<double>::infinity(), x_max = -x_min, y_min = x_min, y_max = -x_min;
   std::vector<double> xs;
   for (const auto& s : chart.series)
-    for (const auto& [x, v] : s.points) {
-      if (!finite(x) || !finite(v) || (chart.log2_x && x <= 0)) continue;
+    for (std::size_t i = 0; i < s.points.size(); ++i) {
+      const auto [x, v] = s.points[i];
+      if (!usable(x, v)) continue;
       x_min = std::min(x_min, x);
       x_max = std::max(x_max, x);
       y_min = std::min(y_min, v);
       y_max = std::max(y_max, v);
+      if (i < s.ranges.size())  // the whiskers and bands stay inside the frame
+        for (double r : {s.ranges[i].first, s.ranges[i].second})
+          if (finite(r)) y_min = std::min(y_min, r), y_max = std::max(y_max, r);
       if (std::find(xs.begin(), xs.end(), x) == xs.end()) xs.push_back(x);
     }
   std::string out = "<g class=\"panel\">";
@@ -153,10 +231,11 @@ std::string line_panel(const LineChart& chart, Box box) {
     out += frame(chart.title, chart.y_label, chart.y_suffix, 0, 1, left, top, right, bottom, box, y);
     return out + no_data(left, top, right, bottom) + "</g>";
   }
-  const double lo = chart.y_from_zero ? std::min(0.0, y_min) : y_min;
+  double lo = chart.y_from_zero ? std::min(0.0, y_min) : y_min, hi = std::max(y_max, chart.y_at_least);
+  if (finite(chart.y_min)) lo = chart.y_min;
+  if (finite(chart.y_max)) hi = chart.y_max;
   Scale y;
-  out += frame(chart.title, chart.y_label, chart.y_suffix, lo, std::max(y_max, chart.y_at_least), left, top, right,
-               bottom, box, y);
+  out += frame(chart.title, chart.y_label, chart.y_suffix, lo, hi, left, top, right, bottom, box, y);
   // x axis: log2 ticked at the values present (world sizes), or linear with round ticks.
   std::sort(xs.begin(), xs.end());
   const auto tx = [&](double x) { return chart.log2_x ? std::log2(x) : x; };
@@ -179,20 +258,57 @@ std::string line_panel(const LineChart& chart, Box box) {
     out += text(px(t), bottom + 18, tick_text(t, step, ""), "middle");
   }
   out += text((left + right) / 2, bottom + 36, chart.x_label, "middle");
-  // Data, then the legend.
+  // Sideways shifts: the series with error bars spread over at most 48 px around each x.
+  std::vector<double> shift(chart.series.size(), 0.0);
+  if (chart.dodge) {
+    std::vector<std::size_t> ranged;
+    for (std::size_t i = 0; i < chart.series.size(); ++i)
+      if (!chart.series[i].ranges.empty() && !chart.series[i].band) ranged.push_back(i);
+    const double gap = ranged.size() > 1 ? std::min(8.0, 48.0 / static_cast<double>(ranged.size() - 1)) : 0;
+    for (std::size_t k = 0; k < ranged.size(); ++k)
+      shift[ranged[k]] = (static_cast<double>(k) - static_cast<double>(ranged.size() - 1) / 2) * gap;
+  }
+  // Bands first (under every line), then each series: error bars, line, point glyphs.
   for (const auto& s : chart.series) {
-    std::string points, dots;
+    if (!s.band) continue;
+    std::string upper, lower;
+    for (std::size_t i = 0; i < s.points.size() && i < s.ranges.size(); ++i) {
+      const auto [low, high] = s.ranges[i];
+      if (!usable(s.points[i].first, s.points[i].second) || !finite(low) || !finite(high)) continue;
+      upper += fmt::format("{}{},{}", upper.empty() ? "" : " ", num(px(s.points[i].first)), num(y(high)));
+      lower = fmt::format("{},{}", num(px(s.points[i].first)), num(y(low))) + (lower.empty() ? "" : " ") + lower;
+    }
+    if (!upper.empty())
+      out += fmt::format("<polygon class=\"band\" points=\"{} {}\" fill=\"{}\" fill-opacity=\"0.22\" stroke=\"none\">"
+                         "<title>{}: min..max</title></polygon>",
+                         upper, lower, escape(s.color), escape(s.name));
+  }
+  for (std::size_t k = 0; k < chart.series.size(); ++k) {
+    const auto& s = chart.series[k];
+    std::string points, marks, bars;
     int count = 0;
-    for (const auto& [x, v] : s.points) {
-      if (!finite(x) || !finite(v) || (chart.log2_x && x <= 0)) continue;
-      points += fmt::format("{}{},{}", points.empty() ? "" : " ", num(px(x)), num(y(v)));
+    for (std::size_t i = 0; i < s.points.size(); ++i) {
+      const auto [x, v] = s.points[i];
+      if (!usable(x, v)) continue;
+      const double cx = px(x) + shift[k], cy = y(v);
+      points += fmt::format("{}{},{}", points.empty() ? "" : " ", num(cx), num(cy));
       ++count;
+      const std::string tip = i < s.tips.size() && !s.tips[i].empty() ? s.tips[i]
+                                                                     : fmt::format("{}: {:.4g} at {:g}", s.name, v, x);
+      if (i < s.ranges.size() && !s.band && finite(s.ranges[i].first) && finite(s.ranges[i].second)) {
+        const double y0 = y(s.ranges[i].first), y1 = y(s.ranges[i].second);
+        bars += fmt::format("<g class=\"errorbar\"><title>{}</title>{}{}{}</g>", escape(tip),
+                            line(cx, y0, cx, y1, s.color, 1.5), line(cx - 4, y0, cx + 4, y0, s.color, 1.5),
+                            line(cx - 4, y1, cx + 4, y1, s.color, 1.5));
+      }
       if (s.markers)
-        dots += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{}\"><title>{}: {:.4g} at {:g}</title></circle>",
-                            num(px(x)), num(y(v)), escape(s.color), escape(s.name), v, x);
+        marks += fmt::format("<g class=\"point\"><title>{}</title>{}</g>", escape(tip),
+                             glyph(i < s.glyphs.size() ? s.glyphs[i] : Glyph::kDot, cx, cy, s.color));
     }
     if (count == 0) continue;
-    out += fmt::format("<g class=\"series\" data-series=\"{}\"><title>{}</title>", escape(s.name), escape(s.name));
+    out += fmt::format("<g class=\"series\" data-series=\"{}\" data-color=\"{}\"><title>{}</title>", escape(s.name),
+                       escape(s.color), escape(s.name));
+    out += bars;
     out += fmt::format("<polyline class=\"series-line\" points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\""
                        " stroke-linejoin=\"round\" stroke-opacity=\"0.9\"{}/>",
                        points, escape(s.color), s.dash.empty() ? "" : " stroke-dasharray=\"" + escape(s.dash) + "\"");
@@ -201,16 +317,9 @@ std::string line_panel(const LineChart& chart, Box box) {
       out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"{}\"/>", points.substr(0, comma),
                          points.substr(comma + 1), escape(s.color));
     }
-    out += dots + "</g>";
+    out += marks + "</g>";
   }
-  const std::size_t rows = static_cast<std::size_t>(std::max(1.0, (bottom - top) / 18));
-  for (std::size_t i = 0; i < chart.series.size() && i < rows; ++i) {
-    const auto& s = chart.series[i];
-    const bool more = i + 1 == rows && chart.series.size() > rows;
-    out += more ? text(right + 16, top + 10 + 18 * static_cast<double>(i),
-                       fmt::format("… {} more", chart.series.size() - i), "start", " fill=\"#666\"")
-                : legend_entry(right + 16, top + 10 + 18 * static_cast<double>(i), {s.name, s.color}, false, s.dash);
-  }
+  if (legend) out += line_legend(chart, right + 16, top + 10, bottom);
   return out + "</g>";
 }
 

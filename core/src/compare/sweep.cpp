@@ -4,6 +4,7 @@
 #include "compare/sweep.hpp"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -19,6 +20,41 @@ namespace strata {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+const Schema<CompareMeasure>& measure_schema() {
+  static const Schema<CompareMeasure> schema = [] {
+    Schema<CompareMeasure> m;
+    m.option("seed", &CompareMeasure::seed,
+             "seeds the shuffled order in which each round runs the combinations (results.json `rounds` records it)",
+             at_least(0))
+        .option("shuffle", &CompareMeasure::shuffle,
+                "shuffle each round's order (false: the sweep's order, every round)")
+        .option("warmup_run_steps", &CompareMeasure::warmup_run_steps,
+                "steps of a warm-up run of the first combination before the first round, discarded from the "
+                "figures; 0: no warm-up run",
+                at_least(0))
+        .option("noise_threshold", &CompareMeasure::noise_threshold,
+                "relative range ((max - min) / median) above which runs of identical work (the repeats of a "
+                "combination; the world-size-1 strategies) are reported as noisy",
+                between(1e-6, 10))
+        .option("until_tight", &CompareMeasure::until_tight,
+                "auto-repeat: after `repeats` rounds, more rounds until every combination's steady step time has a "
+                "relative range of at most this (0: off); bounded by max_repeats and budget_s",
+                between(0, 10))
+        .option("max_repeats", &CompareMeasure::max_repeats,
+                "auto-repeat (until_tight or budget_s): the most rounds in all", between(1, 1000))
+        .option("budget_s", &CompareMeasure::budget_s,
+                "auto-repeat: rounds after `repeats` start only while the comparison would end within this many "
+                "seconds of its start (0: no budget; with until_tight 0, rounds run until the budget or max_repeats)",
+                between(0, detail::kMaxSeconds));
+    return m;
+  }();
+  return schema;
+}
+
+}  // namespace
+
 const SweepSchema& sweep_schema() {
   static const SweepSchema schema = [] {
     SweepSchema s;
@@ -32,8 +68,11 @@ const SweepSchema& sweep_schema() {
                 "the global batch grows with the world size",
                 one_of({"strong", "weak"}))
         .option("repeats", &CompareOptions::repeats,
-                "runs per combination, one after another; the tables show the median", between(1, 100));
+                "rounds: runs per combination, round r of every combination (in a shuffled order) before round "
+                "r + 1; the tables show median (min-max)",
+                between(1, 100));
     s.options = options.erased();
+    for (const auto& spec : measure_schema().erased().specs) s.options.specs.push_back(spec);
     s.tables = {
         {"baseline", "table", "single (else the first strategy) at the smallest world_size",
          "the run speedup and efficiency are measured against, as axis values: { strategy = \"single\", "
@@ -56,7 +95,8 @@ const SweepSchema& sweep_schema() {
         "--set on `strata compare` and `strata validate` of a sweep: a key under compare. changes the sweep "
         "(compare.repeats=3, compare.axes.world_size=[1,2], 'compare.axes.\"optimizer.lr\"=[0.1]', "
         "compare.baseline.world_size=2; an axis replaced keeps its place, a new one comes last); any other key "
-        "(train.steps=5) is applied to every run, after [compare.set].";
+        "(train.steps=5) is applied to every run, after [compare.set]. `strata compare --until-tight REL "
+        "--max-repeats N --budget SECONDS` are compare.until_tight, compare.max_repeats and compare.budget_s.";
     return s;
   }();
   return schema;
@@ -299,6 +339,16 @@ class SweepBuilder {
           throw ConfigError(o.where, o.key, fmt::format("'{}' is set per run by the axis '{}'.", o.key, axis.key),
                             fmt::format("Change the axis instead: `--set compare.axes.{}=[...]`.", axis.key));
       }
+    sweep_.measure = measure_schema().bind(measure_);
+    if (sweep_.auto_repeat() && sweep_.measure.max_repeats < sweep_.repeats) {
+      const auto at = measure_at_.find("max_repeats");
+      throw ConfigError(at != measure_at_.end() ? at->second : repeats_at_.value_or(r_.at(&compare)),
+                        "compare.max_repeats",
+                        fmt::format("max_repeats {} is below repeats {}: the auto-repeat mode (until_tight, "
+                                    "budget_s) adds rounds after the first `repeats`, up to max_repeats in all.",
+                                    sweep_.measure.max_repeats, sweep_.repeats),
+                        fmt::format("Raise max_repeats to at least {} (--max-repeats N), or lower repeats.", sweep_.repeats));
+    }
     sweep_.baseline_at = baseline_at_.value_or(r_.at(&compare));
     if (baseline_at_) {
       for (const auto& [key, value] : baseline_) check_baseline(key, value);
@@ -329,14 +379,30 @@ class SweepBuilder {
     else list.push_back(std::move(item));
   }
 
-  /// base, scaling or repeats, validated by its spec in sweep_schema().
+  /// An option of [compare] (base, scaling, repeats, a CompareMeasure key), validated by its spec
+  /// in sweep_schema().
   void option(const OptionSpec& spec, const toml::node& node) {
     const std::string path = "compare." + spec.name;
-    const bool text = spec.type == OptionType::kString;
-    if (text ? !node.is_string() : !node.is_integer())
-      r_.fail(&node, path, fmt::format("{} must be a{} {}.", spec.name, text ? "" : "n", type_name(spec.type)),
+    const auto value_of = [&]() -> std::optional<OptionValue> {
+      switch (spec.type) {
+        case OptionType::kString: if (node.is_string()) return node.as_string()->get(); break;
+        case OptionType::kInt: if (node.is_integer()) return node.as_integer()->get(); break;
+        case OptionType::kBool: if (node.is_boolean()) return node.as_boolean()->get(); break;
+        case OptionType::kFloat:
+          if (node.is_integer()) return static_cast<double>(node.as_integer()->get());
+          if (node.is_floating_point()) return node.as_floating_point()->get();
+          break;
+        default: break;
+      }
+      return std::nullopt;
+    };
+    const auto given = value_of();
+    if (!given) {
+      const std::string type = spec.type == OptionType::kFloat ? "number" : type_name(spec.type);
+      r_.fail(&node, path, fmt::format("{} must be {} {}.", spec.name, type.find_first_of("aeiou") == 0 ? "an" : "a", type),
               fmt::format("Write {} = {}.", spec.name, spec.name == "base" ? "\"experiment.toml\"" : to_toml(spec.default_value)));
-    const OptionValue value = text ? OptionValue(node.as_string()->get()) : OptionValue(node.as_integer()->get());
+    }
+    const OptionValue& value = *given;
     if (auto problem = spec.check(value); !problem.empty())
       r_.fail(&node, path, fmt::format("{} {}{}", spec.name, problem, problem.back() == '.' || problem.back() == '?' ? "" : "."),
               spec.name == "scaling"
@@ -353,8 +419,12 @@ class SweepBuilder {
       sweep_.scaling = std::get<std::string>(value);
       sweep_.scaling_at = r_.at(&node);
       scaling_given_ = true;
-    } else {
+    } else if (spec.name == "repeats") {
       sweep_.repeats = std::get<std::int64_t>(value);
+      repeats_at_ = r_.at(&node);
+    } else {
+      measure_.set(spec.name, value);  // bound to sweep_.measure in finish()
+      measure_at_[spec.name] = r_.at(&node);
     }
   }
 
@@ -442,6 +512,9 @@ class SweepBuilder {
   SweepReader r_;
   Sweep sweep_;
   bool scaling_given_ = false;
+  std::optional<SourceLocation> repeats_at_;
+  Options measure_;                                     ///< CompareMeasure's keys as given
+  std::map<std::string, SourceLocation> measure_at_;    ///< where each was given
   std::vector<std::pair<std::string, SweepValue>> baseline_;
   std::optional<SourceLocation> baseline_at_;  ///< set when a baseline was given
 };
@@ -496,7 +569,9 @@ Sweep parse_sweep(const fs::path& file, const std::vector<std::string>& override
                         "Correct or remove the key; `strata describe compare` lists the keys.");
   }
   SweepBuilder builder(file);
-  for (const char* name : {"base", "scaling", "repeats", "axes", "set", "baseline"})
+  for (const auto& spec : sweep_schema().options.specs)
+    if (const auto* node = compare->get(spec.name)) builder.entry(spec.name, *node);
+  for (const char* name : {"axes", "set", "baseline"})
     if (const auto* node = compare->get(name)) builder.entry(name, *node);
   for (const auto& o : overrides) builder.apply(o);
   return builder.finish(*compare);

@@ -1,11 +1,13 @@
 #pragma once
 // The sweep file of `strata compare` (DESIGN §6): a base experiment, axes whose cross product is
-// run, a baseline, repeats, strong or weak scaling, and overrides applied to every run.
+// run, a baseline, repeats, strong or weak scaling, how the runs are measured, and overrides
+// applied to every run.
 //
 //   [compare]
 //   base = "fashion_mnist_cnn.toml"     # relative to the sweep file
 //   scaling = "strong"                  # strong: same global batch; weak: same per-rank batch
-//   repeats = 1
+//   repeats = 3                         # rounds of every combination, interleaved
+//   seed = 0                            # the shuffled order of each round
 //   baseline = { strategy = "single", world_size = 1 }
 //   [compare.axes]
 //   strategy = ["single", "ddp", "zero2"]
@@ -20,8 +22,10 @@
 // any other key is applied to every run as [compare.set] is. plan_sweep() (sweep_plan.cpp) expands
 // the combinations against the registry (how each strategy maps the world size) and derives every
 // run's overrides, each with the sweep-file position (or `--set`) it comes from so that the base
-// experiment's validation can point at the entry that caused an error.
+// experiment's validation can point at the entry that caused an error; round_order() is the order
+// each round runs them in.
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -58,25 +62,42 @@ struct SweepOverride {
   SourceLocation where;
 };
 
+/// [compare]'s own options; its tables (baseline, axes, set) are SweepSchema::tables.
+struct CompareOptions {
+  std::string base;                ///< the base experiment, relative to the sweep file (required)
+  std::string scaling = "strong";  ///< strong: every run has the base global batch; weak: the batch per rank is fixed
+  std::int64_t repeats = 3;        ///< rounds: runs per combination, interleaved; tables show their spread
+};
+
+/// How `strata compare` measures (DESIGN §8): rounds of every combination in a shuffled order, a
+/// warm-up run first, the noise verdicts, and the auto-repeat mode. [compare] keys of the same names.
+struct CompareMeasure {
+  std::int64_t seed = 0;              ///< seeds the shuffled order of each round
+  bool shuffle = true;                ///< false: every round in the sweep's order
+  std::int64_t warmup_run_steps = 10; ///< steps of the warm-up run before the first round; 0: none
+  double noise_threshold = 0.10;      ///< relative range above which identical work is reported as noisy
+  double until_tight = 0;             ///< > 0: rounds after `repeats` until every relative range is at most this
+  std::int64_t max_repeats = 10;      ///< the most rounds the auto-repeat mode (until_tight, budget_s) runs
+  double budget_s = 0;                ///< > 0: rounds after `repeats` while the next would end within this, seconds
+};
+
 struct Sweep {
   std::filesystem::path file;  ///< the sweep file as given
   std::filesystem::path base;  ///< the base experiment, resolved against the sweep's directory
   SourceLocation base_at;
   std::string scaling = "strong";
   SourceLocation scaling_at;
-  std::int64_t repeats = 1;
+  std::int64_t repeats = CompareOptions{}.repeats;
   std::vector<SweepAxis> axes;  ///< in file order
   /// Baseline as (axis key, display value); axes it leaves out take each run's own value.
   std::vector<std::pair<std::string, std::string>> baseline;
   SourceLocation baseline_at;
   std::vector<SweepOverride> set;
-};
-
-/// [compare]'s own options; its tables (baseline, axes, set) are SweepSchema::tables.
-struct CompareOptions {
-  std::string base;                ///< the base experiment, relative to the sweep file (required)
-  std::string scaling = "strong";  ///< strong: every run has the base global batch; weak: the batch per rank is fixed
-  std::int64_t repeats = 1;        ///< runs per combination; the tables show medians
+  CompareMeasure measure;
+  /// Whether rounds may follow the first `repeats` (until_tight or budget_s given).
+  bool auto_repeat() const { return measure.until_tight > 0 || measure.budget_s > 0; }
+  /// The most rounds the comparison may run: repeats, or max_repeats in the auto-repeat mode.
+  std::int64_t max_rounds() const { return auto_repeat() ? std::max(repeats, measure.max_repeats) : repeats; }
 };
 
 /// The axes of [compare.axes] that are not experiment keys.
@@ -97,7 +118,7 @@ struct SweepKeyDoc {
 /// The keys of a sweep file: what parse_sweep() validates against and `strata describe compare`
 /// prints.
 struct SweepSchema {
-  OptionsSchema options;             ///< [compare] base, scaling, repeats
+  OptionsSchema options;             ///< [compare] base, scaling, repeats, then CompareMeasure's keys
   std::vector<SweepKeyDoc> tables;   ///< [compare] baseline, axes, set
   OptionsSchema axes;                ///< [compare.axes] strategy, world_size
   SweepKeyDoc any_axis;              ///< [compare.axes] "section.key" = [values]
@@ -129,16 +150,22 @@ struct SweepRun {
   std::string strategy;
   int world_size = 1;                                       ///< devices (ranks, or dp's replicas)
   std::vector<std::pair<std::string, std::string>> values;  ///< (axis key, display) of every axis
-  int repeat = 1;                                           ///< 1-based
+  int repeat = 1;                                           ///< 1-based: the round it runs in
+  std::size_t combination = 0;                              ///< its index in SweepPlan::combinations
+  std::int64_t steps = 0;                                   ///< train.steps as resolved (check_sweep sets it)
   std::string label;                                        ///< directory name, e.g. "ddp-w2-lr0.01-r1"
   std::vector<std::string> overrides;                       ///< "key=value" for `strata run --set`
   std::vector<SourceLocation> origins;                      ///< where each override comes from
 };
 
 struct SweepPlan {
+  /// One run per combination (repeat 1, labelled without "-rN"), in the cross product's order.
+  std::vector<SweepRun> combinations;
+  /// The runs of the first `repeats` rounds, combination by combination (run_of() of each).
   std::vector<SweepRun> runs;
   std::vector<std::string> skipped;  ///< combinations that do not apply, with the reason
   int baseline_world_size = 1;
+  bool numbered = false;  ///< labels end in "-r<repeat>" (the sweep may run more than one round)
 };
 
 /// Expands the cross product: the world size becomes `distributed.nproc` for strategies with a
@@ -150,5 +177,20 @@ struct SweepPlan {
 /// global batch that weak scaling scales. Throws ConfigError.
 SweepPlan plan_sweep(const Sweep& sweep, const Registry& registry, const std::string& base_strategy,
                      int base_world_size, std::int64_t base_global_batch);
+
+/// Combination `combination` of `plan` at repeat (round) `repeat`: its label gets "-r<repeat>" when
+/// the plan is numbered.
+SweepRun run_of(const SweepPlan& plan, std::size_t combination, int repeat);
+
+/// The order in which round `round` (1-based) runs the plan's `combinations`: a permutation of
+/// 0..combinations-1, shuffled from (seed, round) alone, so that the same seed gives the same order
+/// with any compiler and standard library (a Fisher-Yates shuffle over std::mt19937_64, whose
+/// output the standard fixes); 0, 1, 2, ... when `shuffle` is false. Every combination of round r
+/// runs before any of round r + 1: drift of a shared machine spreads over all combinations.
+std::vector<std::size_t> round_order(std::size_t combinations, std::int64_t seed, int round, bool shuffle = true);
+
+/// The runs of round `round` in the order `strata compare` (and its --dry-run) runs them: run_of()
+/// of every combination at repeat `round`, in round_order(measure.seed, round, measure.shuffle).
+std::vector<SweepRun> round_runs(const SweepPlan& plan, const CompareMeasure& measure, int round);
 
 }  // namespace strata

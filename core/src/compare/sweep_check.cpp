@@ -51,9 +51,11 @@ bool sweep_entry(const Sweep& sweep, const SourceLocation& where) {
 /// that causes them: an error the base experiment's position would blame (a cross-field check that
 /// an axis value broke, such as a global batch that world size 5 does not divide) moves to the last
 /// of the run's sweep entries without which it goes away.
-void validate_run(const Sweep& sweep, const SweepRun& run) {
+std::int64_t validate_run(const Sweep& sweep, const SweepRun& run) {
   try {
-    check_experiment(load_experiment(sweep.base, run.overrides, run.origins));
+    const Experiment e = load_experiment(sweep.base, run.overrides, run.origins);
+    check_experiment(e);
+    return e.train.steps;
   } catch (const ConfigError& e) {
     SourceLocation where = e.where();
     std::string seen_at;
@@ -89,11 +91,11 @@ CheckedSweep check_sweep(const fs::path& file, const std::vector<std::string>& o
   load_registry(registry, &base);
   checked.plan = plan_sweep(sweep, registry, base.strategy.name, static_cast<int>(base.distributed.nproc),
                             base.train.global_batch_size);
-  for (const auto& run : checked.plan.runs)
-    if (run.repeat == 1) {
-      validate_run(sweep, run);
-      if (on_valid) on_valid(run);
-    }
+  for (auto& run : checked.plan.combinations) {
+    run.steps = validate_run(sweep, run);
+    if (on_valid) on_valid(run);
+  }
+  for (auto& run : checked.plan.runs) run.steps = checked.plan.combinations[run.combination].steps;
   return checked;
 }
 
@@ -105,9 +107,11 @@ void validate_sweep(const fs::path& file, const std::vector<std::string>& overri
   });
   const auto& [sweep, plan] = checked;
   for (const auto& s : plan.skipped) std::cout << "  not run: " << s << "\n";
-  std::cout << fmt::format("{}: ok ({} combination{} valid, {} run{} with {} repeat{}; {} scaling, base {}); nothing was run\n",
+  const std::string more =
+      sweep.auto_repeat() ? fmt::format(", up to {} rounds in the auto-repeat mode", sweep.max_rounds()) : std::string();
+  std::cout << fmt::format("{}: ok ({} combination{} valid, {} run{} with {} repeat{}{}; {} scaling, base {}); nothing was run\n",
                            file.string(), combinations, combinations == 1 ? "" : "s", plan.runs.size(),
-                           plan.runs.size() == 1 ? "" : "s", sweep.repeats, sweep.repeats == 1 ? "" : "s",
+                           plan.runs.size() == 1 ? "" : "s", sweep.repeats, sweep.repeats == 1 ? "" : "s", more,
                            sweep.scaling, sweep.base.string());
 }
 

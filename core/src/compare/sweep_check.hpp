@@ -19,7 +19,8 @@ struct CheckedSweep {
 
 /// Reads the sweep `file` with the command line's `overrides` (parse_sweep()), expands it against
 /// the plugins the base experiment finds (plan_sweep()) and validates every combination's
-/// experiment (repeat 1 of each) exactly as `strata compare` runs it: the base experiment, then
+/// experiment (SweepPlan::combinations, whose `steps` it sets, and the runs') exactly as `strata
+/// compare` runs it: the base experiment, then
 /// [compare.set] and the command line's other overrides, then the axis values, each through
 /// check_experiment() (every check of `strata run` before training). Calls `on_valid` after each
 /// valid combination. Throws ConfigError naming the run, at the sweep entry or `--set` that breaks

@@ -1,7 +1,10 @@
 // The combinations of a sweep: the cross product of its axes, each strategy's world size mapped by
-// its placement, weak scaling's global batch, and every run's overrides with where each comes from.
+// its placement, weak scaling's global batch, every run's overrides with where each comes from, and
+// the order in which each round runs them.
 #include <algorithm>
 #include <cctype>
+#include <limits>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -119,12 +122,9 @@ SweepPlan plan_sweep(const Sweep& sweep, const Registry& registry, const std::st
       add("train.global_batch_size", std::to_string(scaled / plan.baseline_world_size), sweep.scaling_at);
     }
     if (applies) {
-      for (std::int64_t r = 1; r <= sweep.repeats; ++r) {
-        SweepRun copy = run;
-        copy.repeat = static_cast<int>(r);
-        copy.label = sweep.repeats > 1 ? fmt::format("{}-r{}", label, r) : label;
-        plan.runs.push_back(std::move(copy));
-      }
+      run.label = label;
+      run.combination = plan.combinations.size();
+      plan.combinations.push_back(std::move(run));
     }
     // Next combination (odometer, last axis fastest); no axes: one run.
     bool done = true;
@@ -138,13 +138,18 @@ SweepPlan plan_sweep(const Sweep& sweep, const Registry& registry, const std::st
     if (done) break;
   }
 
+  plan.numbered = sweep.max_rounds() > 1;
+  for (std::size_t c = 0; c < plan.combinations.size(); ++c)
+    for (std::int64_t r = 1; r <= sweep.repeats; ++r) plan.runs.push_back(run_of(plan, c, static_cast<int>(r)));
+
   // Every run needs its baseline among the runs.
-  for (const auto& run : plan.runs) {
+  for (const auto& run : plan.combinations) {
     auto values = run.values;
     for (auto& [key, display] : values)
       for (const auto& [bkey, bvalue] : sweep.baseline)
         if (key == bkey) display = bvalue;
-    const bool found = std::any_of(plan.runs.begin(), plan.runs.end(), [&](const SweepRun& r) { return r.values == values; });
+    const bool found = std::any_of(plan.combinations.begin(), plan.combinations.end(),
+                                   [&](const SweepRun& r) { return r.values == values; });
     if (!found)
       throw ConfigError(sweep.baseline_at, "compare.baseline",
                         fmt::format("the baseline of run {} is not run (it does not apply: {}).", run.label,
@@ -152,6 +157,48 @@ SweepPlan plan_sweep(const Sweep& sweep, const Registry& registry, const std::st
                         "Choose a baseline that is among the runs, e.g. { strategy = \"single\", world_size = 1 }.");
   }
   return plan;
+}
+
+SweepRun run_of(const SweepPlan& plan, std::size_t combination, int repeat) {
+  SweepRun run = plan.combinations.at(combination);
+  run.repeat = repeat;
+  if (plan.numbered) run.label += fmt::format("-r{}", repeat);
+  return run;
+}
+
+namespace {
+
+/// SplitMix64 (Steele et al. 2014): spreads (seed, round) over the 64 bits of the generator's seed.
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::vector<std::size_t> round_order(std::size_t combinations, std::int64_t seed, int round, bool shuffle) {
+  std::vector<std::size_t> order(combinations);
+  for (std::size_t i = 0; i < combinations; ++i) order[i] = i;
+  if (!shuffle) return order;
+  // std::shuffle and std::uniform_int_distribution are implementation-defined; mt19937_64's output
+  // is not, and rejection sampling keeps each draw unbiased.
+  std::mt19937_64 random(splitmix64(static_cast<std::uint64_t>(seed) ^ splitmix64(static_cast<std::uint64_t>(round))));
+  for (std::size_t i = combinations; i > 1; --i) {
+    const std::uint64_t bound = i, limit = std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % bound;
+    std::uint64_t draw = random();
+    while (draw >= limit) draw = random();
+    std::swap(order[i - 1], order[static_cast<std::size_t>(draw % bound)]);
+  }
+  return order;
+}
+
+std::vector<SweepRun> round_runs(const SweepPlan& plan, const CompareMeasure& measure, int round) {
+  std::vector<SweepRun> runs;
+  for (std::size_t c : round_order(plan.combinations.size(), measure.seed, round, measure.shuffle))
+    runs.push_back(run_of(plan, c, round));
+  return runs;
 }
 
 }  // namespace strata

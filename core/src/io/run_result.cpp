@@ -22,6 +22,20 @@ double RunResult::number(const std::string& path) const {
 
 double RunResult::measured_steps() const { return segments.empty() ? NAN : segments.back().steps; }
 
+StepTiming RunResult::step_timing() const {
+  StepTiming t;
+  // A run of no steady step (0 steps) writes 0: no figure, not an infinitely fast run.
+  const auto positive = [](double v) { return v > 0 && std::isfinite(v) ? v : NAN; };
+  const double steady = positive(number("steady_step_time_s"));
+  const Json* key = summary ? summary->find("steady_step_time_s") : nullptr;
+  t.steady = !summary || (key && !key->is_null());
+  t.step_time_s = t.steady ? steady : positive(number("step_time_s"));
+  const double batch = number("global_batch_size");
+  t.samples_per_s = t.steady ? positive(number("steady_samples_per_s")) : batch / t.step_time_s;
+  if (!std::isfinite(t.samples_per_s) && std::isfinite(batch)) t.samples_per_s = batch / t.step_time_s;
+  return t;
+}
+
 std::string RunSegment::text() const {
   return fmt::format("{}@{} (steps {:g}-{:g})", strategy.empty() ? std::string("?") : strategy, world_size, from_step,
                      to_step);

@@ -2,6 +2,7 @@
 // What a child `strata run --out DIR` left behind (`strata compare` and `strata check` start
 // their runs as children): the status and numbers of DIR/summary.json, or the error it printed.
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -28,6 +29,15 @@ struct RunSegment {
   std::string text() const;
 };
 
+/// The steady-state timing of a run (DESIGN §8): what comparisons rank and divide.
+struct StepTiming {
+  double step_time_s = NAN;    ///< seconds per step: steady_step_time_s, else step_time_s
+  double samples_per_s = NAN;  ///< global batch / step_time_s
+  /// False for a summary without steady_step_time_s (an older run): step_time_s, the median of
+  /// every step including the first ones, stands in for it.
+  bool steady = true;
+};
+
 /// A run's outcome as its summary.json tells it. Its top-level figures (train_time_s, step_time_s,
 /// samples_per_s, memory, comm) are its last segment's: `strata compare` and `strata plot` show
 /// those, never a blend of segments.
@@ -45,6 +55,9 @@ struct RunResult {
   bool resumed() const { return segments.size() > 1; }
   /// The steps the top-level figures cover: the last segment's; NaN without a summary.
   double measured_steps() const;
+  /// The top-level (last segment's) steady-state step time and throughput; NaN fields without a
+  /// summary or a positive step time.
+  StepTiming step_timing() const;
 };
 
 /// Reads DIR/summary.json. A missing file leaves the status "not run"; an unreadable one makes

@@ -12,8 +12,10 @@ const std::vector<HParamInfo>& core_hparams() {
   using T = HParamType;
   static const std::vector<HParamInfo> infos{
       {"strategy", T::kString, false, "strategy.name"},
-      {"world_size", T::kFloat64, false, "ranks of the job"},
+      {"world_size", T::kFloat64, false,
+       "world size as results.csv counts it: devices computed on (ranks, or dp's replicas in one process)"},
       {"devices", T::kFloat64, false, "devices computed on: ranks x devices per rank (dp's replicas)"},
+      {"ranks", T::kFloat64, false, "processes of the job (dp: 1, its replicas share it)"},
       {"model", T::kString, false, "model.name"},
       {"dataset", T::kString, false, "dataset.name"},
       {"optimizer", T::kString, false, "optimizer.name"},
@@ -32,7 +34,7 @@ std::string hparam_name(const std::string& key) {
       {"dataset.name", "dataset"},           {"optimizer.name", "optimizer"},
       {"optimizer.lr", "lr"},                {"train.global_batch_size", "global_batch_size"},
       {"train.micro_batches", "micro_batches"}, {"train.seed", "seed"},
-      {"train.device", "device"},            {"distributed.nproc", "world_size"},
+      {"train.device", "device"},            {"distributed.nproc", "ranks"},
   };
   const auto it = names.find(key);
   return it == names.end() ? key : it->second;
@@ -53,13 +55,16 @@ HParamValue hparam_value(const std::string& toml_text) {
   return toml_text;
 }
 
-std::map<std::string, HParamValue> run_hparams(const Experiment& e, int world_size, int devices,
+std::map<std::string, HParamValue> run_hparams(const Experiment& e, int ranks, int devices,
                                                const std::string& device) {
   const auto& t = e.train;
+  // world_size is the comparison's world size, the devices: dp's replicas share one rank, and a
+  // world_size of its ranks (1) would list `dp-w2` as world size 1 beside results.csv's 2.
   std::map<std::string, HParamValue> hparams{
       {"strategy", e.strategy.name},
-      {"world_size", static_cast<double>(world_size)},
+      {"world_size", static_cast<double>(devices)},
       {"devices", static_cast<double>(devices)},
+      {"ranks", static_cast<double>(ranks)},
       {"model", e.model.name},
       {"dataset", e.dataset.name},
       {"optimizer", e.optimizer.name},

@@ -24,17 +24,20 @@ struct Experiment;
 namespace strata::tb {
 
 /// The fixed hyperparameters of every run, in the order the HPARAMS tab should list them:
-/// strategy and world_size first. Names, types and descriptions; run_hparams() gives the values.
+/// strategy and world_size first. world_size counts devices, as results.csv does (dp's replicas
+/// in one process are its world size); ranks counts processes. Names, types and descriptions;
+/// run_hparams() gives the values.
 const std::vector<HParamInfo>& core_hparams();
 
 /// A run's session hyperparameters (core_hparams() plus every key set with --set).
-/// `world_size`: ranks; `devices`: devices computed on (ranks x devices per rank); `device`: the
-/// resolved device, e.g. "cpu" or "cuda:0".
-std::map<std::string, HParamValue> run_hparams(const Experiment& e, int world_size, int devices,
+/// `ranks`: processes of the job; `devices`: devices computed on (ranks x devices per rank), which
+/// is also the hparam `world_size` (the world size of results.csv: dp's replicas in one rank count);
+/// `device`: the resolved device, e.g. "cpu" or "cuda:0".
+std::map<std::string, HParamValue> run_hparams(const Experiment& e, int ranks, int devices,
                                                const std::string& device);
 
 /// The hparam name of an experiment key: the core name where one covers it ("strategy.name" ->
-/// "strategy", "optimizer.lr" -> "lr", "distributed.nproc" -> "world_size"), else the dotted key.
+/// "strategy", "optimizer.lr" -> "lr", "distributed.nproc" -> "ranks"), else the dotted key.
 std::string hparam_name(const std::string& key);
 
 /// A value in TOML syntax as an hparam value: integers and floats as numbers, true/false as
