@@ -54,6 +54,23 @@ def run(label, *sets, nproc=1):
     return st.load_summary(out), out
 
 
+def breakdown_on_cuda():
+    """time_breakdown_s on CUDA comes from events (the host clock would call NCCL's stream-ordered waits
+    compute): measured without sync_timing, every phase non-negative, compute positive, and the phases of
+    the device within the step time the step's own events measured."""
+    summary, _ = run("breakdown", "strategy.name=ddp", "distributed.backend=nccl", "distributed.force_collectives=true")
+    b = summary["time_breakdown_s"]
+    st.check(summary["time_breakdown_timing"] == "cuda events" and isinstance(b, dict),
+             "on CUDA: time_breakdown_timing %r, time_breakdown_s %r" % (summary["time_breakdown_timing"], b))
+    st.check(all(b[k] >= 0 for k in ("data", "compute", "comm_wait", "optimizer")) and b["compute"] > 0,
+             "time_breakdown_s on CUDA: %r" % b)
+    total = sum(b[k] for k in ("data", "compute", "comm_wait", "optimizer"))
+    mean_step = summary["train_time_s"] / summary["steps"]
+    st.check(total <= 1.05 * mean_step, "the phases sum to %.5f s per step, the steps took %.5f s" % (total, mean_step))
+    print("  breakdown on CUDA (ddp over NCCL, forced collectives): %s ms per step; mean step %.3f ms"
+          % ({k: round(1e3 * v, 3) for k, v in b.items()}, 1e3 * mean_step))
+
+
 def strategies_match_single_on_cuda():
     single, single_dir = run("single")
     st.check(single["device"].startswith("cuda"), "single ran on %s" % single["device"])
@@ -63,6 +80,7 @@ def strategies_match_single_on_cuda():
     cases = [(name, ["distributed.backend=nccl"], 1) for name in ("ddp", "zero1", "zero2", "zero3", "fsdp")]
     cases += [("dp", ["strategy.replicas=1"], 1)]
     cases += [(name, ["distributed.backend=gloo", "train.device=cuda:0"], 2) for name in ("ddp", "zero2", "zero3", "fsdp")]
+    breakdown_on_cuda()
     for name, sets, world in cases:
         summary, out = run("%s_w%d" % (name, world), "strategy.name=" + name, *sets, nproc=world)
         what = "%s world %d (%s)" % (name, world, summary["backend"])

@@ -30,6 +30,8 @@ def breakdown_adds_up():
         st.check(b is not None and sorted(b) == ["comm_wait", "compute", "data", "optimizer"],
                  "%s: time_breakdown_s is %r" % (strategy, b))
         st.check(all(v >= 0 for v in b.values()), "%s: negative phase in %r" % (strategy, b))
+        st.check(s["time_breakdown_timing"] == "host clock", "%s: time_breakdown_timing %r on the CPU"
+                 % (strategy, s["time_breakdown_timing"]))
         mean_step = s["train_time_s"] / s["steps"]
         total = sum(b.values())
         print("  %s@%d: data %.2f ms, compute %.2f ms, comm wait %.2f ms, optimizer %.2f ms; sum %.2f ms against "

@@ -22,11 +22,13 @@
 // the GPU has finished (at most the timeout). Gloo (CPU tensors, or CUDA tensors staged through
 // pinned host memory) always blocks the host, within the timeout given with each op.
 //
-// Timing: time_s counts the host time spent in the calls and in the waits.
+// Timing: time_s counts the host time spent in the calls and in the waits. On NCCL, where that
+// host time is about 0, the stall of the waiting stream is timed with events (dist/stream_waits.hpp).
 
 #include "dist/process_group.hpp"
 
 #include "dist/backends.hpp"
+#include "dist/stream_waits.hpp"
 
 #ifndef USE_C10D_GLOO
 #error "LibTorch was built without Gloo (USE_C10D_GLOO is not defined by its CMake targets); Strata needs a LibTorch with distributed support."
@@ -177,8 +179,11 @@ class C10dWork final : public CommWork {
     auto start = Clock::now();
     try {
       // kNoTimeout: NCCL only blocks the current stream; an explicit timeout blocks the host.
+      // Stream-ordered waits are timed on the stream that waits (dist/stream_waits.hpp).
+      auto before = info_.stream_ordered ? StreamWaits::instance().before_wait() : std::nullopt;
       if (host) work_->wait(info_.timeout);
       else work_->wait();
+      StreamWaits::instance().after_wait(std::move(before));
       if (!ordered_ && finish_) finish_();
     } catch (...) {
       accounting_->add_time(info_.phase, seconds_since(start));

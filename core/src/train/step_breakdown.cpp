@@ -3,53 +3,104 @@
 #include <algorithm>
 #include <utility>
 
-#include <torch/cuda.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 namespace strata {
-
-StepBreakdown::StepBreakdown(Comm& comm, torch::Device device, bool sync_timing)
-    : comm_(comm), device_(device), enabled_(!device.is_cuda() || sync_timing), sync_(device.is_cuda() && sync_timing) {}
-
-void StepBreakdown::sync() const {
-  if (sync_) torch::cuda::synchronize(device_.index());
-}
-
-void StepBreakdown::begin(Phase phase) {
-  if (!enabled_) return;
-  sync();
-  phase_ = phase;
-  comm_at_start_ = comm_seconds();
-  started_ = Clock::now();
-}
-
-void StepBreakdown::end() {
-  if (!enabled_) return;
-  sync();
-  const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
-  const double blocked = comm_seconds() - comm_at_start_;
-  const std::array<std::pair<int, double>, 2> parts{{{phase_ == kData ? 0 : phase_ == kCompute ? 1 : 3,
-                                                       std::max(0.0, elapsed - blocked)},
-                                                      {2, blocked}}};
-  for (const auto& [i, seconds] : parts) {
-    sums_[static_cast<std::size_t>(i)] += seconds;
-    interval_[static_cast<std::size_t>(i)] += seconds;
-  }
-}
 
 namespace {
 StepBreakdown::Seconds mean(const std::array<double, 4>& sums, std::int64_t steps) {
   const double n = steps > 0 ? static_cast<double>(steps) : 1.0;
   return {sums[0] / n, sums[1] / n, sums[2] / n, sums[3] / n};
 }
+
+/// The index of a phase's own figure in the sums (comm_wait is 2).
+std::size_t slot(StepBreakdown::Phase phase) {
+  return phase == StepBreakdown::kData ? 0 : phase == StepBreakdown::kCompute ? 1 : 3;
+}
+
+double seconds_between(const c10::Event& a, const c10::Event& b) { return a.elapsedTime(b) / 1000.0; }  // ms
 }  // namespace
 
+StepBreakdown::StepBreakdown(Comm& comm, torch::Device device)
+    : comm_(comm), device_(device), events_(device.is_cuda()) {
+  if (events_) StreamWaits::instance().enable(device_);
+}
+
+StepBreakdown::~StepBreakdown() {
+  if (events_) StreamWaits::instance().disable();
+}
+
+c10::Event StepBreakdown::record() const {
+  c10::Event event(device_.type(), c10::EventFlag::BACKEND_DEFAULT);  // with timing
+  event.record(c10::impl::VirtualGuardImpl(device_.type()).getStream(device_));
+  return event;
+}
+
+void StepBreakdown::begin(Phase phase) {
+  phase_ = phase;
+  if (events_) {
+    StreamWaits::instance().take();  // waits outside the phases (evaluation, reading the figures) are not the step's
+    start_event_.emplace(record());
+    return;
+  }
+  comm_at_start_ = comm_seconds();
+  started_ = Clock::now();
+}
+
+void StepBreakdown::end() {
+  if (events_) {
+    if (!start_event_) return;
+    pending_.push_back({phase_, std::move(*start_event_), record(), StreamWaits::instance().take()});
+    start_event_.reset();
+    return;
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
+  add(phase_, elapsed, comm_seconds() - comm_at_start_);
+}
+
+void StepBreakdown::add(Phase phase, double elapsed, double blocked) {
+  blocked = std::max(0.0, blocked);
+  for (auto* sums : {&sums_, &interval_}) {
+    (*sums)[slot(phase)] += std::max(0.0, elapsed - blocked);
+    (*sums)[2] += blocked;
+  }
+}
+
+void StepBreakdown::settle(bool block) {
+  while (!pending_.empty()) {
+    Pending& p = pending_.front();
+    const auto done = [](const c10::Event& e) { return e.query(); };
+    if (!block && (!done(p.end) || !std::all_of(p.waits.begin(), p.waits.end(),
+                                                [&](const StreamWaits::Pair& w) { return done(w.after); })))
+      return;
+    if (block) {
+      p.end.synchronize();
+      for (const auto& w : p.waits) w.after.synchronize();  // a wait on another stream may end later
+    }
+    double blocked = 0;
+    for (const auto& w : p.waits) blocked += seconds_between(w.before, w.after);
+    add(p.phase, seconds_between(p.start, p.end), blocked);
+    pending_.pop_front();
+  }
+}
+
+void StepBreakdown::end_step() {
+  ++steps_;
+  if (events_) settle(/*block=*/false);
+}
+
 StepBreakdown::Seconds StepBreakdown::take_interval() {
+  if (events_) settle(/*block=*/true);
   const auto out = mean(interval_, steps_ - interval_from_);
   interval_ = {};
   interval_from_ = steps_;
   return out;
 }
 
-StepBreakdown::Seconds StepBreakdown::total() const { return mean(sums_, steps_); }
+StepBreakdown::Seconds StepBreakdown::total(bool wait_for_device) {
+  if (events_) settle(wait_for_device);
+  // Without waiting, the steps whose phases are still pending count as done: a lower bound.
+  return mean(sums_, steps_);
+}
 
 }  // namespace strata

@@ -96,7 +96,9 @@ class Loop {
   std::optional<BatchSampler> sampler_;
   std::optional<BatchLoader> batches_;
   std::optional<StepStats> stats_;  // loss, norm and time of the steps since the last log step
-  std::optional<StepBreakdown> breakdown_;  // data, compute, exposed communication, optimizer
+  // Data, compute, exposed communication, optimizer. Mutable: reading it (summary()) books the
+  // phases the device has finished.
+  mutable std::optional<StepBreakdown> breakdown_;
   MfuPeak mfu_peak_;                        // the peak MFU is measured against, if any
   SyncAudit audit_{false, torch::kCPU};      // [train] sync_audit: no host sync between log steps
   LrSchedule schedule_;
@@ -140,7 +142,7 @@ void Loop::setup() {
                                   comm_.world_size(), comm_.rank(), static_cast<std::uint64_t>(t.seed)});
   batches_.emplace(*r_.dataset, *sampler_, BatchLoaderOptions{r_.device, t.steps, t.micro_batches});
   stats_.emplace(r_.device, comm_, t.sync_timing);
-  breakdown_.emplace(comm_, r_.device, t.sync_timing);
+  breakdown_.emplace(comm_, r_.device);
   mfu_peak_ = resolve_mfu_peak(e_, r_.device, e_.precision.param_dtype);
   audit_ = SyncAudit(t.sync_audit, r_.device);
   if (audit_.enabled()) log_.info("sync audit: a host sync between log steps is an error");
@@ -343,7 +345,7 @@ void Loop::log_scalars(const StepStats::Row& row, double lr) {
                                         static_cast<double>(e_.train.global_batch_size) / step_time / devices_);
   if (r_.model->flops_per_sample() > 0) events_->add_scalar("perf/tflops_per_device", tflops, step);
   if (mfu_peak_.peak && r_.model->flops_per_sample() > 0) events_->add_scalar("perf/mfu", tflops / mfu_peak_.peak->tflops, step);
-  if (breakdown_->available()) {
+  {
     const auto b = breakdown_->take_interval();
     events_->add_scalar("perf/time_data_s", b.data, step);
     events_->add_scalar("perf/time_compute_s", b.compute, step);
@@ -398,8 +400,8 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   s["flops"] = flops_summary(r_.model->flops_per_sample(), r_.model->flops_formula(),
                              step_time > 0 ? static_cast<double>(t.global_batch_size) / step_time / devices_ : 0.0,
                              mfu_peak_);
-  if (breakdown_ && breakdown_->available()) {
-    const auto b = breakdown_->total();
+  if (breakdown_) {
+    const auto b = breakdown_->total(/*wait_for_device=*/status == "ok");
     Json& d = s["time_breakdown_s"];
     d = Json::object();
     d["data"] = b.data;
@@ -407,8 +409,9 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
     d["comm_wait"] = b.comm_wait;
     d["optimizer"] = b.optimizer;
   } else {
-    s["time_breakdown_s"] = Json();  // CUDA without sync_timing: the host clock would not tell
+    s["time_breakdown_s"] = Json();  // before the loop was set up
   }
+  s["time_breakdown_timing"] = breakdown_ ? Json(breakdown_->clock()) : Json();
   s["step_timing"] = !r_.device.is_cuda() ? "host clock" : (t.sync_timing ? "synchronized host clock" : "cuda events");
   s["final_loss"] = last_loss_;
   s["final_grad_norm"] = last_grad_norm_;  // global, before clipping, of the last step
