@@ -1,4 +1,4 @@
-// Unit tests for the TensorBoard event writer: CRC-32C, TFRecord framing, the protobuf
+// Unit tests for the TensorBoard event writer: TFRecord framing and its masked CRC-32C, the protobuf
 // encoder and a byte-level round trip through an event file.
 
 #include "test_support.hpp"
@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "strata/errors.hpp"
-#include "tensorboard/crc32c.hpp"
 #include "tensorboard/event_writer.hpp"
 #include "tensorboard/hparams.hpp"
 #include "tensorboard/protobuf.hpp"
+#include "tensorboard/tfrecord.hpp"
 
 namespace {
 
@@ -123,27 +123,6 @@ std::optional<Field> find_field(const std::vector<Field>& fields, std::uint32_t 
 }
 
 }  // namespace
-
-TEST_CASE("crc32c matches the RFC 3720 vectors") {
-  using strata::tb::crc32c;
-  const std::string digits = "123456789";
-  CHECK(crc32c(digits.data(), digits.size()) == 0xE3069283u);
-  const std::vector<unsigned char> zeros(32, 0x00);
-  CHECK(crc32c(zeros.data(), zeros.size()) == 0x8A9136AAu);
-  const std::vector<unsigned char> ones(32, 0xFF);
-  CHECK(crc32c(ones.data(), ones.size()) == 0x62A8AB43u);
-  std::vector<unsigned char> ascending(32);
-  for (int i = 0; i < 32; ++i) ascending[i] = static_cast<unsigned char>(i);
-  CHECK(crc32c(ascending.data(), ascending.size()) == 0x46DD794Eu);
-  CHECK(crc32c(nullptr, 0) == 0u);
-}
-
-TEST_CASE("crc32c extends a running CRC") {
-  using strata::tb::crc32c;
-  const std::string digits = "123456789";
-  const std::uint32_t head = crc32c(digits.data(), 4);
-  CHECK(crc32c(digits.data() + 4, digits.size() - 4, head) == 0xE3069283u);
-}
 
 TEST_CASE("masked_crc32c rotates and adds the TFRecord delta") {
   const std::string digits = "123456789";

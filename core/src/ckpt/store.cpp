@@ -15,10 +15,10 @@
 #include <fmt/format.h>
 
 #include "io/atomic_file.hpp"
+#include "io/crc32c.hpp"
 #include "io/run_dir.hpp"
 #include "io/safetensors.hpp"
 #include "strata/errors.hpp"
-#include "tensorboard/crc32c.hpp"
 
 namespace strata::ckpt {
 
@@ -98,7 +98,7 @@ std::int64_t write_rank(const fs::path& dir, int rank, const std::vector<TensorP
     entry["begin"] = piece.begin;
     entry["end"] = piece.end;
     entry["offset"] = static_cast<std::int64_t>(bin.size());
-    entry["crc32c"] = static_cast<std::int64_t>(tb::crc32c(host.data_ptr(), bytes));
+    entry["crc32c"] = static_cast<std::int64_t>(crc32c(host.data_ptr(), bytes));
     bin.write(host.data_ptr(), bytes, "tensor " + piece.name);
     index.push_back(std::move(entry));
   }
@@ -225,7 +225,7 @@ SaveResult save(const SaveInput& input, Comm& comm) {
     for (const auto& [name, text] : input.files) {
       write_file_atomically(result.dir / name, text);
       files[name]["bytes"] = static_cast<std::int64_t>(text.size());
-      files[name]["crc32c"] = static_cast<std::int64_t>(tb::crc32c(text.data(), text.size()));
+      files[name]["crc32c"] = static_cast<std::int64_t>(crc32c(text.data(), text.size()));
     }
     Json meta = Json::object();
     meta["format"] = kFormat;
@@ -292,7 +292,7 @@ std::string Checkpoint::file_text(const std::string& name) const {
   if (f == nullptr) throw Error(fmt::format("checkpoint {} has no {}.", dir_.string(), name));
   const std::string text = read_text(dir_ / name);
   if (static_cast<std::int64_t>(text.size()) != integer(f->find("bytes"), "bytes") ||
-      tb::crc32c(text.data(), text.size()) != static_cast<std::uint32_t>(integer(f->find("crc32c"), "crc32c")))
+      crc32c(text.data(), text.size()) != static_cast<std::uint32_t>(integer(f->find("crc32c"), "crc32c")))
     throw Error(fmt::format("{} does not match its size and checksum in {}: the file is corrupted.",
                             (dir_ / name).string(), kMetadataFile),
                 "Resume from another checkpoint (an older step).");
@@ -328,7 +328,7 @@ class DataFiles {
       throw Error(fmt::format("cannot read tensor {} from {}: {}.", tensor, path.string(),
                               errno ? errno_text() : "the file ends first"),
                   "The checkpoint is damaged; resume from an older one.");
-    if (tb::crc32c(out.data_ptr(), size) != crc)
+    if (crc32c(out.data_ptr(), size) != crc)
       throw Error(fmt::format("checkpoint file {} is corrupted: the bytes of tensor {} at offset {} do not match "
                               "their checksum.",
                               path.string(), tensor, offset),

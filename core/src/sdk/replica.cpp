@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
+#include "io/crc32c.hpp"
 #include "strata/errors.hpp"
-#include "tensorboard/crc32c.hpp"
 
 namespace strata {
 
@@ -56,7 +56,7 @@ StateDict gathered_state_dict(const FlatGroups& groups, Comm* shard, const Model
 
 std::uint32_t tensor_digest(const torch::Tensor& tensor, std::uint32_t crc) {
   const auto cpu = tensor.detach().to(torch::kCPU).contiguous();
-  return tb::crc32c(cpu.data_ptr(), cpu.nbytes(), crc);
+  return crc32c(cpu.data_ptr(), cpu.nbytes(), crc);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> unique_trainable_parameters(

@@ -10,7 +10,7 @@
 
 #include "io/build_info.hpp"
 #include "strata/errors.hpp"
-#include "tensorboard/crc32c.hpp"
+#include "tensorboard/tfrecord.hpp"
 #include "tensorboard/protobuf.hpp"
 
 // Field numbers below are those of tensorboard/compat/proto/{event,summary,tensor}.proto,
