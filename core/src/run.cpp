@@ -423,6 +423,8 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   p->log = Logger(world.rank, world.world_size);
   const fs::path& run_dir = p->place.run_dir;
   monitor.attach(store, run_dir, world.master_addr + ":" + std::to_string(world.master_port));
+  // A collective that times out on NCCL leaves its flight-recorder dump beside the verdict.
+  if (backend == "nccl") direct_flight_recorder(run_dir, world.rank);
   const Logger& log = p->log;
   if (!p->device_note.empty()) log.info("note: " + p->device_note);
   if (world.rank == 0)

@@ -16,10 +16,13 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include <torch/csrc/distributed/c10d/FlightRecorder.hpp>
 #include <torch/cuda.h>
 
 #include "dist/process_group.hpp"
@@ -384,3 +387,20 @@ TEST_CASE("process group: nccl without a GPU is a clear error") {
 }
 
 }  // namespace strata
+
+TEST_CASE("process group: the flight recorder's dump lands in the run directory") {
+  // c10d writes a dump through the writer registered for the process (NCCL's watchdog does on a
+  // collective timeout); the run directory gets it, and a run without a dump keeps no directory.
+  const auto dir = std::filesystem::temp_directory_path() / ("strata_trace_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto file = strata::direct_flight_recorder(dir, 3);
+  CHECK(file == dir / "comm_trace" / "rank_3");
+  CHECK_FALSE(std::filesystem::exists(dir / "comm_trace"));
+  CHECK(strata::direct_flight_recorder(dir, 3) == file);  // once per process
+  c10d::DebugInfoWriter::getWriter(3).write("trace");
+  std::ifstream in(file);
+  std::string text;
+  std::getline(in, text);
+  CHECK(text == "trace");
+  std::filesystem::remove_all(dir);
+}

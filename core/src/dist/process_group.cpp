@@ -34,6 +34,7 @@
 #error "LibTorch was built without Gloo (USE_C10D_GLOO is not defined by its CMake targets); Strata needs a LibTorch with distributed support."
 #endif
 
+#include <torch/csrc/distributed/c10d/FlightRecorder.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -649,6 +650,35 @@ std::unique_ptr<ProcessGroupComm> make_process_group_comm(const ProcessGroupOpti
     throw_rendezvous_error(o, "pass the first barrier");
   }
   return comm;
+}
+
+namespace {
+/// c10d's own writer (it writes the trace to the file it was made with) at a path of ours, whose
+/// directory it makes at the dump: a run without a dump keeps no empty directory.
+class RunDirTraceWriter final : public c10d::DebugInfoWriter {
+ public:
+  RunDirTraceWriter(const std::string& prefix, int rank) : c10d::DebugInfoWriter(prefix, rank) {}
+  void write(const std::string& trace) override {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(filename_).parent_path(), ec);
+    c10d::DebugInfoWriter::write(trace);
+  }
+};
+}  // namespace
+
+std::filesystem::path direct_flight_recorder(const std::filesystem::path& run_dir, int rank) {
+  for (const char* name : {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"})
+    if (const char* chosen = std::getenv(name); chosen != nullptr && *chosen != '\0')
+      return std::string(chosen) + std::to_string(rank);
+  const std::string prefix = (run_dir / "comm_trace" / "rank_").string();
+  static std::once_flag once;  // c10d takes one writer per process
+  std::call_once(once, [&] {
+    try {
+      c10d::DebugInfoWriter::registerWriter(std::make_unique<RunDirTraceWriter>(prefix, rank));
+    } catch (const std::exception&) {  // a dump came first and registered c10d's default writer
+    }
+  });
+  return prefix + std::to_string(rank);
 }
 
 }  // namespace strata

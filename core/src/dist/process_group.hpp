@@ -3,6 +3,7 @@
 // TCPStore rendezvous. c10d's C++ API is internal to LibTorch; this is the one place that uses it.
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,5 +62,13 @@ class ProcessGroupComm : public Comm {
 /// Connects to the job (rank 0 hosts the TCPStore), creates the process group, and runs a
 /// barrier so that every rank is known to be up before training starts.
 std::unique_ptr<ProcessGroupComm> make_process_group_comm(const ProcessGroupOptions& options);
+
+/// Where c10d's flight recorder (its record of every communicator's last collectives, which NCCL's
+/// watchdog dumps when a collective times out) writes this rank's dump: `<run_dir>/comm_trace/rank_<R>`,
+/// beside the run's verdict, instead of c10d's default /tmp/nccl_trace_rank_<R>. A
+/// TORCH_NCCL_DEBUG_INFO_TEMP_FILE in the environment wins (the user chose a place). Call once, after
+/// the run directory is known and before a collective can time out (c10d makes its writer at the
+/// first dump). Returns the file the dump goes to.
+std::filesystem::path direct_flight_recorder(const std::filesystem::path& run_dir, int rank);
 
 }  // namespace strata
