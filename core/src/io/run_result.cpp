@@ -1,15 +1,11 @@
 #include "io/run_result.hpp"
 
-#include <cerrno>
-#include <chrono>
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <iterator>
 
 #include <fmt/format.h>
 
-#include "io/atomic_file.hpp"
 #include "strata/errors.hpp"
 
 namespace strata {
@@ -87,32 +83,6 @@ RunResult read_run_result(const std::filesystem::path& dir) {
   result.status = status ? status->string_or("failed") : "failed";
   if (const Json* err = result.summary->find("error")) result.error = err->string_or("");
   return result;
-}
-
-LoggedChild run_logged(const std::vector<std::string>& args, const std::filesystem::path& dir,
-                       const std::function<void(const std::string&)>& on_line) {
-  std::filesystem::create_directories(dir);
-  // Streamed, not renamed into place at the end: output.log is there to follow a run as it goes.
-  StreamedFile log;
-  if (!log.open(dir / "output.log", /*exclusive=*/false))
-    throw Error(fmt::format("cannot create {}: {}.", (dir / "output.log").string(), std::strerror(errno)),
-                "Check free disk space and permissions.");
-  LoggedChild child;
-  const auto started = std::chrono::steady_clock::now();
-  child.outcome = run_self(args, [&](const std::string& line) {
-    if (child.log_error.empty()) {
-      try {
-        const std::string text = line + "\n";
-        log.append(text.data(), text.size());
-      } catch (const Error& e) {
-        child.log_error = e.what();
-      }
-    }
-    child.lines.push_back(line);
-    if (on_line) on_line(line);
-  });
-  child.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  return child;
 }
 
 std::string error_from_output(const std::vector<std::string>& lines) {

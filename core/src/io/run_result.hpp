@@ -4,13 +4,11 @@
 
 #include <cmath>
 #include <filesystem>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "io/json.hpp"
-#include "launch/child.hpp"
 
 namespace strata {
 
@@ -63,23 +61,6 @@ struct RunResult {
 /// Reads DIR/summary.json. A missing file leaves the status "not run"; an unreadable one makes
 /// it "failed" with the parse error.
 RunResult read_run_result(const std::filesystem::path& dir);
-
-/// A child `strata ARGS` (run_self) whose output went to DIR/output.log.
-struct LoggedChild {
-  ChildOutcome outcome;
-  std::vector<std::string> lines;  ///< its output, line by line
-  double seconds = 0;              ///< wall time
-  /// Why output.log is incomplete ("cannot write to DIR/output.log: No space left on device."):
-  /// the first write that failed; the child ran on. Empty when the log is whole.
-  std::string log_error;
-};
-
-/// Creates DIR, runs `strata ARGS` with its output written (line by line, each handed to the
-/// system at once) to DIR/output.log, kept in the result and handed to `on_line` (may be empty).
-/// Throws strata::Error naming the file when output.log cannot be created; a later write error
-/// stops the log and is reported in log_error (the child is not stopped half-way for it).
-LoggedChild run_logged(const std::vector<std::string>& args, const std::filesystem::path& dir,
-                       const std::function<void(const std::string&)>& on_line = {});
 
 /// The error of a failed run from its output lines: its "error:" paragraph (the first one; a
 /// launcher's own lines about stopping the others follow it), else the last lines of its output.

@@ -10,11 +10,13 @@
 
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "io/atomic_file.hpp"
 #include "launch/world.hpp"
 #include "strata/errors.hpp"
 
@@ -162,6 +164,32 @@ ChildOutcome run_self(const std::vector<std::string>& args, const std::function<
   outcome.interrupted = g_received;
   outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   return outcome;
+}
+
+LoggedChild run_logged(const std::vector<std::string>& args, const std::filesystem::path& dir,
+                       const std::function<void(const std::string&)>& on_line) {
+  std::filesystem::create_directories(dir);
+  // Streamed, not renamed into place at the end: output.log is there to follow a run as it goes.
+  StreamedFile log;
+  if (!log.open(dir / "output.log", /*exclusive=*/false))
+    throw Error(fmt::format("cannot create {}: {}.", (dir / "output.log").string(), std::strerror(errno)),
+                "Check free disk space and permissions.");
+  LoggedChild child;
+  const auto started = std::chrono::steady_clock::now();
+  child.outcome = run_self(args, [&](const std::string& line) {
+    if (child.log_error.empty()) {
+      try {
+        const std::string text = line + "\n";
+        log.append(text.data(), text.size());
+      } catch (const Error& e) {
+        child.log_error = e.what();
+      }
+    }
+    child.lines.push_back(line);
+    if (on_line) on_line(line);
+  });
+  child.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return child;
 }
 
 }  // namespace strata

@@ -1,7 +1,8 @@
 #pragma once
 // Runs this program once more as a child (`strata compare` starts each run this way) and hands
-// its output over line by line.
+// its output over line by line, or keeps it in a run directory's output.log.
 
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,5 +25,22 @@ struct ChildOutcome {
 void require_single_process(const std::string& command);
 
 ChildOutcome run_self(const std::vector<std::string>& args, const std::function<void(const std::string&)>& on_line);
+
+/// A child `strata ARGS` (run_self) whose output went to DIR/output.log.
+struct LoggedChild {
+  ChildOutcome outcome;
+  std::vector<std::string> lines;  ///< its output, line by line
+  double seconds = 0;              ///< wall time
+  /// Why output.log is incomplete ("cannot write to DIR/output.log: No space left on device."):
+  /// the first write that failed; the child ran on. Empty when the log is whole.
+  std::string log_error;
+};
+
+/// Creates DIR, runs `strata ARGS` with its output written (line by line, each handed to the
+/// system at once) to DIR/output.log, kept in the result and handed to `on_line` (may be empty).
+/// Throws strata::Error naming the file when output.log cannot be created; a later write error
+/// stops the log and is reported in log_error (the child is not stopped half-way for it).
+LoggedChild run_logged(const std::vector<std::string>& args, const std::filesystem::path& dir,
+                       const std::function<void(const std::string&)>& on_line = {});
 
 }  // namespace strata
