@@ -1,6 +1,6 @@
 // The c10d backends behind strata::Comm: Gloo (CPU tensors, or CUDA tensors staged through pinned
-// host memory) and NCCL (CUDA tensors), and the heartbeat's store connection. Apart from
-// process_group.cpp, the only translation unit that includes c10d headers; checked against LibTorch 2.11.
+// host memory) and NCCL (CUDA tensors), and where Gloo listens. One of dist/'s translation units
+// that include c10d headers (listed at the top of dist/process_group.cpp); checked against LibTorch 2.11.
 
 #include "dist/backends.hpp"
 
@@ -17,9 +17,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 // NCCL needs LibTorch's NCCL build (USE_C10D_NCCL comes from the torch_cuda target) and the CUDA
 // and NCCL headers; without them the "nccl" backend fails at runtime with a clear error.
@@ -30,15 +28,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include "dist/comm_errors.hpp"
 #include "strata/errors.hpp"
 
 namespace strata::detail {
-
-namespace {
-std::string rank_name(const WorldInfo& w) {
-  return "rank " + std::to_string(w.rank) + " of " + std::to_string(w.world_size);
-}
-}  // namespace
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
@@ -179,37 +172,6 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const ProcessGroupOptions& o, const 
   auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, o.world.rank, o.world.world_size, gloo);
   name_backend(*pg, o);
   return pg;
-}
-
-namespace {
-/// JobStore over a TCPStore client of its own (a TCPStore connection serves one thread at a time).
-class C10dJobStore final : public JobStore {
- public:
-  explicit C10dJobStore(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
-  void set(const std::string& key, const std::string& value) override {
-    store_->set(key, std::vector<std::uint8_t>(value.begin(), value.end()));
-  }
-  std::optional<std::string> get_if_set(const std::string& key) override {
-    if (!store_->check({key})) return std::nullopt;
-    auto value = store_->get(key);
-    return std::string(value.begin(), value.end());
-  }
-  std::int64_t add(const std::string& key, std::int64_t delta) override { return store_->add(key, delta); }
-
- private:
-  c10::intrusive_ptr<c10d::Store> store_;
-};
-}  // namespace
-
-std::shared_ptr<JobStore> connect_job_store(const WorldInfo& world, const std::string& prefix,
-                                            std::chrono::milliseconds timeout) {
-  c10d::TCPStoreOptions o;
-  o.port = static_cast<std::uint16_t>(world.master_port);
-  o.isServer = false;
-  o.waitWorkers = false;
-  o.timeout = timeout;
-  auto tcp = c10::make_intrusive<c10d::TCPStore>(world.master_addr, o);
-  return std::make_shared<C10dJobStore>(c10::make_intrusive<c10d::PrefixStore>(prefix, tcp));
 }
 
 c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store,

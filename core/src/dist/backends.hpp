@@ -1,5 +1,6 @@
 #pragma once
-// The c10d backends a ProcessGroupComm runs on (dist/process_group.cpp), one factory each.
+// The c10d backends a ProcessGroupComm runs on (dist/rendezvous.cpp, dist/subgroups.cpp), one
+// factory each.
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -17,10 +18,6 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const ProcessGroupOptions& o, const 
 /// host's name resolves to 127.0.x.x), the host's first real interface. Throws strata::Error when
 /// a job that spans hosts finds no usable interface.
 std::string gloo_interface(const ProcessGroupOptions& o);
-/// A TCPStore client of its own to the job's store at world.master_addr:master_port, under
-/// `prefix`, whose calls fail after `timeout` (the heartbeat's connection).
-std::shared_ptr<JobStore> connect_job_store(const WorldInfo& world, const std::string& prefix,
-                                            std::chrono::milliseconds timeout);
 /// An NCCL backend bound to this rank's GPU (`device`, completed from the local rank when it has no
 /// index); throws strata::Error when this build has no NCCL or the GPU does not exist.
 c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store,

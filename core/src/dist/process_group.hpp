@@ -1,6 +1,7 @@
 #pragma once
 // strata::Comm over c10d process groups: Gloo for CPU tensors, NCCL for CUDA tensors, with a
-// TCPStore rendezvous. c10d's C++ API is internal to LibTorch; this is the one place that uses it.
+// TCPStore rendezvous. c10d's C++ API is internal to LibTorch; dist/ is the one place that uses it
+// (the files listed at the top of dist/process_group.cpp).
 
 #include <chrono>
 #include <filesystem>
