@@ -1,0 +1,180 @@
+#include "test_support.hpp"
+// The estimator's schedule simulator and network model on schedules whose answer is known by
+// hand: no overlap, full overlap, an all-gather chain bound by bandwidth, collectives across nodes.
+
+#include <string>
+
+#include "estimate/network.hpp"
+#include "strata/errors.hpp"
+#include "estimate/simulate.hpp"
+
+namespace es = strata::estimate;
+
+namespace {
+/// One node of `n` ranks at `gbps` GB/s bus bandwidth, no latency: a collective of S bytes takes
+/// S x factor / bandwidth.
+es::Network flat(double gbps) {
+  es::Network net;
+  net.gpus_per_node = 0;
+  net.intra = {gbps, 0.0};
+  return net;
+}
+constexpr double kMs = 1e-3;
+}  // namespace
+
+TEST_CASE("estimate: communication after the compute it waits for adds up") {
+  const auto net = flat(1.0);  // 1 GB/s: 1e6 bytes x 2(2-1)/2 = 1 ms for an all_reduce over 2
+  es::Schedule s;
+  const int backward = s.compute("backward", 10 * kMs);
+  const int reduce = s.collective("all_reduce", es::Collective::kAllReduce, 1e6, 2, {backward});
+  s.compute("optimizer", 2 * kMs, {reduce});
+  const auto sim = es::simulate(s, net);
+  CHECK(sim.step_s == doctest::Approx(13 * kMs));
+  CHECK(sim.exposed_comm_s == doctest::Approx(1 * kMs));
+  CHECK(sim.busy_s.at("compute") == doctest::Approx(12 * kMs));
+  CHECK(sim.busy_s.at("comm") == doctest::Approx(1 * kMs));
+  CHECK(sim.bus_bytes == doctest::Approx(1e6));
+  CHECK(sim.collectives == 1);
+}
+
+TEST_CASE("estimate: communication shorter than the compute beside it is hidden") {
+  const auto net = flat(1.0);
+  es::Schedule s;
+  // Two buckets: the first reduces (1 ms) while the second half of backward runs (5 ms).
+  const int b1 = s.compute("backward 1", 5 * kMs);
+  const int r1 = s.collective("all_reduce 1", es::Collective::kAllReduce, 1e6, 2, {b1});
+  const int b2 = s.compute("backward 2", 5 * kMs);
+  const int r2 = s.collective("all_reduce 2", es::Collective::kAllReduce, 0.5e6, 2, {b2});
+  s.compute("optimizer", 1 * kMs, {r1, r2});
+  const auto sim = es::simulate(s, net);
+  // The last bucket's 0.5 ms cannot hide: it follows the last backward.
+  CHECK(sim.step_s == doctest::Approx(11.5 * kMs));
+  CHECK(sim.exposed_comm_s == doctest::Approx(0.5 * kMs));
+  CHECK(sim.timings[static_cast<std::size_t>(r1)].start == doctest::Approx(5 * kMs));
+  CHECK(sim.timings[static_cast<std::size_t>(r1)].end == doctest::Approx(6 * kMs));
+
+  es::Schedule all;  // every byte of communication overlaps compute: the step is the compute
+  const int f = all.compute("forward", 4 * kMs);
+  all.collective("all_gather", es::Collective::kAllGather, 2e6, 2, {}, "gather");  // 1 ms beside the forward
+  all.compute("backward", 4 * kMs, {f});
+  const auto hidden = es::simulate(all, net);
+  CHECK(hidden.step_s == doctest::Approx(8 * kMs));
+  CHECK(hidden.exposed_comm_s == doctest::Approx(0.0));
+}
+
+namespace {
+/// Units with compute times `compute`, each needing its all_gather (2 ms) first, `prefetch` units
+/// gathered ahead of the one computing (prefetch + 1 buffers).
+es::Simulation gather_chain(const std::vector<double>& compute, int prefetch) {
+  const auto net = flat(1.0);
+  // 4e6 bytes x (2-1)/2 = 2e6 bus bytes: 2 ms each at 1 GB/s. A gather takes a buffer that the
+  // compute prefetch + 1 units earlier frees.
+  es::Schedule t;
+  std::vector<int> gathers;
+  std::vector<int> computes;
+  for (std::size_t u = 0; u < compute.size(); ++u) {
+    std::vector<int> deps;
+    if (u >= static_cast<std::size_t>(prefetch + 1)) deps.push_back(computes[u - static_cast<std::size_t>(prefetch) - 1]);
+    gathers.push_back(t.collective("all_gather " + std::to_string(u), es::Collective::kAllGather, 4e6, 2, deps, "gather"));
+    computes.push_back(t.compute("forward " + std::to_string(u), compute[u] * kMs, {gathers.back()}));
+  }
+  return es::simulate(t, net);
+}
+}  // namespace
+
+TEST_CASE("estimate: a bandwidth-bound all_gather chain, prefetch 1 against prefetch 2") {
+  // Compute [4, 1, 1, 1] ms, gathers 2 ms each. Prefetch 1: the third gather waits for unit 0's
+  // buffer (free at 6 ms): G0 0-2, C0 2-6, G1 2-4, G2 6-8, C1 6-7, C2 8-9, G3 8-10, C3 10-11.
+  const auto one = gather_chain({4, 1, 1, 1}, 1);
+  CHECK(one.step_s == doctest::Approx(11 * kMs));
+  CHECK(one.exposed_comm_s == doctest::Approx(4 * kMs));
+  // Prefetch 2: the gathers run back to back (8 ms of link time), the step is bound by the link:
+  // all gathers + the last unit's compute = 9 ms.
+  const auto two = gather_chain({4, 1, 1, 1}, 2);
+  CHECK(two.step_s == doctest::Approx(9 * kMs));
+  CHECK(two.busy_s.at("gather") == doctest::Approx(8 * kMs));
+  CHECK(two.exposed_comm_s == doctest::Approx(2 * kMs));
+  // Deeper prefetch cannot beat the link.
+  CHECK(gather_chain({4, 1, 1, 1}, 3).step_s == doctest::Approx(9 * kMs));
+}
+
+TEST_CASE("estimate: an all_reduce across two nodes is reduce_scatter, inter-node all_reduce, all_gather") {
+  es::Network net;
+  net.gpus_per_node = 4;
+  net.intra = {100.0, 5.0};   // 100 GB/s, 5 us per ring step
+  net.inter = {10.0, 10.0};   // 10 GB/s, 10 us per ring step
+  const double s = 1e9;
+  // One node (4 ranks): 2(4-1)/4 x 1 GB / 100 GB/s = 15 ms, plus 2 x 3 steps x 5 us.
+  CHECK(net.seconds(es::Collective::kAllReduce, s, 4) == doctest::Approx(15e-3 + 30e-6));
+  // Two nodes (8 ranks): reduce_scatter inside (7.5 ms + 3 x 5 us), all_reduce of the 1/4 share
+  // between the 2 nodes (2(2-1)/2 x 0.25 GB / 10 GB/s = 25 ms + 2 x 10 us), all_gather inside
+  // (7.5 ms + 15 us): 40.05 ms.
+  CHECK(net.seconds(es::Collective::kAllReduce, s, 8) == doctest::Approx(40e-3 + 50e-6));
+  CHECK(net.seconds(es::Collective::kAllGather, s, 8) ==
+        doctest::Approx((0.5 * 0.25e9 / 10e9 + 10e-6) + (0.75 * 1e9 / 100e9 + 15e-6)));
+  CHECK(net.seconds(es::Collective::kReduceScatter, s, 1) == 0.0);
+  CHECK(es::bus_factor(es::Collective::kAllReduce, 8) == doctest::Approx(1.75));
+  CHECK(es::bus_factor(es::Collective::kAllGather, 8) == doctest::Approx(0.875));
+}
+
+TEST_CASE("estimate: a network from `bench comms` JSON interpolates busbw in log(size)") {
+  const std::string json = R"({"benchmark": "strata bench comms", "world_size": 2, "backend": "gloo", "device": "cpu",
+    "rows": [
+      {"collective": "all_reduce", "size_bytes": 1000, "busbw_gbps": 0.1},
+      {"collective": "all_reduce", "size_bytes": 100000, "busbw_gbps": 1.1},
+      {"collective": "all_gather", "size_bytes": 1000, "busbw_gbps": 0.2}
+    ]})";
+  const auto net = es::network_from_bench_json(json, "bench.json");
+  // 10 kB lies half-way in log(size) between 1 kB and 100 kB: busbw 0.6 GB/s.
+  CHECK(net.seconds(es::Collective::kAllReduce, 1e4, 2) == doctest::Approx(1e4 * 1.0 / 0.6e9));
+  // Beyond the table: the nearest end.
+  CHECK(net.seconds(es::Collective::kAllReduce, 1e7, 3) == doctest::Approx(1e7 * (4.0 / 3.0) / 1.1e9));
+  CHECK(net.seconds(es::Collective::kAllGather, 1e3, 2) == doctest::Approx(1e3 * 0.5 / 0.2e9));
+  // reduce_scatter is not in the table: all_reduce's bus bandwidth stands in.
+  CHECK(net.seconds(es::Collective::kReduceScatter, 1e3, 2) == doctest::Approx(1e3 * 0.5 / 0.1e9));
+  CHECK_THROWS_WITH_AS(es::network_from_bench_json(R"({"rows": []})", "empty.json"),
+                       doctest::Contains("no `rows`"), strata::UsageError);
+  CHECK_THROWS_AS(es::network_from_bench_json("{not json", "bad.json"), strata::UsageError);
+}
+
+TEST_CASE("estimate: a TOML cluster spec, and what it refuses") {
+  const auto net = es::network_from_toml(R"(
+[cluster]
+name = "two nodes"
+gpus_per_node = 8
+intra_node_gbps = 360
+intra_node_latency_us = 3
+inter_node_gbps = 45
+inter_node_latency_us = 6
+)", "c.toml");
+  CHECK(net.gpus_per_node == 8);
+  CHECK(net.intra.bandwidth_gbps == 360.0);
+  CHECK(net.inter.latency_us == 6.0);
+  CHECK_THROWS_WITH_AS(es::network_from_toml("[cluster]\ngpus_per_node = 8\n", "c.toml"),
+                       doctest::Contains("intra_node_gbps is missing"), strata::UsageError);
+  CHECK_THROWS_WITH_AS(es::network_from_toml("[cluster]\ngpus_per_node = 8\nintra_node_gbps = 1\nintra_gbps = 2\n", "c.toml"),
+                       doctest::Contains("unknown key 'intra_gbps'"), strata::UsageError);
+  CHECK_THROWS_WITH_AS(es::network_from_toml("[cluster\n", "c.toml"), doctest::Contains("c.toml"), strata::UsageError);
+  CHECK_THROWS_WITH_AS(es::network_from_toml("[cluster]\ngpus_per_node = 0\nintra_node_gbps = 1\n", "c.toml"),
+                       doctest::Contains("gpus_per_node"), strata::UsageError);
+}
+
+TEST_CASE("estimate: a dependency on an op not yet added is refused") {
+  es::Schedule s;
+  CHECK_THROWS_AS(s.compute("x", 1.0, {0}), strata::Error);
+  const int a = s.compute("a", 1.0);
+  CHECK_THROWS_AS(s.depend(a, a), strata::Error);
+}
+
+TEST_CASE("estimate: the shipped cluster specs load") {
+  const std::string dir = std::string(STRATA_FIXTURE_CONFIG_DIR) + "/../../../examples/clusters/";
+  const auto h100 = es::load_network(dir + "8xh100_nvlink_ib400.toml");
+  CHECK(h100.gpus_per_node == 8);
+  CHECK(h100.intra.bandwidth_gbps > h100.inter.bandwidth_gbps);
+  CHECK(h100.description.find("assumed") != std::string::npos);
+  const auto pcie = es::load_network(dir + "pcie_node.toml");
+  CHECK(pcie.gpus_per_node == 4);
+  // Across two nodes the slower link costs more than the node alone.
+  CHECK(pcie.seconds(es::Collective::kAllReduce, 1e8, 8) > 1.5 * pcie.seconds(es::Collective::kAllReduce, 1e8, 4));
+  CHECK_THROWS_WITH_AS(es::load_network(dir + "no_such.toml"), doctest::Contains("cannot be read"), strata::UsageError);
+}
