@@ -29,6 +29,7 @@
 #include "strata/buckets.hpp"
 #include "strata/comm.hpp"
 #include "strata/flat_params.hpp"
+#include "strata/reducer.hpp"
 #include "strata/strategy.hpp"
 
 namespace strata {
@@ -60,23 +61,23 @@ struct GradReducerOptions {
   std::function<void(std::size_t)> on_group_complete;
 };
 
-/// Owns the grad-ready hooks of the groups' parameters and their reductions. The groups (in launch
-/// order: the order backward completes them) must outlive it.
-class GradReducer {
+/// The built-in Reducer: owns the grad-ready hooks of the groups' parameters and their reductions.
+/// The groups (in launch order: the order backward completes them) must outlive it.
+class GradReducer final : public Reducer {
  public:
   GradReducer(std::vector<FlatGroup*> groups, const Precision& precision, GradReducerOptions options);
-  ~GradReducer();
+  ~GradReducer() override;
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
 
   /// Before the backward of micro-batch `micro`: opens a round of collectives when it communicates.
-  void begin_backward(MicroStep micro);
+  void begin_backward(MicroStep micro) override;
   /// After that backward: launches what the hooks did not (missing gradients: zeros, or an error
   /// naming them after every launched collective has completed), completes every reduction and,
   /// after the last micro-batch, averages the shards over the replicate group.
-  void end_backward(MicroStep micro);
+  void end_backward(MicroStep micro) override;
   /// Bytes of reduction buffers alive now (staged gradients, inputs and outputs in flight).
-  std::int64_t in_flight_bytes() const;
+  std::int64_t in_flight_bytes() const override;
 
  private:
   struct Reduction;

@@ -4,7 +4,7 @@
 /// the template's local_sgd): the parameters live in flat groups (flat_params.hpp) of about
 /// `bucket_cap_bytes`, in reverse parameter order (the order backward completes them), whose
 /// float32 masters the optimizer steps. A derived strategy chooses how the masters and gradients
-/// are sharded and how gradients are synchronized (a GradReducer), or does its own.
+/// are sharded and how gradients are synchronized (a Reducer: the built-in GradReducer, or its own).
 ///
 /// Invariant: after step(), every parameter equals its master (cast to the parameter dtype), on
 /// every rank.
@@ -15,6 +15,7 @@
 
 #include "strata/flat_params.hpp"
 #include "strata/grad_reducer.hpp"
+#include "strata/reducer.hpp"
 #include "strata/sharded_state.hpp"
 #include "strata/strategy.hpp"
 
@@ -87,6 +88,12 @@ class ReplicaStrategy : public Strategy, public ReplicaDigest, public ShardedSta
   /// Synchronizes gradients through a GradReducer over the groups (ddp, zero1/2); without one the
   /// gradients stay local (single, dp, local_sgd), though still accumulated in float32.
   void reduce_gradients(GradReducerOptions options);
+  /// Installs `reducer` in place of the current one (destroyed, its hooks removed): every
+  /// backward runs between its begin_backward and end_backward. A strategy's own reducer reads and
+  /// writes the float32 gradients through grad_view(i) and communicates over comm_; after
+  /// take_over() reducer_ accumulates them locally, so it may take that one over
+  /// (std::move(reducer_)) and call it first.
+  void use_reducer(std::unique_ptr<Reducer> reducer);
   /// Forward, loss and backward of one micro-batch, the summed loss scaled by micro.loss_scale;
   /// returns the micro-batch's summed loss, detached.
   torch::Tensor replica_forward_backward(const Batch& batch, MicroStep micro);
@@ -109,7 +116,7 @@ class ReplicaStrategy : public Strategy, public ReplicaDigest, public ShardedSta
   std::vector<std::string> param_names_;   ///< their dotted names
   std::vector<std::pair<std::string, std::string>> aliases_;  ///< tied names: (alias, parameter)
   std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<Reducer> reducer_;      ///< never null after take_over()
   /// Sharded masters: consecutive groups all-gathered in one call up to this many bytes (a staging
   /// buffer of that size); 0: each group in place, in a call of its own.
   std::int64_t allgather_cap_bytes_ = 0;

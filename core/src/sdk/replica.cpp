@@ -114,7 +114,12 @@ void ReplicaStrategy::reduce_gradients(GradReducerOptions options) {
   options.shard = layout_.shard;
   std::vector<FlatGroup*> groups;
   for (auto& g : groups_) groups.push_back(g.get());
-  reducer_ = std::make_unique<GradReducer>(std::move(groups), precision_, std::move(options));
+  use_reducer(std::make_unique<GradReducer>(std::move(groups), precision_, std::move(options)));
+}
+
+void ReplicaStrategy::use_reducer(std::unique_ptr<Reducer> reducer) {
+  if (!reducer) throw Error("use_reducer: a strategy needs a reducer (reduce_gradients({}) keeps gradients local)");
+  reducer_ = std::move(reducer);
 }
 
 torch::Tensor ReplicaStrategy::replica_forward_backward(const Batch& batch, MicroStep micro) {

@@ -1,0 +1,34 @@
+#pragma once
+/// \file reducer.hpp
+/// How a replica strategy synchronizes gradients, open to plugins (ReplicaStrategy::use_reducer).
+/// Like flashlight's Reducer (add a gradient as it is ready, finalize after backward), a reducer
+/// sees the two moments of every micro-batch's backward:
+///
+///   begin_backward(micro)  before backward: open a round (zero or stage what it needs)
+///   end_backward(micro)    after backward: launch what remains and complete every reduction;
+///                          when it returns, the float32 gradient buffers hold the reduced
+///                          gradients the optimizer steps on
+///
+/// A reducer may also react to gradients as autograd produces them (grad-ready hooks, buckets.hpp)
+/// to overlap communication with backward, as the built-in GradReducer does. Gradients must leave
+/// end_backward of the last micro-batch identical on every rank that replicates them, and every
+/// rank must issue the same collectives in the same order.
+
+#include <cstdint>
+
+#include "strata/strategy.hpp"
+
+namespace strata {
+
+class Reducer {
+ public:
+  virtual ~Reducer() = default;
+  /// Before the backward of micro-batch `micro`.
+  virtual void begin_backward(MicroStep micro) = 0;
+  /// After that backward: every reduction it owes is complete on return.
+  virtual void end_backward(MicroStep micro) = 0;
+  /// Bytes of reduction buffers alive now (inputs and outputs of collectives in flight).
+  virtual std::int64_t in_flight_bytes() const { return 0; }
+};
+
+}  // namespace strata
