@@ -178,3 +178,120 @@ TEST_CASE("estimate: the shipped cluster specs load") {
   CHECK(pcie.seconds(es::Collective::kAllReduce, 1e8, 8) > 1.5 * pcie.seconds(es::Collective::kAllReduce, 1e8, 4));
   CHECK_THROWS_WITH_AS(es::load_network(dir + "no_such.toml"), doctest::Contains("cannot be read"), strata::UsageError);
 }
+
+// ---- the built-in strategies' schedules and memory ---------------------------------------------------
+
+#include "estimate/strategies.hpp"
+
+namespace {
+/// Two units (600 and 300 parameters), 9 ms of compute and 1 ms of optimizer per step on one device,
+/// AdamW, 100 bytes of activations per example, batch 12.
+es::Profile two_units() {
+  es::Profile p;
+  p.parameters = 900;
+  p.units = {{"u0", 600}, {"u1", 300}};
+  p.global_batch = 12;
+  p.compute_s = 9e-3;
+  p.optimizer_s = 1e-3;
+  p.activation_bytes_per_sample = 100;
+  return p;
+}
+es::StrategyEstimate run(const std::string& name, const es::Profile& p, int n, es::StrategyOptions o = {}) {
+  static const es::Network net = flat(1.0);
+  es::EstimateInput in;
+  in.profile = &p;
+  in.network = &net;
+  in.world_size = n;
+  in.options = std::move(o);
+  return es::estimate_strategy(name, in);
+}
+}  // namespace
+
+TEST_CASE("estimate: bus bytes per step of every built-in strategy follow DESIGN section 8") {
+  const auto p = two_units();
+  const double psi4 = 900 * 4.0;
+  CHECK(run("single", p, 1).bus_bytes == 0.0);
+  CHECK(run("ddp", p, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(run("zero1", p, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(run("zero2", p, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(run("zero3", p, 3).bus_bytes == doctest::Approx(3.0 * 2 / 3 * psi4));
+  CHECK(run("fsdp", p, 3).bus_bytes == doctest::Approx(3.0 * 2 / 3 * psi4));
+  CHECK(run("fsdp", p, 3, {{{"sharding_strategy", "\"SHARD_GRAD_OP\""}}}).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(run("fsdp", p, 3, {{{"sharding_strategy", "\"NO_SHARD\""}}}).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(run("dp", p, 3).bus_bytes == doctest::Approx(2.0 * 2 * psi4));  // (K-1) copies each way
+  // Accumulation: zero2 reduce-scatters every micro-batch, ddp only the last.
+  auto p2 = p;
+  p2.micro_batches = 2;
+  CHECK(run("ddp", p2, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(run("zero2", p2, 3).bus_bytes == doctest::Approx(3.0 * 2 / 3 * psi4));
+  CHECK(run("zero3", p2, 3).bus_bytes == doctest::Approx(6.0 * 2 / 3 * psi4));
+  // Padding to a multiple of the world size: 600 and 300 divide by 4? 300 does, 600 does; 7 pads both.
+  CHECK(run("zero3", p, 7).bus_bytes == doctest::Approx(3.0 * 6 / 7 * (602 + 301) * 4.0));
+}
+
+TEST_CASE("estimate: memory per rank by the strategies' sharding") {
+  const auto p = two_units();
+  const double psi = 900;
+  const auto ddp = run("ddp", p, 3).memory;
+  CHECK(ddp.params == psi * 4);
+  CHECK(ddp.grads == psi * 4);
+  CHECK(ddp.optimizer == psi * 8);
+  CHECK(ddp.activations == doctest::Approx(100.0 * 12 / 3));
+  // The optimizer step's temporaries (a parameter-sized tensor) outweigh 400 bytes of activations.
+  CHECK(ddp.peak() == doctest::Approx(16 * psi + 4 * psi));
+  const auto z1 = run("zero1", p, 3).memory;
+  CHECK(z1.state() == doctest::Approx(8 * psi + 8 * psi / 3));
+  const auto z2 = run("zero2", p, 3).memory;
+  CHECK(z2.state() == doctest::Approx(4 * psi + 12 * psi / 3));
+  CHECK(z2.buffers == doctest::Approx(600 * 4.0));  // the larger unit's gradients, before they are reduced
+  const auto z3 = run("zero3", p, 3).memory;
+  CHECK(z3.state() == doctest::Approx(16 * psi / 3));
+  // In backward: unit 1 (300) gathered with its gradients plus unit 0 (600) prefetched, or unit 0
+  // with its gradients: 600 x 8 bytes.
+  CHECK(z3.gathered == doctest::Approx(600 * 8.0));
+  // SGD with momentum keeps 4 bytes a parameter; bf16 parameters keep float32 masters.
+  auto sgd = p;
+  sgd.optimizer = "sgd";
+  CHECK(run("ddp", sgd, 2).memory.optimizer == psi * 4);
+  auto bf16 = p;
+  bf16.param_dtype = "bfloat16";
+  CHECK(run("ddp", bf16, 2).memory.params == psi * 6);
+  CHECK(run("zero3", bf16, 3).memory.params == doctest::Approx(psi / 3 * 6));
+}
+
+TEST_CASE("estimate: ddp overlaps its buckets with backward; one big bucket cannot") {
+  auto p = two_units();
+  es::Network net = flat(1e-3);  // 1 MB/s: an all_reduce of 1200 bytes over 2 ranks takes 1.2 ms
+  es::EstimateInput in;
+  in.profile = &p;
+  in.network = &net;
+  in.world_size = 2;
+  // Buckets of 1 KiB: unit 1's 1200 bytes reduce while unit 0's backward (2 ms) runs.
+  in.options.values["bucket_cap_mb"] = std::to_string(1200.0 / (1024.0 * 1024.0));
+  const auto small = es::estimate_strategy("ddp", in);
+  in.options.values["bucket_cap_mb"] = "25";
+  const auto big = es::estimate_strategy("ddp", in);
+  CHECK(small.bus_bytes == doctest::Approx(big.bus_bytes));
+  CHECK(small.exposed_comm_s < big.exposed_comm_s);
+  CHECK(big.exposed_comm_s == doctest::Approx(3600 * 1.0 / 1e6));  // everything after backward
+}
+
+TEST_CASE("estimate: a strategy known only by its Footprint is coarse") {
+  const auto p = two_units();
+  static const es::Network net = flat(1.0);
+  es::EstimateInput in;
+  in.profile = &p;
+  in.network = &net;
+  in.world_size = 4;
+  es::DeclaredFootprint f;
+  f.known = f.traffic_known = true;
+  f.grads = f.optimizer = true;
+  f.per_step = 1;
+  f.per_micro_batch = 1;
+  const auto e = es::estimate_strategy("my_zero2", in, f);
+  CHECK(e.coarse);
+  CHECK(e.bus_bytes == doctest::Approx(2.0 * 3 / 4 * 3600));
+  CHECK(e.memory.state() == doctest::Approx(4 * 900 + 12 * 900 / 4.0));
+  CHECK_FALSE(run("ddp", p, 4).coarse);
+  CHECK_FALSE(run("single", p, 2).applicable);
+}

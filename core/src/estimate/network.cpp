@@ -77,10 +77,13 @@ double Network::inter_seconds(Collective c, double bytes, int nodes) const {
   return level_seconds(inter, c, bytes, nodes);
 }
 
-double Network::seconds(Collective c, double bytes, int n) const {
+double Network::seconds(Collective c, double bytes, int n, int per_node) const {
   if (n <= 1 || bytes <= 0) return 0.0;
-  const int g = gpus_per_node;
-  if (g <= 0 || n <= g) return intra_seconds(c, bytes, n);
+  if (gpus_per_node <= 0) return intra_seconds(c, bytes, n);
+  const int g = per_node > 0 ? std::min(per_node, gpus_per_node) : gpus_per_node;
+  if (per_node <= 0 && n <= g) return intra_seconds(c, bytes, n);
+  if (g >= n) return intra_seconds(c, bytes, n);
+  if (g <= 1) return inter_seconds(c, bytes, n);
   const int nodes = (n + g - 1) / g;
   const double share = bytes / g;  // what each node's rank owns after the intra-node stage
   switch (c) {

@@ -46,8 +46,10 @@ struct Network {
   Link inter;
   std::map<Collective, BusbwTable> measured;  ///< intra-node, from `bench comms` (may be empty)
 
-  /// Seconds for collective `c` of `bytes` (S, as nccl-tests counts it) over `n` ranks.
-  double seconds(Collective c, double bytes, int n) const;
+  /// Seconds for collective `c` of `bytes` (S, as nccl-tests counts it) over `n` ranks: consecutive
+  /// ranks packed on nodes of gpus_per_node, or `per_node` of the group on each node (1: every rank
+  /// on a node of its own, as the replicas of a hybrid-sharded model are).
+  double seconds(Collective c, double bytes, int n, int per_node = 0) const;
   /// The same inside one node (n <= gpus_per_node).
   double intra_seconds(Collective c, double bytes, int n) const;
   double inter_seconds(Collective c, double bytes, int nodes) const;

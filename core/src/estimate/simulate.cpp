@@ -53,6 +53,11 @@ void Schedule::depend(int id, int dep) {
   ops_[static_cast<std::size_t>(id)].deps.push_back(dep);
 }
 
+void Schedule::spread(int id, int per_node) {
+  if (id < 0 || id >= static_cast<int>(ops_.size())) throw Error(fmt::format("schedule: no op {}.", id));
+  ops_[static_cast<std::size_t>(id)].per_node = per_node;
+}
+
 void Schedule::window(const std::vector<int>& takers, const std::vector<int>& frees, int k) {
   if (k < 1) k = 1;
   for (std::size_t i = static_cast<std::size_t>(k); i < takers.size(); ++i)
@@ -69,7 +74,7 @@ Simulation simulate(const Schedule& schedule, const Network& network, const std:
     for (int d : op.deps) start = std::max(start, sim.timings[static_cast<std::size_t>(d)].end);
     double duration = op.seconds;
     if (op.kind == OpKind::kCollective) {
-      duration = network.seconds(op.collective, op.bytes, op.group);
+      duration = network.seconds(op.collective, op.bytes, op.group, op.per_node);
       if (op.group > 1 && op.bytes > 0) {
         sim.bus_bytes += op.bytes * bus_factor(op.collective, op.group);
         sim.payload_bytes += op.bytes;

@@ -30,6 +30,7 @@ struct Op {
   double bytes = 0;          ///< collectives: the tensor's size S as nccl-tests counts it (all_gather:
                              ///< the output, reduce_scatter: the input, all_reduce: the buffer)
   int group = 1;             ///< collectives: ranks taking part
+  int per_node = 0;          ///< collectives: of those, ranks on one node (0: consecutive ranks, packed)
   std::vector<int> deps;     ///< ops (ids, all added before this one) that must end before it starts
 };
 
@@ -40,6 +41,8 @@ class Schedule {
   /// Adds a collective of `bytes` over `group` ranks on `stream`; returns its id.
   int collective(std::string name, Collective c, double bytes, int group, std::vector<int> deps = {},
                  std::string stream = "comm");
+  /// Makes collective `id` a group of ranks spread over nodes, `per_node` on each (1: one per node).
+  void spread(int id, int per_node);
   /// Makes op `id` depend on `dep` too (dep must have been added before it).
   void depend(int id, int dep);
   /// A bounded number in flight: takers[i] (the op that takes a buffer) depends on frees[i - k]

@@ -1,0 +1,475 @@
+#include "estimate/strategies.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+
+namespace strata::estimate {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+double element_bytes(const std::string& dtype) {
+  return dtype == "bfloat16" || dtype == "float16" || dtype == "half" ? 2.0 : 4.0;
+}
+
+double padded(double elements, int n) {
+  if (n <= 1) return elements;
+  return std::ceil(elements / n) * n;
+}
+
+/// The step's shape on this rank.
+struct Shape {
+  const Profile& p;
+  int n;
+  int micro;
+  std::vector<double> unit_params;  ///< elements, forward order
+  std::vector<double> forward_s;    ///< per micro-batch on this rank
+  std::vector<double> backward_s;
+  double param_bytes;   ///< per element held: the parameter (and its float32 master when it is narrower)
+  double gather_bytes;  ///< per element gathered (the parameter dtype)
+  double reduce_bytes;  ///< per element reduced (the reduce dtype)
+  double opt_bytes;     ///< optimizer state per element
+
+  Shape(const Profile& profile, int world, double batch_share) : p(profile), n(world), micro(std::max(1, profile.micro_batches)) {
+    if (p.units.empty()) unit_params.push_back(p.parameters);
+    for (const auto& u : p.units) unit_params.push_back(u.params);
+    const double total = std::accumulate(unit_params.begin(), unit_params.end(), 0.0);
+    const double scale = batch_share / micro;
+    for (std::size_t u = 0; u < unit_params.size(); ++u) {
+      const double share = total > 0 ? unit_params[u] / total : 1.0 / static_cast<double>(unit_params.size());
+      const UnitProfile* up = p.units.empty() ? nullptr : &p.units[u];
+      const bool timed = up != nullptr && p.per_unit_times && up->forward_s >= 0 && up->backward_s >= 0;
+      forward_s.push_back(scale * (timed ? up->forward_s : p.compute_s * share / 3.0));
+      backward_s.push_back(scale * (timed ? up->backward_s : p.compute_s * share * 2.0 / 3.0));
+    }
+    const double pe = element_bytes(p.param_dtype);
+    param_bytes = pe < 4 ? pe + 4.0 : 4.0;  // narrower parameters keep float32 masters
+    gather_bytes = pe;
+    reduce_bytes = element_bytes(p.reduce_dtype);
+    opt_bytes = optimizer_bytes_per_param(p);
+  }
+  std::size_t units() const { return unit_params.size(); }
+  double total() const { return std::accumulate(unit_params.begin(), unit_params.end(), 0.0); }
+  double activations() const { return p.activation_bytes_per_sample * p.global_batch / n / micro; }
+  double largest_unit() const { return *std::max_element(unit_params.begin(), unit_params.end()); }
+};
+
+/// Flat gradient groups in reverse parameter order of about `cap_bytes` (4 bytes per element),
+/// each ready when the backward of its last (lowest) unit ends. A unit larger than the cap is cut.
+struct Group {
+  double elements = 0;
+  std::size_t ready_unit = 0;  ///< the unit whose backward completes it
+};
+std::vector<Group> reverse_groups(const Shape& s, double cap_bytes) {
+  std::vector<Group> groups;
+  const double cap = std::max(1.0, cap_bytes / 4.0);
+  Group open;
+  for (std::size_t k = s.units(); k-- > 0;) {
+    double left = s.unit_params[k];
+    while (left > 0) {
+      const double take = std::min(left, cap - open.elements);
+      open.elements += take;
+      open.ready_unit = k;
+      left -= take;
+      if (open.elements >= cap) {
+        groups.push_back(open);
+        open = {};
+      }
+    }
+  }
+  if (open.elements > 0) groups.push_back(open);
+  return groups;
+}
+
+/// Forward of every unit on the compute stream; returns their ids.
+std::vector<int> forward_pass(Schedule& s, const Shape& sh, int m, std::vector<int> first_deps = {}) {
+  std::vector<int> ids;
+  for (std::size_t u = 0; u < sh.units(); ++u)
+    ids.push_back(s.compute(fmt::format("forward {} (micro {})", u, m), sh.forward_s[u], u == 0 ? first_deps : std::vector<int>{}));
+  return ids;
+}
+
+StrategyEstimate finish(StrategyEstimate e, const Shape& sh, const Network& net, double data_share) {
+  const Simulation sim = simulate(e.schedule, net);
+  e.step_s = sim.step_s + sh.p.data_s * data_share + sh.p.other_s;
+  e.compute_s = sim.busy_s.count("compute") ? sim.busy_s.at("compute") : 0.0;
+  e.exposed_comm_s = sim.exposed_comm_s;
+  for (const auto& [stream, busy] : sim.busy_s)
+    if (stream != "compute") e.comm_s += busy;
+  e.bus_bytes = sim.bus_bytes;
+  e.payload_bytes = sim.payload_bytes;
+  e.collectives = sim.collectives;
+  return e;
+}
+
+StrategyEstimate start(const std::string& name, const EstimateInput& in) {
+  StrategyEstimate e;
+  e.strategy = name;
+  e.world_size = in.world_size;
+  return e;
+}
+
+// ---- single and dp --------------------------------------------------------------------------------
+
+StrategyEstimate build_single(const EstimateInput& in) {
+  auto e = start("single", in);
+  const Shape sh(*in.profile, 1, 1.0);
+  if (in.world_size != 1) {
+    e.applicable = false;
+    e.note = "single runs at world size 1 only";
+  }
+  for (int m = 0; m < sh.micro; ++m) {
+    forward_pass(e.schedule, sh, m);
+    for (std::size_t k = sh.units(); k-- > 0;) e.schedule.compute(fmt::format("backward {} (micro {})", k, m), sh.backward_s[k]);
+  }
+  e.schedule.compute("optimizer", sh.p.optimizer_s);
+  const double psi = sh.total();
+  e.memory.params = psi * sh.param_bytes;
+  e.memory.grads = psi * 4.0;
+  e.memory.optimizer = psi * sh.opt_bytes;
+  e.memory.activations = sh.activations();
+  e.memory.transient_step = psi * 4.0;
+  return finish(std::move(e), sh, *in.network, 1.0);
+}
+
+/// dp: K replicas in one process, computing at once; gradients copied to device 0 after every
+/// micro-batch, parameters copied back to the replicas after the step.
+StrategyEstimate build_dp(const EstimateInput& in) {
+  auto e = start("dp", in);
+  const int k = in.world_size;
+  const Shape sh(*in.profile, k, 1.0 / k);
+  const double psi = sh.total();
+  std::vector<int> reduces;
+  for (int m = 0; m < sh.micro; ++m) {
+    forward_pass(e.schedule, sh, m);
+    int last = -1;
+    for (std::size_t u = sh.units(); u-- > 0;)
+      last = e.schedule.compute(fmt::format("backward {} (micro {})", u, m), sh.backward_s[u]);
+    if (k > 1)  // (K-1) copies of the gradients to device 0: one device-to-device link each
+      reduces.push_back(e.schedule.collective(fmt::format("gradients to device 0 (micro {})", m), Collective::kBroadcast,
+                                              (k - 1) * psi * 4.0, 2, {last}));
+  }
+  const int opt = e.schedule.compute("optimizer", sh.p.optimizer_s, reduces);
+  if (k > 1)
+    e.schedule.collective("parameters to the replicas", Collective::kBroadcast, (k - 1) * psi * sh.gather_bytes, 2, {opt});
+  e.memory.params = psi * sh.param_bytes;
+  e.memory.grads = psi * 4.0;
+  e.memory.optimizer = psi * sh.opt_bytes;
+  e.memory.activations = sh.activations();
+  e.memory.buffers = k > 1 ? psi * 4.0 : 0.0;  // a replica's gradients arriving on device 0
+  e.memory.transient_step = psi * 4.0;
+  e.note = "one process: replicas on devices of one node";
+  return finish(std::move(e), sh, *in.network, 1.0);
+}
+
+// ---- ddp and zero1/zero2: replicas with flat gradient groups -----------------------------------------
+
+enum class Replicated { kDdp, kZero1, kZero2 };
+
+StrategyEstimate build_replicated(const std::string& name, Replicated kind, const EstimateInput& in) {
+  auto e = start(name, in);
+  const int n = in.world_size;
+  const Shape sh(*in.profile, n, 1.0 / n);
+  const bool ddp = kind == Replicated::kDdp;
+  const double cap = (ddp ? in.options.number("bucket_cap_mb", 25.0) : in.options.number("reduce_bucket_mb", 25.0)) * kMiB;
+  const bool overlap = ddp || in.options.flag("overlap", true);
+  const int in_flight = std::max<int>(1, static_cast<int>(in.options.number("reductions_in_flight", 2)));
+  auto groups = reverse_groups(sh, cap);
+  if (!ddp)
+    for (auto& g : groups) g.elements = padded(g.elements, n);
+  const Collective reduce = ddp ? Collective::kAllReduce : Collective::kReduceScatter;
+  std::vector<int> reductions;
+  for (int m = 0; m < sh.micro; ++m) {
+    forward_pass(e.schedule, sh, m);
+    // ddp and zero1 communicate after the last micro-batch only (no_sync); zero2 after every one.
+    const bool communicate = kind == Replicated::kZero2 || m == sh.micro - 1;
+    std::vector<int> backward(sh.units(), -1);
+    std::vector<int> pass;  // this micro-batch's reductions, in issue order
+    std::vector<int> stagers;
+    std::size_t next_group = 0;
+    for (std::size_t u = sh.units(); u-- > 0;) {
+      backward[u] = e.schedule.compute(fmt::format("backward {} (micro {})", u, m), sh.backward_s[u]);
+      if (!communicate || !overlap) continue;
+      while (next_group < groups.size() && groups[next_group].ready_unit == u) {
+        const auto& g = groups[next_group];
+        pass.push_back(e.schedule.collective(fmt::format("{} group {} (micro {})", collective_name(reduce), next_group, m),
+                                             reduce, g.elements * sh.reduce_bytes, n, {backward[u]}));
+        stagers.push_back(backward[u]);
+        ++next_group;
+      }
+    }
+    if (communicate && !overlap)
+      for (std::size_t k = 0; k < groups.size(); ++k)
+        pass.push_back(e.schedule.collective(fmt::format("{} group {} (micro {})", collective_name(reduce), k, m), reduce,
+                                             groups[k].elements * sh.reduce_bytes, n, {backward[0]}));
+    reductions.insert(reductions.end(), pass.begin(), pass.end());
+    // zero2: the next micro-batch's backward stages into buffers that the reductions in flight free.
+    if (kind == Replicated::kZero2 && m + 1 < sh.micro && !pass.empty()) e.schedule.compute("wait for reductions", 0.0, pass);
+  }
+  const double psi = sh.total();
+  const double psi_padded = ddp ? psi : std::accumulate(groups.begin(), groups.end(), 0.0,
+                                                        [](double a, const Group& g) { return a + g.elements; });
+  const double owned = ddp ? psi : psi_padded / n;
+  const int opt = e.schedule.compute("optimizer", sh.p.optimizer_s * owned / psi, reductions);
+  if (!ddp) {
+    const double gather_cap = in.options.number("allgather_bucket_mb", 0.0) * kMiB;
+    if (gather_cap <= 0) {
+      for (std::size_t k = 0; k < groups.size(); ++k)
+        e.schedule.collective(fmt::format("all_gather group {}", k), Collective::kAllGather, groups[k].elements * sh.gather_bytes,
+                              n, {opt});
+    } else {
+      double bucket = 0;
+      for (std::size_t k = 0; k < groups.size(); ++k) {
+        bucket += groups[k].elements * sh.gather_bytes;
+        if (bucket >= gather_cap || k + 1 == groups.size()) {
+          e.schedule.collective(fmt::format("all_gather groups to {}", k), Collective::kAllGather, bucket, n, {opt});
+          bucket = 0;
+        }
+      }
+    }
+  }
+  // Memory: parameters whole on every rank; float32 masters of the owned chunk when narrower.
+  const double pe = element_bytes(sh.p.param_dtype);
+  e.memory.params = ddp ? psi * sh.param_bytes : psi_padded * pe + (pe < 4 ? owned * 4.0 : 0.0);
+  e.memory.grads = kind == Replicated::kZero2 ? owned * 4.0 : psi_padded * 4.0;
+  e.memory.optimizer = owned * sh.opt_bytes;
+  e.memory.activations = sh.activations();
+  if (kind == Replicated::kZero2) {
+    // Autograd's gradients of the unit whose backward runs, until they are staged and reduced.
+    double largest_group = 0;
+    for (const auto& g : groups) largest_group = std::max(largest_group, g.elements);
+    e.memory.buffers = std::min(sh.largest_unit(), in_flight * largest_group) * 4.0;
+  }
+  e.memory.transient_step = owned * 4.0;
+  return finish(std::move(e), sh, *in.network, 1.0 / n);
+}
+
+// ---- zero3 and fsdp: units sharded, gathered when they run ----------------------------------------
+
+struct ShardedPlan {
+  int shard = 1;                  ///< ranks a unit is sharded over
+  int replicas = 1;               ///< groups of `shard` ranks holding the same shards (HYBRID_SHARD)
+  bool shard_params = true;
+  bool gather_in_backward = true; ///< freed after forward, gathered again (reshard_after_forward)
+  int forward_prefetch = 1;
+  int backward_prefetch = 1;
+  int in_flight = 2;
+  bool replicated = false;        ///< NO_SHARD: all-reduce per unit, nothing gathered
+};
+
+StrategyEstimate build_sharded(const std::string& name, const ShardedPlan& plan, const EstimateInput& in) {
+  auto e = start(name, in);
+  const int n = in.world_size;
+  const Shape sh(*in.profile, n, 1.0 / n);
+  const int g = plan.replicated ? 1 : plan.shard;
+  std::vector<double> unit(sh.units());
+  for (std::size_t u = 0; u < unit.size(); ++u) unit[u] = plan.replicated ? sh.unit_params[u] : padded(sh.unit_params[u], g);
+  std::vector<int> reductions;
+  for (int m = 0; m < sh.micro; ++m) {
+    std::vector<int> fwd;
+    std::vector<int> gathers;
+    for (std::size_t u = 0; u < unit.size(); ++u) {
+      std::vector<int> deps;
+      if (!plan.replicated && (m == 0 || plan.gather_in_backward)) {
+        std::vector<int> wait;
+        const auto ahead = static_cast<std::size_t>(plan.forward_prefetch) + 1;
+        if (u >= ahead) wait.push_back(fwd[u - ahead]);
+        gathers.push_back(e.schedule.collective(fmt::format("all_gather {} (forward, micro {})", u, m), Collective::kAllGather,
+                                                unit[u] * sh.gather_bytes, g, wait, "gather"));
+        deps.push_back(gathers.back());
+      }
+      fwd.push_back(e.schedule.compute(fmt::format("forward {} (micro {})", u, m), sh.forward_s[u], deps));
+    }
+    std::vector<int> bwd;
+    std::vector<int> pass;
+    for (std::size_t k = unit.size(); k-- > 0;) {
+      const std::size_t i = unit.size() - 1 - k;  // position in backward order
+      std::vector<int> deps;
+      if (!plan.replicated && plan.gather_in_backward) {
+        std::vector<int> wait;
+        const auto ahead = static_cast<std::size_t>(plan.backward_prefetch) + 1;
+        if (i >= ahead) wait.push_back(bwd[i - ahead]);
+        deps.push_back(e.schedule.collective(fmt::format("all_gather {} (backward, micro {})", k, m), Collective::kAllGather,
+                                             unit[k] * sh.gather_bytes, g, wait, "gather"));
+      }
+      const auto limit = static_cast<std::size_t>(std::max(1, plan.in_flight));
+      if (pass.size() >= limit) deps.push_back(pass[pass.size() - limit]);
+      bwd.push_back(e.schedule.compute(fmt::format("backward {} (micro {})", k, m), sh.backward_s[k], deps));
+      if (n <= 1) continue;
+      if (plan.replicated) {
+        pass.push_back(e.schedule.collective(fmt::format("all_reduce {} (micro {})", k, m), Collective::kAllReduce,
+                                             unit[k] * sh.reduce_bytes, n, {bwd.back()}));
+        continue;
+      }
+      int rs = e.schedule.collective(fmt::format("reduce_scatter {} (micro {})", k, m), Collective::kReduceScatter,
+                                     unit[k] * sh.reduce_bytes, g, {bwd.back()});
+      if (plan.replicas > 1) {  // the shards averaged across the replicas, one rank of each per node
+        rs = e.schedule.collective(fmt::format("all_reduce {} across replicas (micro {})", k, m), Collective::kAllReduce,
+                                   unit[k] / g * sh.reduce_bytes, plan.replicas, {rs});
+        e.schedule.spread(rs, 1);
+      }
+      pass.push_back(rs);
+    }
+    reductions.insert(reductions.end(), pass.begin(), pass.end());
+  }
+  const double psi = std::accumulate(unit.begin(), unit.end(), 0.0);
+  const double owned = psi / g;
+  e.schedule.compute("optimizer", sh.p.optimizer_s * owned / std::max(1.0, sh.total()), reductions);
+  const double pe = element_bytes(sh.p.param_dtype);
+  e.memory.params = plan.replicated ? psi * sh.param_bytes : owned * pe + (pe < 4 ? owned * 4.0 : 0.0);
+  e.memory.grads = owned * 4.0;
+  e.memory.optimizer = owned * sh.opt_bytes;
+  e.memory.activations = sh.activations();
+  if (!plan.replicated) {
+    if (!plan.gather_in_backward) {
+      // SHARD_GRAD_OP: every unit stays gathered from its forward to its backward.
+      e.memory.gathered = psi * sh.gather_bytes + sh.largest_unit() * 4.0;
+    } else {
+      // In backward, a unit holds its gathered parameters and its full gradients while the next
+      // `prefetch` units (in backward order) are gathered.
+      double worst = 0;
+      for (std::size_t k = unit.size(); k-- > 0;) {
+        double held = unit[k] * (sh.gather_bytes + 4.0);
+        for (int a = 1; a <= plan.backward_prefetch && static_cast<int>(k) - a >= 0; ++a)
+          held += unit[k - static_cast<std::size_t>(a)] * sh.gather_bytes;
+        worst = std::max(worst, held);
+      }
+      e.memory.gathered = worst;
+    }
+  }
+  e.memory.transient_step = owned * 4.0;
+  return finish(std::move(e), sh, *in.network, 1.0 / n);
+}
+
+StrategyEstimate build_zero3(const EstimateInput& in) {
+  ShardedPlan plan;
+  plan.shard = in.world_size;
+  plan.forward_prefetch = plan.backward_prefetch = static_cast<int>(in.options.number("prefetch", 1));
+  plan.in_flight = static_cast<int>(in.options.number("reductions_in_flight", 2));
+  return build_sharded("zero3", plan, in);
+}
+
+StrategyEstimate build_fsdp(const EstimateInput& in) {
+  const std::string how = in.options.text("sharding_strategy", "FULL_SHARD");
+  const int n = in.world_size;
+  ShardedPlan plan;
+  plan.shard = n;
+  plan.forward_prefetch = in.options.flag("forward_prefetch", true) ? 1 : 0;
+  plan.backward_prefetch = in.options.flag("backward_prefetch", true) ? 1 : 0;
+  plan.in_flight = static_cast<int>(in.options.number("reductions_in_flight", 2));
+  plan.gather_in_backward = in.options.flag("reshard_after_forward", true);
+  std::string note;
+  if (how == "SHARD_GRAD_OP") {
+    plan.gather_in_backward = false;
+  } else if (how == "NO_SHARD") {
+    plan.replicated = true;
+  } else if (how == "HYBRID_SHARD") {
+    int group = static_cast<int>(in.options.number("shard_group_size", 0));
+    if (group <= 0) group = in.network->gpus_per_node > 0 ? std::min(in.network->gpus_per_node, n) : n;
+    if (n % group != 0) {
+      note = fmt::format("shard group {} does not divide world size {}: taken as {}", group, n, n);
+      group = n;
+    }
+    plan.shard = group;
+    plan.replicas = n / group;
+  }
+  auto e = build_sharded("fsdp", plan, in);
+  e.note = note.empty() ? how : how + "; " + note;
+  return e;
+}
+
+// ---- a strategy known by its Footprint only ----------------------------------------------------------
+
+StrategyEstimate build_declared(const std::string& name, const EstimateInput& in, const DeclaredFootprint& f) {
+  auto e = start(name, in);
+  e.coarse = true;
+  const int n = in.world_size;
+  const Shape sh(*in.profile, n, 1.0 / n);
+  const double psi = sh.total();
+  int last = -1;
+  for (int m = 0; m < sh.micro; ++m) {
+    forward_pass(e.schedule, sh, m);
+    for (std::size_t u = sh.units(); u-- > 0;) last = e.schedule.compute(fmt::format("backward {} (micro {})", u, m), sh.backward_s[u]);
+  }
+  std::vector<int> deps;
+  if (f.traffic_known && n > 1) {
+    const double units = f.per_step + f.per_micro_batch * sh.micro;
+    // The declared volume, in units of (N-1)/N x 4 Psi, as one collective after backward (no overlap).
+    if (units > 0)
+      deps.push_back(e.schedule.collective("declared traffic", Collective::kAllGather, units * psi * 4.0, n, {last}));
+  }
+  const double share = f.optimizer ? 1.0 / n : 1.0;
+  e.schedule.compute("optimizer", sh.p.optimizer_s * share, deps);
+  e.memory.params = psi * sh.param_bytes / (f.params ? n : 1);
+  e.memory.grads = psi * 4.0 / (f.grads ? n : 1);
+  e.memory.optimizer = psi * sh.opt_bytes * share;
+  e.memory.activations = sh.activations();
+  e.memory.transient_step = psi * 4.0 * share;
+  if (!f.known) e.note = "no Footprint declared: memory as a full replica";
+  if (!f.traffic_known) e.note += std::string(e.note.empty() ? "" : "; ") + "no traffic declared: communication not counted";
+  if (e.note.empty()) e.note = "from the strategy's Footprint (memory sharding, traffic volume): coarse";
+  return finish(std::move(e), sh, *in.network, 1.0 / n);
+}
+
+}  // namespace
+
+double MemoryEstimate::peak() const {
+  return state() + std::max(activations + gathered + buffers, transient_step);
+}
+
+double StrategyOptions::number(const std::string& key, double fallback) const {
+  const auto it = values.find(key);
+  if (it == values.end()) return fallback;
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(it->second, &used);
+    return used > 0 ? v : fallback;
+  } catch (const std::exception&) {
+    return fallback;
+  }
+}
+
+std::string StrategyOptions::text(const std::string& key, const std::string& fallback) const {
+  const auto it = values.find(key);
+  if (it == values.end()) return fallback;
+  std::string v = it->second;
+  if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
+  return v;
+}
+
+bool StrategyOptions::flag(const std::string& key, bool fallback) const {
+  const auto it = values.find(key);
+  if (it == values.end()) return fallback;
+  return it->second == "true" ? true : it->second == "false" ? false : fallback;
+}
+
+double optimizer_bytes_per_param(const Profile& p) {
+  if (p.optimizer == "sgd") return p.momentum != 0 ? 4.0 : 0.0;
+  return 8.0;
+}
+
+std::optional<Builder> builder_for(const std::string& strategy) {
+  if (strategy == "single") return Builder(build_single);
+  if (strategy == "dp") return Builder(build_dp);
+  if (strategy == "ddp") return Builder([](const EstimateInput& in) { return build_replicated("ddp", Replicated::kDdp, in); });
+  if (strategy == "zero1")
+    return Builder([](const EstimateInput& in) { return build_replicated("zero1", Replicated::kZero1, in); });
+  if (strategy == "zero2")
+    return Builder([](const EstimateInput& in) { return build_replicated("zero2", Replicated::kZero2, in); });
+  if (strategy == "zero3") return Builder(build_zero3);
+  if (strategy == "fsdp") return Builder(build_fsdp);
+  return std::nullopt;
+}
+
+std::vector<std::string> built_in_strategies() { return {"single", "dp", "ddp", "zero1", "zero2", "zero3", "fsdp"}; }
+
+StrategyEstimate estimate_strategy(const std::string& strategy, const EstimateInput& in, const DeclaredFootprint& footprint) {
+  if (const auto b = builder_for(strategy)) return (*b)(in);
+  return build_declared(strategy, in, footprint);
+}
+
+}  // namespace strata::estimate

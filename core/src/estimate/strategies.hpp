@@ -1,0 +1,121 @@
+#pragma once
+// Each built-in strategy's step as a schedule (simulate.hpp), and its memory per rank, from a
+// profile of one run on one device. One builder per strategy name (`builder_for`): when strategies
+// describe their plans as data, the plans replace these builders. A strategy that is none of them
+// gets its memory from its Footprint and its time from its declared traffic: a coarser estimate.
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "estimate/network.hpp"
+#include "estimate/simulate.hpp"
+
+namespace strata::estimate {
+
+/// One model unit: its parameter count, and its compute time where it was measured.
+struct UnitProfile {
+  std::string name;
+  double params = 0;           ///< elements
+  double forward_s = -1;       ///< per step on one device; < 0: split from the step's compute
+  double backward_s = -1;
+};
+
+/// What one run on one device (a `single` run) says about the experiment.
+struct Profile {
+  std::string source;              ///< the run directory
+  std::string device = "cpu";      ///< "cpu" or "cuda"
+  std::string device_name;         ///< the GPU's name, or the host's
+  double parameters = 0;           ///< elements
+  std::vector<UnitProfile> units;  ///< forward order; empty: one unit of every parameter
+  bool per_unit_times = false;     ///< the units' times were measured (else split by parameter share)
+  double global_batch = 1;
+  int micro_batches = 1;
+  // Per optimizer step on one device, seconds:
+  double step_s = 0;               ///< steady step time
+  double compute_s = 0;            ///< forward + backward of every micro-batch
+  double optimizer_s = 0;
+  double data_s = 0;
+  double other_s = 0;              ///< the rest of the step (fixed overheads)
+  // Bytes:
+  double state_bytes = 0;          ///< params + grads + optimizer state held between steps
+  double peak_tensor_bytes = 0;    ///< the most live tensor bytes during steps
+  double activation_bytes_per_sample = 0;  ///< (peak - state) per example of a micro-batch
+  std::string optimizer = "adamw"; ///< "adamw" or "sgd"
+  double momentum = 0.9;
+  std::string param_dtype = "float32";
+  std::string reduce_dtype = "float32";
+  std::vector<std::string> notes;  ///< how coarse the profile is, said in the output
+};
+
+/// A strategy's options as the experiment gives them (TOML text of each value).
+struct StrategyOptions {
+  std::map<std::string, std::string> values;
+  double number(const std::string& key, double fallback) const;
+  std::string text(const std::string& key, const std::string& fallback) const;
+  bool flag(const std::string& key, bool fallback) const;
+};
+
+/// What a strategy that is not built in declares (strata::Footprint).
+struct DeclaredFootprint {
+  bool known = false;  ///< a Footprint with memory was declared
+  bool params = false, grads = false, optimizer = false;  ///< sharded over the ranks
+  bool traffic_known = false;
+  double per_step = 0, per_micro_batch = 0;  ///< in units of (N-1)/N x 4 Psi bus bytes
+};
+
+struct MemoryEstimate {
+  double params = 0;       ///< bytes per rank held between steps (masters included)
+  double grads = 0;
+  double optimizer = 0;
+  double activations = 0;  ///< held between forward and backward, per micro-batch on this rank
+  double gathered = 0;     ///< zero3/fsdp: units gathered at once (the one running, prefetched ones, its gradients)
+  double buffers = 0;      ///< communication buffers: staged gradients, buckets
+  double transient_step = 0;  ///< the optimizer step's temporaries (when they outweigh activations)
+  double state() const { return params + grads + optimizer; }
+  /// The peak: the state plus the larger of backward's (activations, gathered, buffers) and the step's.
+  double peak() const;
+};
+
+struct StrategyEstimate {
+  std::string strategy;
+  int world_size = 1;
+  bool applicable = true;  ///< false: the strategy does not run at this world size (`single` above 1)
+  bool coarse = false;     ///< from a Footprint, not a schedule
+  std::string note;
+  double step_s = 0;
+  double compute_s = 0;      ///< busy time of the compute stream
+  double exposed_comm_s = 0;
+  double comm_s = 0;         ///< busy time of every communication stream
+  double bus_bytes = 0;      ///< per step, DESIGN section 8
+  double payload_bytes = 0;
+  int collectives = 0;
+  MemoryEstimate memory;
+  Schedule schedule;
+};
+
+/// Context of one estimate.
+struct EstimateInput {
+  const Profile* profile = nullptr;
+  const Network* network = nullptr;
+  int world_size = 1;
+  StrategyOptions options;
+};
+
+using Builder = std::function<StrategyEstimate(const EstimateInput&)>;
+
+/// The builder of a built-in strategy (single, dp, ddp, zero1, zero2, zero3, fsdp); nullopt for another name.
+std::optional<Builder> builder_for(const std::string& strategy);
+/// The names builder_for knows.
+std::vector<std::string> built_in_strategies();
+
+/// Estimates `strategy` at `in.world_size`: its builder, else `footprint` (coarse).
+StrategyEstimate estimate_strategy(const std::string& strategy, const EstimateInput& in,
+                                   const DeclaredFootprint& footprint = {});
+
+/// Bytes per parameter of optimizer state (AdamW 8, SGD with momentum 4, plain SGD 0).
+double optimizer_bytes_per_param(const Profile& p);
+
+}  // namespace strata::estimate
