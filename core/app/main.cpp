@@ -16,6 +16,7 @@
 #include "check/check.hpp"
 #include "compare/report.hpp"
 #include "compare/sweep_check.hpp"
+#include "export/export.hpp"
 #include "io/build_info.hpp"
 #include "run.hpp"
 #include "strata/errors.hpp"

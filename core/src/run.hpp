@@ -66,16 +66,6 @@ void check_experiment(const Experiment& experiment);
 /// Loads the plugins of the search path and of the experiment's [plugins] paths.
 void load_registry(Registry& registry, const Experiment* experiment);
 
-/// `strata export CHECKPOINT --to FILE`.
-struct ExportRequest {
-  std::filesystem::path checkpoint;  ///< a checkpoint directory, a directory of them or a run directory
-  std::filesystem::path to;          ///< *.safetensors, *.pt, or a directory (Hugging Face layout)
-};
-/// Writes the checkpoint's model, consolidated in float32, in the form `to` names: a file
-/// `init_from` and Python load. Rebuilds the model from the checkpoint's config.toml (its plugins
-/// and dataset must be available) and reads the tensors a piece at a time.
-void export_checkpoint(const ExportRequest& request);
-
 /// `strata plugins`: a table of kind, name, description and library.
 void list_plugins();
 /// `strata describe NAME`: a plugin's (or a core section's) options with types, defaults and docs.

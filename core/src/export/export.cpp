@@ -2,6 +2,13 @@
 // resolved config and data description (no dataset needed), filled from the saved pieces of its
 // tensors, and written in the form the output's name asks for.
 
+#include "export/export.hpp"
+
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "ckpt/store.hpp"
