@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "bench/bench.hpp"
-#include "bench/peaks.hpp"
+#include "device/peaks.hpp"
 #include "strata/errors.hpp"
 
 namespace {

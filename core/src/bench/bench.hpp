@@ -48,7 +48,7 @@ struct GemmBenchRequest {
 };
 
 /// Runs the sweep in this process (launcher variables are ignored), prints the table and the best
-/// rate, and records that rate in the measured-peak cache (bench/peaks.hpp). Returns 0.
+/// rate, and records that rate in the measured-peak cache (device/peaks.hpp). Returns 0.
 int bench_gemm(const GemmBenchRequest& request);
 
 /// "64K" -> 65536: a byte count with an optional suffix K, M or G (powers of 1024; also KB, KiB).

@@ -1,6 +1,6 @@
 // `strata bench gemm`: the compute benchmark of param (facebookresearch/param, train/compute/pt):
 // the time of one M x K by K x N matmul and its rate 2*M*N*K / time. The best rate is recorded per
-// device and dtype (bench/peaks.hpp), where a run on the same CPU finds its MFU denominator.
+// device and dtype (device/peaks.hpp), where a run on the same CPU finds its MFU denominator.
 
 #include "bench/bench.hpp"
 
@@ -15,7 +15,7 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
-#include "bench/peaks.hpp"
+#include "device/peaks.hpp"
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "io/run_dir.hpp"

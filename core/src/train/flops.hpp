@@ -2,7 +2,7 @@
 // Achieved FLOP/s and MFU (model FLOPs utilization, Chowdhery et al. 2022): the model's training
 // FLOPs per sample (Model::flops_per_sample, no recomputation counted) times samples per second
 // per device, against a dense peak of that device for the compute dtype. The peak is, in order:
-// [train] peak_tflops; on a GPU, the datasheet table of bench/peaks.hpp (an unknown GPU is a
+// [train] peak_tflops; on a GPU, the datasheet table of device/peaks.hpp (an unknown GPU is a
 // configuration error, so that no MFU is ever computed against a guess); on a CPU, the rate
 // `strata bench gemm` measured and recorded for this CPU and thread count, else none.
 
@@ -12,7 +12,7 @@
 
 #include <torch/types.h>
 
-#include "bench/peaks.hpp"
+#include "device/peaks.hpp"
 #include "io/json.hpp"
 
 namespace strata {

@@ -1,4 +1,4 @@
-#include "bench/peaks.hpp"
+#include "device/peaks.hpp"
 
 #include <algorithm>
 #include <array>
