@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "bench/peaks.hpp"
+#include "device/peaks.hpp"
 #include "compare/report_charts.hpp"
 #include "compare/svg.hpp"
 

@@ -1,3 +1,0 @@
-#pragma once
-// The device peak tables are device/peaks.hpp, below both bench/ and train/; this name includes it.
-#include "device/peaks.hpp"
