@@ -259,7 +259,7 @@ TEST_CASE("estimate: memory per rank by the strategies' sharding") {
   CHECK(run("zero3", bf16, 3).memory.params == doctest::Approx(psi / 3 * 6));
 }
 
-TEST_CASE("estimate: ddp overlaps its buckets with backward; one big bucket cannot") {
+TEST_CASE("estimate: ddp overlaps its buckets with backward, and one big bucket cannot") {
   auto p = two_units();
   es::Network net = flat(1e-3);  // 1 MB/s: an all_reduce of 1200 bytes over 2 ranks takes 1.2 ms
   es::EstimateInput in;
