@@ -1,0 +1,86 @@
+#include "estimate/profile.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "config/experiment.hpp"
+#include "strata/errors.hpp"
+#include "strata/json.hpp"
+
+namespace strata::estimate {
+
+namespace {
+double number_at(const Json& j, const std::string& path, double fallback) {
+  const Json* v = j.at_path(path);
+  return v != nullptr ? v->number_or(fallback) : fallback;
+}
+}  // namespace
+
+Profile read_profile(const std::filesystem::path& run_dir, const Experiment& e, std::vector<UnitProfile> units) {
+  const auto file = run_dir / "summary.json";
+  std::ifstream in(file, std::ios::binary);
+  const std::string fix = "Give --profile a run directory of `strata run` at world size 1 that finished, or leave --profile "
+                          "out so that `strata estimate` runs a short profile itself.";
+  if (!in) throw UsageError(fmt::format("profile {}: no summary.json there.", run_dir.string()), fix);
+  std::stringstream text;
+  text << in.rdbuf();
+  Json j;
+  try {
+    j = Json::parse(text.str());
+  } catch (const std::exception& ex) {
+    throw UsageError(fmt::format("profile {}: summary.json is not valid JSON: {}", run_dir.string(), ex.what()), fix);
+  }
+  const Json* status = j.find("status");
+  if (status == nullptr || status->string_or("") != "ok")
+    throw UsageError(fmt::format("profile {}: the run did not finish (status {}).", run_dir.string(),
+                                 status ? status->string_or("?") : "missing"), fix);
+  if (number_at(j, "world_size", 1) != 1 || number_at(j, "devices", 1) != 1)
+    throw UsageError(fmt::format("profile {}: the run used {} ranks and {} devices; a profile is one device.", run_dir.string(),
+                                 number_at(j, "world_size", 1), number_at(j, "devices", 1)),
+                     fix);
+  Profile p;
+  p.source = run_dir.string();
+  p.device = j.find("device") ? j.find("device")->string_or("cpu") : "cpu";
+  p.device_name = j.find("host") ? j.find("host")->string_or("") : "";
+  p.parameters = number_at(j, "parameters", 0);
+  p.global_batch = number_at(j, "global_batch_size", 1);
+  p.micro_batches = static_cast<int>(number_at(j, "micro_batches", 1));
+  p.step_s = number_at(j, "steady_step_time_s", number_at(j, "step_time_s", 0));
+  p.compute_s = number_at(j, "time_breakdown_s.compute", -1);
+  p.optimizer_s = number_at(j, "time_breakdown_s.optimizer", 0);
+  p.data_s = number_at(j, "time_breakdown_s.data", 0);
+  if (p.compute_s < 0) {
+    p.compute_s = std::max(0.0, p.step_s - p.optimizer_s - p.data_s);
+    p.notes.push_back("the profile has no time breakdown: the whole step counts as compute");
+  }
+  p.other_s = std::max(0.0, p.step_s - p.compute_s - p.optimizer_s - p.data_s);
+  p.state_bytes = number_at(j, "memory.model_state_bytes.params", 0) + number_at(j, "memory.model_state_bytes.grads", 0) +
+                  number_at(j, "memory.model_state_bytes.optimizer", 0);
+  p.peak_tensor_bytes = number_at(j, "memory.peak_tensor_bytes", 0);
+  const double per_micro = p.global_batch / std::max(1, p.micro_batches);
+  p.activation_bytes_per_sample = std::max(0.0, p.peak_tensor_bytes - p.state_bytes) / std::max(1.0, per_micro);
+  p.optimizer = e.optimizer.name;
+  p.momentum = e.optimizer.momentum;
+  p.param_dtype = e.precision.param_dtype;
+  p.reduce_dtype = e.precision.reduce_dtype;
+  double unit_total = 0;
+  for (const auto& u : units) unit_total += u.params;
+  if (!units.empty() && (p.parameters <= 0 || unit_total == p.parameters)) {
+    p.units = std::move(units);
+    if (p.parameters <= 0) p.parameters = unit_total;
+    p.notes.push_back(fmt::format("per-unit compute split by each of the {} units' share of the parameters (the profile has "
+                                  "no per-unit times; per-unit profiling would be finer)",
+                                  p.units.size()));
+  } else {
+    p.notes.push_back("the model's units are unknown here: one unit of every parameter (coarser gathers and buckets)");
+  }
+  if (p.parameters <= 0)
+    throw UsageError(fmt::format("profile {}: summary.json has no parameter count.", run_dir.string()), fix);
+  p.notes.push_back("activations per example from the profile's tensor peak less its model state, scaled by each rank's batch");
+  return p;
+}
+
+}  // namespace strata::estimate
