@@ -16,6 +16,7 @@
 #include "check/check.hpp"
 #include "compare/report.hpp"
 #include "compare/sweep_check.hpp"
+#include "estimate/estimate.hpp"
 #include "export/export.hpp"
 #include "io/build_info.hpp"
 #include "run.hpp"
@@ -57,6 +58,10 @@ commands:
                                               `strata run`: time, speedup, efficiency, memory,
                                               communication, loss; baseline: DIR, else `single`,
                                               else the smallest world size
+  estimate FILE [--world-sizes 1,2,4,8] [--network FILE] [--strategies a,b] [--out DIR] [--profile RUN_DIR]
+                                              predict every strategy's step time, speedup, memory
+                                              per rank and bus bytes at each world size from one
+                                              short profiled run and a network description
   check NAME [--world-sizes 1,2,3] [--models standard|transformers] [--out DIR]
                                               conformance suite of strategy NAME on small CPU
                                               models (equivalence with single, memory,
@@ -186,6 +191,19 @@ const std::vector<CommandHelp>& command_helps() {
        "  2       a directory without a readable summary.json, or usage error\n"
        "  128+N   ended by signal N",
        "  (none)\n"},
+      {"estimate", "strata estimate FILE [--world-sizes 1,2,4,8] [--network FILE] [--strategies a,b] [--out DIR]\n"
+                   "                [--profile RUN_DIR] [--device-memory GIB] [--set KEY=VALUE]...",
+       "Predicts, for each strategy and world size, the step time (a simulation of the strategy's schedule of compute\n"
+       "and collectives), speedup and efficiency against single at 1, memory per rank (model state by the strategy's\n"
+       "sharding, activations, gathered units, buffers), bus bytes per step, and whether it fits the device's memory.\n"
+       "The profile is a short run of the experiment on one device that estimate starts itself (below --out), or\n"
+       "--profile RUN_DIR of one. The network is the JSON of `strata bench comms --json FILE` or a TOML cluster spec\n"
+       "(examples/clusters). Writes estimate.json and estimate.csv into --out. Figures are predictions, not measurements.",
+       "  0       estimated\n"
+       "  1       the profile run failed\n"
+       "  2       unknown strategy, bad network file or profile, or usage error\n"
+       "  128+N   ended by signal N",
+       std::string(kPluginEnvironment) + kDataEnvironment},
       {"check", "strata check NAME [--world-sizes 1,2,3] [--models standard|transformers] [--out DIR]",
        "Conformance suite of strategy NAME on small CPU models: equivalence with single, memory, communication,\n"
        "state dict, bad options.",
@@ -463,6 +481,53 @@ int dispatch(int argc, char** argv) {
     std::cout << "report: " << written.string() << "\n";
     return 0;
   }
+  if (command == "estimate") {
+    options.add_options()("file", po::value<std::string>(), "experiment TOML")(
+        "world-sizes", po::value<std::string>()->value_name("LIST"), "comma-separated world sizes (default 1,2,4,8)")(
+        "network", po::value<std::string>()->value_name("FILE"),
+        "`strata bench comms --json` output or a TOML cluster spec (default: an assumed one-host network, said so)")(
+        "strategies", po::value<std::string>()->value_name("LIST"), "comma-separated strategies (default: the built-in ones)")(
+        "out", po::value<std::string>()->value_name("DIR"), "where estimate.json, estimate.csv and the profile run go")(
+        "profile", po::value<std::string>()->value_name("RUN_DIR"), "reuse this run (world size 1) as the profile")(
+        "device-memory", po::value<double>()->value_name("GIB"), "memory of one device (default: the host's on CPU, 80 on GPUs)")(
+        "set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
+        "override a key of the experiment (and of its profile run); repeatable");
+    positional.add("file", 1);
+    const auto parsed = parse(command, args, options, positional);
+    if (!parsed) return 0;
+    const auto& vars = *parsed;
+    if (!vars.count("file"))
+      throw CommandLineError("`strata estimate` needs an experiment file.",
+                             "Write `strata estimate experiments/quickstart.toml --world-sizes 1,2,4`.");
+    strata::EstimateRequest request;
+    request.file = vars["file"].as<std::string>();
+    if (vars.count("set")) request.overrides = vars["set"].as<std::vector<std::string>>();
+    if (vars.count("world-sizes")) request.world_sizes = strata::parse_world_sizes(vars["world-sizes"].as<std::string>());
+    if (vars.count("network")) request.network = vars["network"].as<std::string>();
+    if (vars.count("out")) request.out = vars["out"].as<std::string>();
+    if (vars.count("profile")) request.profile = vars["profile"].as<std::string>();
+    if (vars.count("device-memory")) {
+      request.device_memory_gib = vars["device-memory"].as<double>();
+      if (!(request.device_memory_gib > 0))
+        throw CommandLineError("--device-memory must be a positive number of GiB.", "Write `--device-memory 80`.");
+    }
+    if (vars.count("strategies")) {
+      std::string list = vars["strategies"].as<std::string>();
+      std::size_t start = 0;
+      while (start <= list.size()) {
+        const auto comma = list.find(',', start);
+        std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        name.erase(0, name.find_first_not_of(' '));
+        name.erase(name.find_last_not_of(' ') + 1);
+        if (!name.empty()) request.strategies.push_back(name);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      if (request.strategies.empty())
+        throw CommandLineError("--strategies names no strategy.", "Write `--strategies ddp,zero3`.");
+    }
+    return strata::estimate_experiment(request);
+  }
   if (command == "check") {
     options.add_options()("name", po::value<std::string>(), "strategy name")(
         "world-sizes", po::value<std::string>()->value_name("LIST"), "comma-separated world sizes (default 1,2)")(
@@ -515,7 +580,7 @@ int dispatch(int argc, char** argv) {
     return 0;
   }
   throw CommandLineError("unknown command '" + command + "'.",
-                           "Commands: run, validate, compare, plot, check, export, bench, plugins, describe.");
+                           "Commands: run, validate, compare, estimate, plot, check, export, bench, plugins, describe.");
 }
 
 }  // namespace
