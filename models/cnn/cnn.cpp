@@ -132,6 +132,38 @@ double estimate_cnn(const CnnOptions& o, const strata::ModelContext& context) {
   return params + width * classes + classes;
 }
 
+/// Memory of make_cnn's model without building it: parameters per unit (as estimate_cnn) and
+/// float32 activations per sample, the sum of every layer's outputs: the input, per block the
+/// convolution's, GroupNorm's (groups > 0) and ReLU's C_out H W and the pool's C_out H/2 W/2;
+/// then the fully connected layer's output and ReLU (hidden each) and the logits. 4 bytes each.
+strata::ModelMemoryEstimate estimate_cnn_memory(const CnnOptions& o, const strata::ModelContext& context) {
+  check_cnn(o, context.data);
+  const auto& shape = context.data.input_shape;
+  double channels = static_cast<double>(shape[0]);
+  std::int64_t h = shape[1], w = shape[2];
+  double elements = channels * static_cast<double>(h) * static_cast<double>(w);
+  strata::ModelMemoryEstimate m;
+  for (const std::int64_t c : o.channels) {
+    const double out = static_cast<double>(c);
+    m.unit_parameters.push_back(9 * channels * out + out + (o.groups > 0 ? 2 * out : 0.0));
+    const double plane = out * static_cast<double>(h) * static_cast<double>(w);
+    h /= 2;
+    w /= 2;
+    elements += plane * (o.groups > 0 ? 3.0 : 2.0) + out * static_cast<double>(h) * static_cast<double>(w);
+    channels = out;
+  }
+  double width = channels * static_cast<double>(h) * static_cast<double>(w);
+  if (o.hidden > 0) {
+    m.unit_parameters.push_back(width * static_cast<double>(o.hidden) + static_cast<double>(o.hidden));
+    elements += 2.0 * static_cast<double>(o.hidden);
+    width = static_cast<double>(o.hidden);
+  }
+  const double classes = static_cast<double>(context.data.num_classes);
+  m.unit_parameters.push_back(width * classes + classes);
+  m.activation_bytes_per_sample = 4.0 * (elements + classes);
+  return m;
+}
+
 void register_cnn(strata::Registry& registry) {
   strata::Schema<CnnOptions> schema;
   schema
@@ -142,7 +174,7 @@ void register_cnn(strata::Registry& registry) {
       .option("groups", &CnnOptions::groups, "GroupNorm groups per block; 0 disables normalization",
               strata::between(0, kMaxWidth));
   registry.add_model("cnn", "small ConvNet (conv-GroupNorm-ReLU-pool blocks, FC, head), one unit per block", schema,
-                     make_cnn, estimate_cnn);
+                     make_cnn, estimate_cnn, estimate_cnn_memory);
 }
 
 }  // namespace

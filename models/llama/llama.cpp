@@ -281,11 +281,39 @@ double estimate_llama(const LlamaOptions& options, const ModelContext& context) 
   return f(c.vocab_size) * h + f(c.num_layers) * layer + h + out;
 }
 
+/// Memory of make_llama's model without building it: parameters per unit (embed, each block,
+/// head; as estimate_llama) and activations held between forward and backward per sample, by the
+/// standard transformer estimate (Korthikanti et al. 2022, "Reducing Activation Recomputation in
+/// Large Transformer Models", section 4.1): per layer s b h (34 + 5 a s / h) bytes with 16-bit
+/// activations (s tokens, b samples, h hidden, a heads), so per sample (b = 1) and float32
+/// activations 2 s h (34 + 5 a s / h) bytes; times L layers. Plus the head's: the final norm's
+/// input s h x 4 bytes and, for a causal LM, the float32 logits and their log-softmax, 2 s V x 4.
+/// The estimate is the paper's GPT block (4h MLP, full multi-head K and V, dropout masks): an upper
+/// bound for Llama's grouped-query attention and for fused attention kernels that never store the
+/// a s^2 scores, close for its SwiGLU MLP of ~2.75 h.
+ModelMemoryEstimate estimate_llama_memory(const LlamaOptions& options, const ModelContext& context) {
+  const LlamaConfig c = resolve_config(options, context);
+  const auto f = [](std::int64_t v) { return static_cast<double>(v); };
+  const double h = f(c.hidden_size), q = f(c.num_heads) * f(c.head_dim), kv = f(c.num_kv_heads) * f(c.head_dim);
+  const double s = f(c.seq_len), a = f(c.num_heads);
+  const double layer = 2 * h + 2 * h * q + 2 * h * kv + 3 * h * f(c.intermediate_size)
+                       + (c.attention_bias ? q + 2 * kv + h : 0.0);
+  const double out = !c.causal_lm ? h * f(c.num_classes) : c.tie_word_embeddings ? 0.0 : h * f(c.vocab_size);
+  ModelMemoryEstimate m;
+  m.unit_parameters.push_back(f(c.vocab_size) * h);
+  for (std::int64_t i = 0; i < c.num_layers; ++i) m.unit_parameters.push_back(layer);
+  m.unit_parameters.push_back(h + out);
+  const double per_layer_16bit = s * h * (34.0 + 5.0 * a * s / h);
+  m.activation_bytes_per_sample = f(c.num_layers) * 2.0 * per_layer_16bit + s * h * 4.0
+                                  + (c.causal_lm ? 2.0 * s * f(c.vocab_size) * 4.0 : 0.0);
+  return m;
+}
+
 void register_llama(Registry& registry) {
   registry.add_model("llama",
                      "Llama-family decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU) with Hugging Face names and "
                      "config; causal LM or sequence classification; one unit per layer",
-                     llama_schema(), make_llama, estimate_llama);
+                     llama_schema(), make_llama, estimate_llama, estimate_llama_memory);
 }
 
 }  // namespace

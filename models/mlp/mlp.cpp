@@ -105,6 +105,26 @@ double estimate_mlp(const MlpOptions& o, const strata::ModelContext& context) {
   return params + width * classes + classes;
 }
 
+/// Memory of make_mlp's model without building it: parameters per unit (each hidden layer, the
+/// head) and float32 activations per sample, the sum of every layer's outputs: the flattened
+/// input, per hidden layer its linear output, LayerNorm output (with layer_norm) and activation
+/// output (out each), then the logits. 4 bytes each.
+strata::ModelMemoryEstimate estimate_mlp_memory(const MlpOptions& o, const strata::ModelContext& context) {
+  check_mlp(context.data);
+  double width = static_cast<double>(input_width(context.data)), elements = width;
+  strata::ModelMemoryEstimate m;
+  for (const std::int64_t h : o.hidden) {
+    const double out = static_cast<double>(h);
+    m.unit_parameters.push_back(width * out + out + (o.layer_norm ? 2 * out : 0.0));
+    elements += out * (o.layer_norm ? 3.0 : 2.0);
+    width = out;
+  }
+  const double classes = static_cast<double>(context.data.num_classes);
+  m.unit_parameters.push_back(width * classes + classes);
+  m.activation_bytes_per_sample = 4.0 * (elements + classes);
+  return m;
+}
+
 void register_mlp(strata::Registry& registry) {
   strata::Schema<MlpOptions> schema;
   schema.option("hidden", &MlpOptions::hidden, "width of each hidden layer (one unit per layer)",
@@ -112,7 +132,7 @@ void register_mlp(strata::Registry& registry) {
       .option("activation", &MlpOptions::activation, "hidden activation", strata::one_of({"relu", "gelu", "tanh"}))
       .option("layer_norm", &MlpOptions::layer_norm, "LayerNorm before each hidden activation");
   registry.add_model("mlp", "multilayer perceptron over flattened inputs, one unit per layer", schema, make_mlp,
-                     estimate_mlp);
+                     estimate_mlp, estimate_mlp_memory);
 }
 
 }  // namespace

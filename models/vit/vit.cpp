@@ -198,6 +198,24 @@ double estimate_vit(const VitOptions& o, const strata::ModelContext& context) {
   return embed + static_cast<double>(o.depth) * block + head;
 }
 
+/// Memory of make_vit's model without building it: parameters per unit (as estimate_vit) and
+/// float32 activations per sample, the sum of every layer's outputs (T tokens, d dim, h MLP width):
+/// embed 2 T d (projection, position sum); per block T (9 d + 2 h) + heads T^2 (norm1, qkv 3 T d,
+/// the attention scores where materialized, attended, proj, residual, norm2, fc1 and GELU T h each,
+/// fc2, residual); head d + K. 4 bytes each.
+strata::ModelMemoryEstimate estimate_vit_memory(const VitOptions& o, const strata::ModelContext& context) {
+  const VitShape s = vit_shape(o, context.data);
+  const double d = static_cast<double>(o.dim), h = static_cast<double>(s.hidden), p = static_cast<double>(o.patch_size);
+  const double t = static_cast<double>(s.tokens), classes = static_cast<double>(context.data.num_classes);
+  strata::ModelMemoryEstimate m;
+  m.unit_parameters.push_back(static_cast<double>(s.channels) * p * p * d + d + (s.cls ? d : 0.0) + t * d);
+  for (std::int64_t i = 0; i < o.depth; ++i) m.unit_parameters.push_back(4 * d * d + 2 * d * h + 9 * d + h);
+  m.unit_parameters.push_back(2 * d + d * classes + classes);
+  const double block = t * (9 * d + 2 * h) + static_cast<double>(o.heads) * t * t;
+  m.activation_bytes_per_sample = 4.0 * (2 * t * d + static_cast<double>(o.depth) * block + d + classes);
+  return m;
+}
+
 void register_vit(strata::Registry& registry) {
   strata::Schema<VitOptions> schema;
   schema
@@ -210,7 +228,7 @@ void register_vit(strata::Registry& registry) {
       .option("pooling", &VitOptions::pooling, "what feeds the head: a class token, or the mean of the tokens",
               strata::one_of({"cls", "mean"}));
   registry.add_model("vit", "Vision Transformer (patch embedding, pre-norm encoder blocks, head), one unit per block",
-                     schema, make_vit, estimate_vit);
+                     schema, make_vit, estimate_vit, estimate_vit_memory);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "strata/errors.hpp"
 #include "strata/options.hpp"
 
 namespace strata {
@@ -33,6 +34,18 @@ using StrategyFactory = std::function<std::shared_ptr<Strategy>(const Options&)>
 /// The number of parameters a model's options give, computed without building it (as a double:
 /// options can ask for more than fits an integer).
 using ModelEstimator = std::function<double(const Options&, const ModelContext&)>;
+/// What a model's options say about its memory in training, computed without building it: the
+/// host's fit check (`strata validate`, `strata run` before any rank trains) adds these to each
+/// strategy's model state per rank.
+struct ModelMemoryEstimate {
+  /// Bytes of activations held between forward and backward for one example, with float32
+  /// activations (the host scales them for a narrower [precision] param_dtype).
+  double activation_bytes_per_sample = 0;
+  /// Trainable parameters of each unit, in forward order (sharding strategies gather one unit at
+  /// a time); empty: unknown (the whole model counts as one unit).
+  std::vector<double> unit_parameters;
+};
+using ModelMemoryEstimator = std::function<ModelMemoryEstimate(const Options&, const ModelContext&)>;
 
 /// How a strategy spreads over devices. The host rejects a world size the strategy cannot run
 /// at, and `strata compare` maps its `world_size` axis through it.
@@ -108,6 +121,7 @@ struct RegistryEntry {
   std::variant<StrategyFactory, ModelFactory, DatasetFactory> factory;
   StrategyTraits traits;  ///< strategies only
   ModelEstimator estimator;  ///< models only; empty when the plugin declares none
+  ModelMemoryEstimator memory_estimator;  ///< models only; empty when the plugin declares none
 };
 
 class Registry {
@@ -144,6 +158,16 @@ class Registry {
       return estimate(schema.bind(o), c);
     });
   }
+  /// As above, with `estimate_memory(const T& options, const ModelContext&)` returning a
+  /// ModelMemoryEstimate (activations per example, parameters per unit), also without allocating.
+  template <class T, class F, class E, class M>
+  void add_model(std::string name, std::string description, Schema<T> schema, F make, E estimate, M estimate_memory) {
+    const std::string key = name;
+    add_model(std::move(name), std::move(description), schema, std::move(make), std::move(estimate));
+    set_memory_estimator(key, [schema, estimate_memory](const Options& o, const ModelContext& c) -> ModelMemoryEstimate {
+      return estimate_memory(schema.bind(o), c);
+    });
+  }
   /// Adds a dataset. `make(const T& options, const DatasetContext&)` returns a std::shared_ptr<Dataset-derived>.
   template <class T, class F>
   void add_dataset(std::string name, std::string description, Schema<T> schema, F make) {
@@ -159,6 +183,12 @@ class Registry {
 
   /// Sets the parameter estimator of model `name` (added before).
   void set_estimator(const std::string& name, ModelEstimator estimator);
+  /// Sets the memory estimator of model `name` (added before).
+  void set_memory_estimator(const std::string& name, ModelMemoryEstimator estimator) {
+    auto it = entries_.find({PluginKind::kModel, name});
+    if (it == entries_.end()) throw_not_added("set_memory_estimator", name);
+    it->second.memory_estimator = std::move(estimator);
+  }
   /// Sets the traits of strategy `name` (added before); checks them against its schema.
   void set_traits(const std::string& name, StrategyTraits traits);
   /// The entry of `name`, or nullptr.
@@ -183,10 +213,23 @@ class Registry {
   std::optional<double> estimate_model(const std::string& name, const Options& options,
                                        const ModelContext& context) const;
 
+  /// The memory model `name` would need (activations per example, parameters per unit), without
+  /// building it; nullopt when its plugin declares no memory estimator. Errors pass through.
+  std::optional<ModelMemoryEstimate> estimate_model_memory(const std::string& name, const Options& options,
+                                                           const ModelContext& context) const {
+    const auto& e = at(PluginKind::kModel, name);
+    if (!e.memory_estimator) return std::nullopt;
+    return e.memory_estimator(options, context);
+  }
+
   /// Set by the loader while a library registers: the library attached to new entries.
   void set_current_library(std::string path, std::shared_ptr<void> handle);
 
  private:
+  [[noreturn]] void throw_not_added(const char* what, const std::string& name) const {
+    throw PluginError(current_library_, std::string(what) + ": no model '" + name + "' was added.",
+                      "Add the model before its estimator.");
+  }
   std::map<std::pair<PluginKind, std::string>, RegistryEntry> entries_;
   std::string current_library_;
   std::shared_ptr<void> current_handle_;

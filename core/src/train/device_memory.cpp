@@ -40,4 +40,19 @@ std::optional<std::int64_t> device_used_bytes(const c10::Device& device) {
   return static_cast<std::int64_t>(total - free);
 }
 
+std::optional<std::pair<std::int64_t, std::string>> device_total_bytes(const c10::Device& device) {
+  if (!device.is_cuda()) return std::nullopt;
+  int index = device.has_index() ? device.index() : 0;
+  if (!device.has_index() && cudaGetDevice(&index) != cudaSuccess) {
+    (void)cudaGetLastError();
+    index = 0;
+  }
+  cudaDeviceProp props{};
+  if (cudaGetDeviceProperties(&props, index) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: clear it for whatever asks next
+    return std::nullopt;
+  }
+  return std::make_pair(static_cast<std::int64_t>(props.totalGlobalMem), std::string(props.name));
+}
+
 }  // namespace strata

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <c10/core/Device.h>
 
@@ -26,5 +27,9 @@ std::string peak_memory_source(const c10::Device& device);
 /// Bytes in use on the GPU `device` as the driver reports them (cudaMemGetInfo: total - free; every
 /// process on the device counts), std::nullopt on the CPU.
 std::optional<std::int64_t> device_used_bytes(const c10::Device& device);
+/// Total memory of the GPU `device` (cudaGetDeviceProperties' totalGlobalMem: creates no CUDA
+/// context, so the launcher can ask before its ranks start) and its name; std::nullopt on the CPU
+/// or where the device cannot be queried.
+std::optional<std::pair<std::int64_t, std::string>> device_total_bytes(const c10::Device& device);
 
 }  // namespace strata
