@@ -5,8 +5,9 @@
 #   P/lib/strata/plugins/*.so           the built-in plugins (every strata_add_plugin() call made
 #                                       before this file is included: not the template, not the
 #                                       test fixtures)
-#   P/include/strata/*.hpp              the SDK headers
-#   P/lib/cmake/Strata/                 find_package(Strata): Strata::core, strata_add_plugin()
+#   P/lib/libstrata_kit.a               the strategy kit, linked into each strategy plugin
+#   P/include/strata/*.hpp              the SDK headers: the contract's and the kit's
+#   P/lib/cmake/Strata/                 find_package(Strata): Strata::core, Strata::kit, strata_add_plugin()
 #
 # The CLI looks for its plugins in <its directory>/../plugins, then <its directory>/../lib/strata/plugins
 # (plugin_search_path in core/src/plugin_loader.cpp): the plugin directory is `lib/strata/plugins`
@@ -29,9 +30,10 @@ set_target_properties(${_strata_builtin_plugins} PROPERTIES
 
 install(TARGETS strata RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 install(TARGETS strata_core EXPORT StrataTargets LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}")
+install(TARGETS strata_kit EXPORT StrataTargets ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}")
 install(TARGETS ${_strata_builtin_plugins} LIBRARY DESTINATION "${STRATA_INSTALL_PLUGINDIR}")
-install(DIRECTORY "${PROJECT_SOURCE_DIR}/core/include/strata" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
-  FILES_MATCHING PATTERN "*.hpp")
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/core/include/strata" "${PROJECT_SOURCE_DIR}/kit/include/strata"
+  DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" FILES_MATCHING PATTERN "*.hpp")
 
 install(EXPORT StrataTargets NAMESPACE Strata:: DESTINATION "${STRATA_INSTALL_CMAKEDIR}")
 configure_package_config_file(cmake/StrataConfig.cmake.in "${PROJECT_BINARY_DIR}/StrataConfig.cmake"

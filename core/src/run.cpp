@@ -32,7 +32,6 @@
 #include "strata/errors.hpp"
 #include "strata/logger.hpp"
 #include "strata/model.hpp"
-#include "strata/replica.hpp"
 #include "strata/strategy.hpp"
 #include "text/errors_text.hpp"
 #include "text/suggest.hpp"

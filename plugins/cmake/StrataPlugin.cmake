@@ -2,8 +2,10 @@
 #                   [LIBRARIES <targets...>] [OUTPUT_DIRECTORY <dir>])
 #
 # Builds one plugin as a MODULE library `libstrata_<kind>_<name>.so`, with hidden visibility,
-# linked to the same LibTorch and libstrata_core as the host. The only symbols it exports are the
-# three of STRATA_PLUGIN (strata/plugin.hpp).
+# linked to the same LibTorch and libstrata_core as the host. A strategy plugin also gets the
+# strategy kit (Strata::kit, libstrata_kit.a: strata/replica.hpp, sharded_strategy.hpp, ...) linked
+# into itself: its own private copy, of the kit version it was built against. The only symbols it
+# exports are the three of STRATA_PLUGIN (strata/plugin.hpp).
 #
 # The same file serves the Strata build and plugins built out of tree against an installed Strata
 # (find_package(Strata) includes it). In tree the library goes to build/plugins and shares the
@@ -25,6 +27,9 @@ function(strata_add_plugin name)
   add_library(${target} MODULE ${ARG_SOURCES})
   # Strata::core carries the SDK headers, C++20 and LibTorch.
   target_link_libraries(${target} PRIVATE Strata::core)
+  if(ARG_KIND STREQUAL "strategy")
+    target_link_libraries(${target} PRIVATE Strata::kit)
+  endif()
   # In tree only: strata::fmt (plugins may format with fmt, and the shared precompiled header
   # expects its flags) and the project's warnings.
   foreach(extra strata::fmt strata_warnings)

@@ -22,7 +22,7 @@
 //   rank's own replica: choose train.steps a multiple of sync_every to evaluate one model.
 //
 // Memory accounting, evaluation, mixed precision, the optimizer step and the state dict come from
-// ReplicaStrategy (core/include/strata/replica.hpp), the base that `single` and `ddp` use too: it
+// ReplicaStrategy (kit/include/strata/replica.hpp), the base that `single` and `ddp` use too: it
 // keeps the parameters in flat groups whose float32 masters the optimizer steps.
 
 #include <cstdint>

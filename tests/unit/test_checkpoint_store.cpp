@@ -8,6 +8,7 @@
 
 #include "ckpt/store.hpp"
 #include "strata/errors.hpp"
+#include "strata/flat_params.hpp"
 #include "strata/sharded_state.hpp"
 
 namespace {

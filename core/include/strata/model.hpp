@@ -124,6 +124,11 @@ MetricSums classification_sums(const torch::Tensor& logits, const torch::Tensor&
 /// accuracy = correct / total; f1 = 2tp / (2tp + fp + fn) when tp is present.
 Metrics classification_metrics(const std::map<std::string, double>& sums);
 
+/// Trainable parameters of `model` by name, each tensor once: a parameter registered under two
+/// names (tied weights) keeps the first; `aliases` receives (second name, first name) pairs.
+std::vector<std::pair<std::string, torch::Tensor>> unique_trainable_parameters(
+    const Model& model, std::vector<std::pair<std::string, std::string>>* aliases = nullptr);
+
 /// What a model factory learns about the data it will see.
 struct ModelContext {
   DataSpec data;                     ///< shapes, vocabulary, classes

@@ -25,9 +25,7 @@
 
 #include <torch/types.h>
 
-#include "strata/flat_params.hpp"
 #include "strata/model.hpp"
-#include "strata/optim.hpp"
 
 namespace strata {
 
@@ -48,7 +46,8 @@ enum class StateAccess {
 };
 
 /// Optional capability of a strategy whose state can be checkpointed and resharded. The strategies
-/// built on ReplicaStrategy and ShardedStrategy have it.
+/// built on the kit's ReplicaStrategy and ShardedStrategy have it (their pieces come from
+/// flat_state_pieces, strata/flat_params.hpp).
 class ShardedState {
  public:
   virtual ~ShardedState();
@@ -68,11 +67,6 @@ struct PieceOwner {
   int replicas = 1;
   bool first = true;
 };
-
-/// The pieces of `groups` (this rank's master chunk of each, real elements only, not the padding)
-/// and, when `optimizer` is given, of its state (its parameters must be the groups' masters).
-std::vector<TensorPiece> flat_state_pieces(const FlatGroups& groups, Optimizer* optimizer, StateAccess access,
-                                           const PieceOwner& owner);
 
 /// Whole-tensor pieces of the model's frozen parameters and buffers ("model/<name>"): for kSave
 /// float32 copies, written by `owner.first` only; for kLoad the tensors themselves.

@@ -55,6 +55,8 @@ struct StrategySetup {
 /// A model's full state by dotted name (model().named_parameters() and named_buffers() keys):
 /// every parameter and buffer, whole, float32 where floating point.
 using StateDict = std::vector<std::pair<std::string, torch::Tensor>>;
+/// `tensor` as a state-dict entry: a detached float32 (when floating point) copy on the CPU.
+torch::Tensor state_dict_copy(const torch::Tensor& tensor);
 
 /// Position of a micro-batch inside one optimizer step (gradient accumulation), and how its
 /// summed loss enters the gradient.
@@ -135,6 +137,9 @@ class ReplicaDigest {
   /// holds (dp: one per device), in a fixed order. Not collective.
   virtual std::vector<std::uint32_t> replica_digests() const = 0;
 };
+/// CRC-32C of the bytes of `tensor` (copied to the CPU), extending `crc`: what replica digests are
+/// made of.
+std::uint32_t tensor_digest(const torch::Tensor& tensor, std::uint32_t crc = 0);
 
 /// Optional capability of a strategy that computes on several devices inside one rank (dp): the
 /// host reports `devices` = world size x devices_per_rank() in summary.json and the hparams.

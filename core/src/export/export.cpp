@@ -15,9 +15,10 @@
 #include "config/experiment.hpp"
 #include "run.hpp"
 #include "strata/errors.hpp"
+#include "strata/model.hpp"
 #include "strata/registry.hpp"
-#include "strata/replica.hpp"
 #include "strata/sharded_state.hpp"
+#include "strata/strategy.hpp"
 #include "train/checkpoint.hpp"
 #include "train/checkpointing.hpp"
 

@@ -1,6 +1,7 @@
 #include "strata/model.hpp"
 
 #include <set>
+#include <unordered_map>
 
 #include <ATen/core/ivalue.h>
 #include <torch/autograd.h>
@@ -128,6 +129,23 @@ Metrics classification_metrics(const std::map<std::string, double>& sums) {
     m.emplace_back("f1", denom > 0 ? 2 * at("tp") / denom : 0.0);
   }
   return m;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> unique_trainable_parameters(
+    const Model& model, std::vector<std::pair<std::string, std::string>>* aliases) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  std::unordered_map<const void*, std::string> seen;
+  for (const auto& p : model.named_parameters()) {
+    if (!p.value().requires_grad()) continue;
+    const void* impl = p.value().unsafeGetTensorImpl();
+    if (auto it = seen.find(impl); it != seen.end()) {
+      if (aliases) aliases->emplace_back(p.key(), it->second);
+      continue;
+    }
+    seen.emplace(impl, p.key());
+    out.emplace_back(p.key(), p.value());
+  }
+  return out;
 }
 
 }  // namespace strata

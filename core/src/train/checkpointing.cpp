@@ -12,7 +12,7 @@
 
 #include "io/safetensors.hpp"
 #include "strata/errors.hpp"
-#include "strata/replica.hpp"
+#include "strata/model.hpp"
 
 namespace strata {
 

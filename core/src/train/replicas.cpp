@@ -4,7 +4,7 @@
 
 #include <torch/types.h>
 
-#include "strata/replica.hpp"
+#include "strata/strategy.hpp"
 
 namespace strata {
 

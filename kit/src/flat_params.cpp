@@ -4,12 +4,11 @@
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
-#include <fmt/format.h>
 #include <torch/utils.h>
 
 #include "strata/errors.hpp"
 
-namespace strata {
+namespace strata::inline kit_v1 {
 
 void free_storage(const torch::Tensor& tensor) {
   auto* storage = tensor.storage().unsafeGetStorageImpl();
@@ -42,16 +41,16 @@ FlatGroup::FlatGroup(std::vector<torch::Tensor> params, std::vector<std::string>
   const int n = options_.shard_size;
   const int rank = options_.shard_rank;
   if (params_.empty() || params_.size() != names_.size() || n < 1 || rank < 0 || rank >= n)
-    throw Error(fmt::format("FlatGroup: {} parameters with {} names, shard rank {} of {}", params_.size(),
-                            names_.size(), rank, n));
+    throw Error("FlatGroup: " + std::to_string(params_.size()) + " parameters with " + std::to_string(names_.size()) +
+                " names, shard rank " + std::to_string(rank) + " of " + std::to_string(n));
   const auto device = params_.front().device();
   for (std::size_t k = 0; k < params_.size(); ++k) {
     const auto& p = params_[k];
     if (p.scalar_type() != torch::kFloat32 || p.device() != device || !p.requires_grad())
-      throw Error(fmt::format("parameter {} is {} on {}{}; flat groups take trainable float32 parameters on one "
-                              "device (set [precision] param_dtype for low-precision compute)",
-                              names_[k], c10::toString(p.scalar_type()), p.device().str(),
-                              p.requires_grad() ? "" : " and frozen"));
+      throw Error("parameter " + names_[k] + " is " + c10::toString(p.scalar_type()) + " on " + p.device().str() +
+                  (p.requires_grad() ? "" : " and frozen") +
+                  "; flat groups take trainable float32 parameters on one device (set [precision] param_dtype for "
+                  "low-precision compute)");
     offsets_.push_back(numel_);
     numel_ += p.numel();
   }
@@ -179,4 +178,4 @@ torch::Tensor full_master(const FlatGroup& group, Comm* shard) {
   return full;
 }
 
-}  // namespace strata
+}  // namespace strata::inline kit_v1

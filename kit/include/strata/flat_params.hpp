@@ -29,9 +29,12 @@
 #include <torch/types.h>
 
 #include "strata/comm.hpp"
+#include "strata/kit.hpp"
+#include "strata/optim.hpp"
 #include "strata/precision.hpp"
+#include "strata/sharded_state.hpp"
 
-namespace strata {
+namespace strata::inline kit_v1 {
 
 /// Releases a tensor's storage in place (0 bytes) while the tensor and every view of it live on
 /// (FSDP's "resize the storage to 0"): autograd's saved references see the data again once
@@ -166,4 +169,9 @@ std::pair<std::int64_t, std::int64_t> group_bytes(const FlatGroups& groups);
 /// the group is sharded (a collective of the shard group), the master itself when it is not.
 torch::Tensor full_master(const FlatGroup& group, Comm* shard);
 
-}  // namespace strata
+/// The pieces of `groups` (this rank's master chunk of each, real elements only, not the padding)
+/// and, when `optimizer` is given, of its state (its parameters must be the groups' masters).
+std::vector<TensorPiece> flat_state_pieces(const FlatGroups& groups, Optimizer* optimizer, StateAccess access,
+                                           const PieceOwner& owner);
+
+}  // namespace strata::inline kit_v1

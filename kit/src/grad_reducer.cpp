@@ -1,12 +1,10 @@
 #include "strata/grad_reducer.hpp"
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <torch/utils.h>
 
 #include "strata/errors.hpp"
 
-namespace strata {
+namespace strata::inline kit_v1 {
 
 /// One collective over one or more consecutive groups.
 struct GradReducer::Reduction {
@@ -17,6 +15,12 @@ struct GradReducer::Reduction {
 };
 
 namespace {
+/// "a, b, c"
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
 int size_of(const Comm* comm) { return comm == nullptr ? 1 : comm->world_size(); }
 /// Whether collectives over `comm` must be issued (null: no group).
 bool issues(const Comm* comm) { return comm != nullptr && !comm->skips_collectives(); }
@@ -29,9 +33,8 @@ GradReducer::GradReducer(std::vector<FlatGroup*> groups, const Precision& precis
   const int n = size_of(options_.shard);
   for (const auto* g : groups_)
     if (g->options().grads != holding_ || g->shard_size() != n)
-      throw Error(fmt::format("{}: gradient reducer over groups of mixed kinds (shard size {} against the shard "
-                              "group's {})",
-                              options_.owner, g->shard_size(), n));
+      throw Error(options_.owner + ": gradient reducer over groups of mixed kinds (shard size " +
+                  std::to_string(g->shard_size()) + " against the shard group's " + std::to_string(n) + ")");
   if (holding_ == GradHolding::kFull && n > 1 && size_of(options_.replicate) > 1)
     throw Error(options_.owner + ": full gradient buffers are reduced over one group (shard or replicate), not both");
   if (options_.max_in_flight < 1) options_.max_in_flight = 1;
@@ -193,8 +196,8 @@ void GradReducer::end_backward(MicroStep micro) {
       for (auto& t : staged_) t = torch::Tensor();
       for (auto* g : groups_)
         for (std::size_t k = 0; k < g->size(); ++k) g->param(k).mutable_grad() = torch::Tensor();
-      throw Error(fmt::format("{}: {} parameter(s) received no gradient in this step: {}.", options_.owner,
-                              missing.size(), fmt::join(missing, ", ")),
+      throw Error(options_.owner + ": " + std::to_string(missing.size()) +
+                      " parameter(s) received no gradient in this step: " + join(missing) + ".",
                   options_.missing_fix);
     }
     schedule_.launch_rest();  // the missing gradients count as zeros
@@ -229,4 +232,4 @@ std::int64_t GradReducer::in_flight_bytes() const {
   return storage_bytes(buffers);
 }
 
-}  // namespace strata
+}  // namespace strata::inline kit_v1

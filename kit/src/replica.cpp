@@ -5,16 +5,11 @@
 #include <map>
 #include <unordered_map>
 
-#include <fmt/format.h>
 #include <torch/utils.h>
 
-#include "io/crc32c.hpp"
 #include "strata/errors.hpp"
 
-namespace strata {
-
-MultiDevice::~MultiDevice() = default;
-ReplicaDigest::~ReplicaDigest() = default;
+namespace strata::inline kit_v1 {
 
 void broadcast_module(torch::nn::Module& module, Comm& comm) {
   if (comm.skips_collectives()) return;
@@ -22,12 +17,6 @@ void broadcast_module(torch::nn::Module& module, Comm& comm) {
   torch::NoGradGuard no_grad;
   for (auto& t : module.parameters()) comm.broadcast(t, 0);
   for (auto& t : module.buffers()) comm.broadcast(t, 0);
-}
-
-torch::Tensor state_dict_copy(const torch::Tensor& tensor) {
-  auto cpu = tensor.detach().to(torch::kCPU);
-  if (cpu.is_floating_point()) cpu = cpu.to(torch::kFloat32);
-  return cpu.is_same(tensor) || cpu.data_ptr() == tensor.data_ptr() ? cpu.clone() : cpu;
 }
 
 void append_frozen_state(StateDict& state, const Model& model) {
@@ -52,28 +41,6 @@ StateDict gathered_state_dict(const FlatGroups& groups, Comm* shard, const Model
     if (p.value().requires_grad()) state.emplace_back(p.key(), values.at(p.key()));
   append_frozen_state(state, model);
   return state;
-}
-
-std::uint32_t tensor_digest(const torch::Tensor& tensor, std::uint32_t crc) {
-  const auto cpu = tensor.detach().to(torch::kCPU).contiguous();
-  return crc32c(cpu.data_ptr(), cpu.nbytes(), crc);
-}
-
-std::vector<std::pair<std::string, torch::Tensor>> unique_trainable_parameters(
-    const Model& model, std::vector<std::pair<std::string, std::string>>* aliases) {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  std::unordered_map<const void*, std::string> seen;
-  for (const auto& p : model.named_parameters()) {
-    if (!p.value().requires_grad()) continue;
-    const void* impl = p.value().unsafeGetTensorImpl();
-    if (auto it = seen.find(impl); it != seen.end()) {
-      if (aliases) aliases->emplace_back(p.key(), it->second);
-      continue;
-    }
-    seen.emplace(impl, p.key());
-    out.emplace_back(p.key(), p.value());
-  }
-  return out;
 }
 
 void ReplicaStrategy::take_over(const StrategySetup& s, ReplicaLayout layout) {
@@ -256,4 +223,4 @@ std::vector<std::uint32_t> ReplicaStrategy::replica_digests() const {
   return {crc};
 }
 
-}  // namespace strata
+}  // namespace strata::inline kit_v1

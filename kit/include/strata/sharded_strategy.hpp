@@ -5,11 +5,12 @@
 
 #include <memory>
 
+#include "strata/kit.hpp"
 #include "strata/sharded_state.hpp"
 #include "strata/strategy.hpp"
 #include "strata/unit_shards.hpp"
 
-namespace strata {
+namespace strata::inline kit_v1 {
 
 class ShardedStrategy : public Strategy, public ShardedState {
  public:
@@ -41,4 +42,4 @@ class ShardedStrategy : public Strategy, public ShardedState {
   Comm* replicate_ = nullptr;  ///< ranks holding the same shards (HYBRID_SHARD, NO_SHARD), or null
 };
 
-}  // namespace strata
+}  // namespace strata::inline kit_v1

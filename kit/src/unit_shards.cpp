@@ -4,17 +4,23 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <torch/utils.h>
 
 #include "strata/errors.hpp"
 #include "strata/optim.hpp"
 #include "strata/replica.hpp"
 
-namespace strata {
+namespace strata::inline kit_v1 {
 
 namespace {
+
+/// "a, b, c"
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
 
 /// Trainable parameters outside every unit, and parameters that two names share: sharding by unit
 /// cannot place either, so setup refuses them by name.
@@ -28,15 +34,14 @@ void check_shardable(const Model& model, const std::string& owner) {
     if (!p.value().requires_grad()) continue;
     const void* impl = p.value().unsafeGetTensorImpl();
     if (!in_units.count(impl)) outside.push_back(p.key());
-    if (auto [it, fresh] = first.emplace(impl, p.key()); !fresh) tied.push_back(fmt::format("{} = {}", p.key(), it->second));
+    if (auto [it, fresh] = first.emplace(impl, p.key()); !fresh) tied.push_back(p.key() + " = " + it->second);
   }
   if (!outside.empty())
-    throw Error(fmt::format("{}: trainable parameter(s) registered on the model outside every unit: {}.", owner,
-                            fmt::join(outside, ", ")),
+    throw Error(owner + ": trainable parameter(s) registered on the model outside every unit: " + join(outside) + ".",
                 "zero3 and fsdp shard the model unit by unit; register these parameters inside a unit (or freeze "
                 "them), or use a replica strategy (ddp, zero1, zero2)");
   if (!tied.empty())
-    throw Error(fmt::format("{}: parameters shared under two names (tied weights): {}.", owner, fmt::join(tied, ", ")),
+    throw Error(owner + ": parameters shared under two names (tied weights): " + join(tied) + ".",
                 "zero3 and fsdp shard each unit's parameters on their own and cannot shard one tensor for two "
                 "units; untie them, or use a replica strategy (ddp, zero1, zero2), which hold a tied parameter once");
 }
@@ -254,12 +259,12 @@ std::string UnitShards::describe() const {
     largest = std::max<std::int64_t>(largest, g->padded() * static_cast<std::int64_t>(c10::elementSize(
                                                                  precision_.param_dtype())));
   }
-  std::string text = fmt::format("{} flat groups over {} units (largest gathered {} bytes, {} padding elements), "
-                                 "shard group of {}, {} reductions in flight",
-                                 groups_.size(), sharded_units, largest, padding, shard_.world_size(),
-                                 options_.reductions_in_flight);
-  if (replicate_ != nullptr) text += fmt::format(" replicated {}x", replicate_->world_size());
+  std::string text = std::to_string(groups_.size()) + " flat groups over " + std::to_string(sharded_units) +
+                     " units (largest gathered " + std::to_string(largest) + " bytes, " + std::to_string(padding) +
+                     " padding elements), shard group of " + std::to_string(shard_.world_size()) + ", " +
+                     std::to_string(options_.reductions_in_flight) + " reductions in flight";
+  if (replicate_ != nullptr) text += " replicated " + std::to_string(replicate_->world_size()) + "x";
   return text;
 }
 
-}  // namespace strata
+}  // namespace strata::inline kit_v1

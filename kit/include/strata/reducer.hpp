@@ -16,9 +16,10 @@
 
 #include <cstdint>
 
+#include "strata/kit.hpp"
 #include "strata/strategy.hpp"
 
-namespace strata {
+namespace strata::inline kit_v1 {
 
 class Reducer {
  public:
@@ -31,4 +32,4 @@ class Reducer {
   virtual std::int64_t in_flight_bytes() const { return 0; }
 };
 
-}  // namespace strata
+}  // namespace strata::inline kit_v1

@@ -29,10 +29,11 @@
 #include "strata/buckets.hpp"
 #include "strata/comm.hpp"
 #include "strata/flat_params.hpp"
+#include "strata/kit.hpp"
 #include "strata/reducer.hpp"
 #include "strata/strategy.hpp"
 
-namespace strata {
+namespace strata::inline kit_v1 {
 
 struct GradReducerOptions {
   /// The group the flat groups are sharded over (their shard_size must be its world size); null
@@ -104,4 +105,4 @@ class GradReducer final : public Reducer {
   std::vector<std::unique_ptr<GradReadyHook>> hooks_;
 };
 
-}  // namespace strata
+}  // namespace strata::inline kit_v1

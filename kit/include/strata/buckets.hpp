@@ -11,7 +11,9 @@
 
 #include <torch/types.h>
 
-namespace strata {
+#include "strata/kit.hpp"
+
+namespace strata::inline kit_v1 {
 
 /// Groups parameter indices into buckets of about `cap_bytes` each, in *reverse* parameter order
 /// (backward produces gradients roughly last-layer first, so the first bucket fills first). A
@@ -67,4 +69,4 @@ class GradReadyHook {
 /// that requires grad. The hook stays registered while the returned object lives.
 std::unique_ptr<GradReadyHook> add_grad_ready_hook(const torch::Tensor& param, std::function<void()> fn);
 
-}  // namespace strata
+}  // namespace strata::inline kit_v1

@@ -6,7 +6,7 @@
 
 #include "strata/replica.hpp"
 
-namespace strata {
+namespace strata::inline kit_v1 {
 
 void ShardedStrategy::take_over(const StrategySetup& s, Comm& shard, Comm* replicate, UnitShardOptions options) {
   model_ = s.model;
@@ -72,4 +72,4 @@ void ShardedStrategy::state_loaded() {
   optimizer_->state_loaded();
 }
 
-}  // namespace strata
+}  // namespace strata::inline kit_v1

@@ -39,10 +39,11 @@
 #include "strata/comm.hpp"
 #include "strata/flat_params.hpp"
 #include "strata/grad_reducer.hpp"
+#include "strata/kit.hpp"
 #include "strata/model.hpp"
 #include "strata/precision.hpp"
 
-namespace strata {
+namespace strata::inline kit_v1 {
 
 struct UnitShardOptions {
   /// A unit's parameters are cut into flat groups of about this many bytes (each gathered by one
@@ -132,4 +133,4 @@ class UnitShards {
   std::unique_ptr<GradReducer> reducer_;
 };
 
-}  // namespace strata
+}  // namespace strata::inline kit_v1

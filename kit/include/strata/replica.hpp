@@ -15,18 +15,17 @@
 
 #include "strata/flat_params.hpp"
 #include "strata/grad_reducer.hpp"
+#include "strata/kit.hpp"
 #include "strata/reducer.hpp"
 #include "strata/sharded_state.hpp"
 #include "strata/strategy.hpp"
 
-namespace strata {
+namespace strata::inline kit_v1 {
 
 /// Overwrites every parameter and buffer of `module` with rank 0's (booked to the current phase,
 /// setup): the same starting point on every rank, whatever each rank's initialization did.
 void broadcast_module(torch::nn::Module& module, Comm& comm);
 
-/// `tensor` as a state-dict entry: a detached float32 (when floating point) copy on the CPU.
-torch::Tensor state_dict_copy(const torch::Tensor& tensor);
 /// Appends every buffer and frozen parameter of `model` to `state` (as state_dict_copy).
 void append_frozen_state(StateDict& state, const Model& model);
 
@@ -37,14 +36,6 @@ void append_frozen_state(StateDict& state, const Model& model);
 /// than the one that `keeps` it get an empty dict.
 StateDict gathered_state_dict(const FlatGroups& groups, Comm* shard, const Model& model, bool keep,
                               const std::vector<std::pair<std::string, std::string>>& aliases = {});
-
-/// CRC-32C of the bytes of `tensor` (copied to the CPU), extending `crc`: replica digests.
-std::uint32_t tensor_digest(const torch::Tensor& tensor, std::uint32_t crc = 0);
-
-/// Trainable parameters of `model` by name, each tensor once: a parameter registered under two
-/// names (tied weights) keeps the first; `aliases` receives (second name, first name) pairs.
-std::vector<std::pair<std::string, torch::Tensor>> unique_trainable_parameters(
-    const Model& model, std::vector<std::pair<std::string, std::string>>* aliases = nullptr);
 
 /// How a replica strategy lays out and shards its flat groups.
 struct ReplicaLayout {
@@ -126,4 +117,4 @@ class ReplicaStrategy : public Strategy, public ReplicaDigest, public ShardedSta
   std::vector<std::pair<std::size_t, std::size_t>> locate_;  // params_[i] -> (group, index in group)
 };
 
-}  // namespace strata
+}  // namespace strata::inline kit_v1

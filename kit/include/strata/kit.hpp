@@ -1,0 +1,31 @@
+#pragma once
+/// \file kit.hpp
+/// The strategy kit: the engines strategy plugins are built from (flat parameter groups, bucketed
+/// gradient reduction, unit sharding, the Reducer interface, ReplicaStrategy, ShardedStrategy).
+/// It is not part of the plugin ABI: it is a static library (libstrata_kit.a) that every strategy
+/// plugin links into itself, with hidden visibility, so each plugin carries its own private copy.
+///
+/// Versioning. Two versions govern a strategy plugin:
+///  - the contract's ABI (STRATA_ABI_VERSION_MAJOR/MINOR, strata/plugin.hpp): the types the host
+///    and a plugin share (Strategy, Comm, Model, Dataset, Registry, Options, ShardedState, ...).
+///    Its major is bumped when one of their layouts or vtables changes, and the host refuses a
+///    plugin of another major;
+///  - the kit's version (below): bumped when the engines change. Since each plugin carries the kit
+///    it was built with, a kit change never breaks a plugin built against an older kit; it only
+///    reaches a plugin when that plugin is rebuilt. The major is bumped for changes that break
+///    source compatibility of plugins written against the kit, the minor for additions.
+/// Every kit declaration lives in the inline namespace strata::kit_v<major>, so kits of different
+/// majors (two plugins, or a test program and the plugins it loads) never share a symbol name in
+/// one process; code still names them strata::FlatGroup, strata::ReplicaStrategy, ...
+
+#define STRATA_KIT_VERSION_MAJOR 1
+#define STRATA_KIT_VERSION_MINOR 0
+
+// Renaming the inline namespace goes with a new major: `namespace strata::inline kit_v1` in every
+// kit header and source.
+static_assert(STRATA_KIT_VERSION_MAJOR == 1, "the kit's inline namespace is strata::kit_v1");
+
+namespace strata::inline kit_v1 {
+/// (major << 16) | minor of the kit this code was compiled against.
+inline constexpr unsigned kKitVersion = (STRATA_KIT_VERSION_MAJOR << 16) | STRATA_KIT_VERSION_MINOR;
+}  // namespace strata::inline kit_v1
