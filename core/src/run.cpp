@@ -450,8 +450,11 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   if (world.world_size > 1 || e.distributed.backend != "auto" || e.distributed.force_collectives) {
     backend = resolve_backend(e, p->device);
     if (world.launcher == "none") world.master_port = free_port(world.master_addr);
-    ProcessGroupOptions options{world, backend, p->device,
-                                std::chrono::milliseconds(static_cast<std::int64_t>(e.distributed.timeout_s * 1000))};
+    ProcessGroupOptions options;
+    options.world = world;
+    options.backend = backend;
+    options.device = p->device;
+    options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(e.distributed.timeout_s * 1000));
     options.force_collectives = e.distributed.force_collectives;
     // c10d bounds the store's rendezvous by the timeout but not Gloo's connection retries (a
     // peer listening where this rank cannot reach it held rank 0 for 150 s with a 30 s timeout).

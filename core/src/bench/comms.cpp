@@ -381,7 +381,12 @@ int run_rank(const CommsBenchRequest& request, const Plan& plan, WorldInfo world
   }
   if (world.launcher == "none") world.master_port = free_port(world.master_addr);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(plan.timeout_s * 1000));
-  auto comm = make_process_group_comm(ProcessGroupOptions{world, plan.backend, device, timeout});
+  ProcessGroupOptions options;
+  options.world = world;
+  options.backend = plan.backend;
+  options.device = device;
+  options.timeout = timeout;
+  auto comm = make_process_group_comm(options);
   const bool lead = world.rank == 0;
   if (lead) {
     std::cout << fmt::format("# strata bench comms: {} rank(s) ({} launcher), backend {}, device {}, {} iterations "
