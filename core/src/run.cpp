@@ -20,7 +20,7 @@
 #include "config/experiment.hpp"
 #include "dist/job_monitor.hpp"
 #include "dist/process_group.hpp"
-#include "estimate/fit.hpp"
+#include "estimate/fit_experiment.hpp"
 #include "launch/device_choice.hpp"
 #include "launch/env_checks.hpp"
 #include "launch/run_place.hpp"
@@ -154,9 +154,8 @@ std::string gib(double bytes) { return fmt::format("{:.3g} GiB", bytes / (1024.0
 
 /// Every rank builds its model in host memory first: the parameters of this host's ranks, as
 /// float32, must fit what the host has available, else the model's options are the error.
-void check_model_fits(const Experiment& e, double parameters, int local_ranks) {
+void check_model_fits(const Experiment& e, double parameters, int local_ranks, std::optional<double> available) {
   const double bytes = parameters * kFloat32Bytes * std::max(1, local_ranks);
-  const auto available = available_host_bytes();
   if (!available || bytes <= *available) return;
   std::string options;
   for (const auto& [key, value] : e.model.options.values())
@@ -171,68 +170,6 @@ void check_model_fits(const Experiment& e, double parameters, int local_ranks) {
                             gib(*available)),
                 "Choose smaller model options (`strata describe " + e.model.name +
                     "` lists them), fewer ranks per host, or a machine with more memory.");
-}
-
-/// The strategy's memory per rank (estimate/fit.hpp: model state by its sharding, activations of
-/// this rank's micro-batch from the model's memory estimate, gathered units and communication
-/// buffers) against the device a rank uses: the GPU's total memory, or on the CPU the host's
-/// available memory shared by this host's ranks. Returns the line validate prints; a strategy that
-/// does not fit is a config error at strategy.name naming what would.
-std::string check_strategy_fits(const Experiment& e, const Registry& registry, const WorldInfo& world,
-                                const torch::Device& device, double parameters,
-                                const std::optional<ModelMemoryEstimate>& memory) {
-  estimate::FitRequest r;
-  r.strategy = e.strategy.name;
-  r.world_size = std::max(1, world.world_size);
-  const RegistryEntry& entry = registry.at(PluginKind::kStrategy, e.strategy.name);
-  const Placement& placement = entry.traits.placement;
-  if (placement.kind == Placement::Kind::kDevicesInProcess) {  // dp: one process, `devices` replicas
-    const auto& values = e.strategy.options.values();
-    const auto it = values.find(placement.devices_option);
-    if (it != values.end())
-      if (const auto* n = std::get_if<std::int64_t>(&it->second); n != nullptr && *n > 0) r.world_size = static_cast<int>(*n);
-  }
-  for (const auto& [key, value] : e.strategy.options.values()) r.options.values[key] = to_toml(value);
-  if (const auto& f = entry.traits.footprint; f.memory) {
-    r.footprint.known = true;
-    r.footprint.params = f.memory->params;
-    r.footprint.grads = f.memory->grads;
-    r.footprint.optimizer = f.memory->optimizer;
-  }
-  r.parameters = parameters;
-  // Activations in the parameters' dtype: the estimate counts float32 ones.
-  const bool narrow = e.precision.param_dtype == "bfloat16" || e.precision.param_dtype == "float16";
-  if (memory) {
-    r.unit_parameters = memory->unit_parameters;
-    r.activation_bytes_per_sample = memory->activation_bytes_per_sample * (narrow ? 0.5 : 1.0);
-  }
-  if (e.train.activation_checkpointing == "full") r.checkpoint_every = static_cast<int>(std::max<std::int64_t>(1, e.train.activation_checkpointing_every));
-  r.global_batch = static_cast<double>(e.train.global_batch_size);
-  r.micro_batches = static_cast<int>(e.train.micro_batches);
-  r.optimizer = e.optimizer.name;
-  r.momentum = e.optimizer.momentum;
-  r.param_dtype = e.precision.param_dtype;
-  r.reduce_dtype = e.precision.reduce_dtype;
-  if (device.is_cuda()) {
-    if (const auto total = device_total_bytes(device)) {
-      r.device_memory = static_cast<double>(total->first);
-      r.device_memory_source = fmt::format("{} ({})", total->second, device.str());
-    } else {
-      r.device_memory = 80.0 * 1024 * 1024 * 1024;
-      r.device_memory_source = "a GPU (assumed 80 GiB: its memory could not be read)";
-    }
-  } else {
-    const auto available = available_host_bytes();
-    if (!available) return {};
-    const int local = std::max(1, world.local_world_size);
-    r.device_memory = *available / local;
-    r.shared_memory = true;
-    r.device_memory_source = local > 1 ? fmt::format("this host's available memory ({}) shared by its {} ranks", gib(*available), local)
-                                       : fmt::format("this host's available memory");
-  }
-  const auto check = estimate::check_fit(r);
-  if (!check.fits) throw e.error("strategy.name", estimate::fit_refusal(r, check), estimate::fit_fix(r, check));
-  return estimate::fit_line(r, check);
 }
 
 /// A [train] init_from that does not fit the model, as a config error at train.init_from; where
@@ -346,13 +283,15 @@ std::unique_ptr<RankRun> prepare(Experiment experiment, const WorldInfo& world, 
   const ModelContext model_context{p->dataset->spec(), e.directory()};
   p->estimated_parameters =
       create(e, "model", [&] { return p->registry.estimate_model(e.model.name, e.model.options, model_context); });
-  if (p->estimated_parameters) check_model_fits(e, *p->estimated_parameters, world.local_world_size);
+  const auto host_available = available_host_bytes();  // read once: both fit checks compare with it
+  if (p->estimated_parameters) check_model_fits(e, *p->estimated_parameters, world.local_world_size, host_available);
   p->strategy = create(e, "strategy", [&] { return p->registry.create_strategy(e.strategy.name, e.strategy.options); });
   if (p->estimated_parameters) {
     const auto memory = create(e, "model", [&] {
       return p->registry.estimate_model_memory(e.model.name, e.model.options, model_context);
     });
-    p->memory_fit = check_strategy_fits(e, p->registry, world, p->device, *p->estimated_parameters, memory);
+    p->memory_fit = estimate::check_strategy_fits(e, p->registry, world, p->device, *p->estimated_parameters, memory,
+                                                   host_available);
   }
   if (purpose == Purpose::kValidate && p->estimated_parameters &&
       *p->estimated_parameters * kFloat32Bytes > kValidateBuildBytes)

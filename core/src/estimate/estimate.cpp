@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "config/experiment.hpp"
+#include "estimate/fit_experiment.hpp"
 #include "estimate/network.hpp"
 #include "estimate/profile.hpp"
 #include "estimate/strategies.hpp"
@@ -59,24 +60,6 @@ estimate::Network default_network() {
   return net;
 }
 
-estimate::DeclaredFootprint declared(const Registry& registry, const std::string& name) {
-  estimate::DeclaredFootprint d;
-  const RegistryEntry* entry = registry.find(PluginKind::kStrategy, name);
-  if (entry == nullptr) return d;
-  const Footprint& f = entry->traits.footprint;
-  if (f.memory) {
-    d.known = true;
-    d.params = f.memory->params;
-    d.grads = f.memory->grads;
-    d.optimizer = f.memory->optimizer;
-  }
-  if (f.traffic) {
-    d.traffic_known = true;
-    d.per_step = f.traffic->per_step;
-    d.per_micro_batch = f.traffic->per_micro_batch;
-  }
-  return d;
-}
 
 /// The profile run: the experiment on one device for a few steps. Its own strategy at world size 1
 /// (every built-in one but dp is `single` there, with its options valid), else `single`.
@@ -171,14 +154,13 @@ int estimate_experiment(const EstimateRequest& r) {
 
   std::vector<StrategyEstimate> rows;
   for (const auto& s : strategies) {
-    const auto footprint = declared(registry, s);
+    const auto footprint = estimate::declared_footprint(registry, s);
     for (int n : r.world_sizes) {
       estimate::EstimateInput in;
       in.profile = &profile;
       in.network = &network;
       in.world_size = n;
-      if (s == e.strategy.name)
-        for (const auto& [key, value] : e.strategy.options.values()) in.options.values[key] = to_toml(value);
+      if (s == e.strategy.name) in.options = estimate::strategy_options(e);
       rows.push_back(estimate::estimate_strategy(s, in, footprint));
     }
   }

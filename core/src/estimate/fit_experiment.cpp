@@ -1,0 +1,95 @@
+#include "estimate/fit_experiment.hpp"
+
+#include <algorithm>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include "config/experiment.hpp"
+#include "estimate/fit.hpp"
+#include "train/device_memory.hpp"
+
+namespace strata::estimate {
+
+namespace {
+std::string gib(double bytes) { return fmt::format("{:.3g} GiB", bytes / (1024.0 * 1024 * 1024)); }
+}  // namespace
+
+DeclaredFootprint declared_footprint(const Registry& registry, const std::string& name) {
+  DeclaredFootprint d;
+  const RegistryEntry* entry = registry.find(PluginKind::kStrategy, name);
+  if (entry == nullptr) return d;
+  const Footprint& f = entry->traits.footprint;
+  if (f.memory) {
+    d.known = true;
+    d.params = f.memory->params;
+    d.grads = f.memory->grads;
+    d.optimizer = f.memory->optimizer;
+  }
+  if (f.traffic) {
+    d.traffic_known = true;
+    d.per_step = f.traffic->per_step;
+    d.per_micro_batch = f.traffic->per_micro_batch;
+  }
+  return d;
+}
+
+StrategyOptions strategy_options(const Experiment& e) {
+  StrategyOptions options;
+  for (const auto& [key, value] : e.strategy.options.values()) options.values[key] = to_toml(value);
+  return options;
+}
+
+std::string check_strategy_fits(const Experiment& e, const Registry& registry, const WorldInfo& world,
+                                const torch::Device& device, double parameters,
+                                const std::optional<ModelMemoryEstimate>& memory, std::optional<double> host_available) {
+  FitRequest r;
+  r.strategy = e.strategy.name;
+  r.world_size = std::max(1, world.world_size);
+  const RegistryEntry& entry = registry.at(PluginKind::kStrategy, e.strategy.name);
+  const Placement& placement = entry.traits.placement;
+  if (placement.kind == Placement::Kind::kDevicesInProcess) {  // dp: one process, `devices` replicas
+    const auto& values = e.strategy.options.values();
+    const auto it = values.find(placement.devices_option);
+    if (it != values.end())
+      if (const auto* n = std::get_if<std::int64_t>(&it->second); n != nullptr && *n > 0) r.world_size = static_cast<int>(*n);
+  }
+  r.options = strategy_options(e);
+  r.footprint = declared_footprint(registry, e.strategy.name);
+  r.parameters = parameters;
+  // Activations in the parameters' dtype: the estimate counts float32 ones.
+  const bool narrow = e.precision.param_dtype == "bfloat16" || e.precision.param_dtype == "float16";
+  if (memory) {
+    r.unit_parameters = memory->unit_parameters;
+    r.activation_bytes_per_sample = memory->activation_bytes_per_sample * (narrow ? 0.5 : 1.0);
+  }
+  if (e.train.activation_checkpointing == "full") r.checkpoint_every = static_cast<int>(std::max<std::int64_t>(1, e.train.activation_checkpointing_every));
+  r.global_batch = static_cast<double>(e.train.global_batch_size);
+  r.micro_batches = static_cast<int>(e.train.micro_batches);
+  r.optimizer = e.optimizer.name;
+  r.momentum = e.optimizer.momentum;
+  r.param_dtype = e.precision.param_dtype;
+  r.reduce_dtype = e.precision.reduce_dtype;
+  if (device.is_cuda()) {
+    if (const auto total = device_total_bytes(device)) {
+      r.device_memory = static_cast<double>(total->first);
+      r.device_memory_source = fmt::format("{} ({})", total->second, device.str());
+    } else {
+      r.device_memory = 80.0 * 1024 * 1024 * 1024;
+      r.device_memory_source = "a GPU (assumed 80 GiB: its memory could not be read)";
+    }
+  } else {
+    if (!host_available) return {};
+    const int local = std::max(1, world.local_world_size);
+    r.device_memory = *host_available / local;
+    r.shared_memory = true;
+    r.device_memory_source = local > 1 ? fmt::format("this host's available memory ({}) shared by its {} ranks",
+                                                     gib(*host_available), local)
+                                       : std::string("this host's available memory");
+  }
+  const auto check = check_fit(r);
+  if (!check.fits) throw e.error("strategy.name", fit_refusal(r, check), fit_fix(r, check));
+  return fit_line(r, check);
+}
+
+}  // namespace strata::estimate

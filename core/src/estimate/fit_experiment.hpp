@@ -1,0 +1,37 @@
+#pragma once
+// What the estimate module reads from an experiment and the registry: a strategy's declared
+// Footprint and its [strategy] options as the builders take them (`strata estimate` and the fit
+// check both), and the fit check of `strata validate` / `strata run` from an experiment.
+
+#include <optional>
+#include <string>
+
+#include <torch/types.h>
+
+#include "estimate/strategies.hpp"
+#include "launch/world.hpp"
+#include "strata/registry.hpp"
+
+namespace strata {
+struct Experiment;
+}
+
+namespace strata::estimate {
+
+/// The Footprint `name` declared in the registry (nothing known for a name it does not hold).
+DeclaredFootprint declared_footprint(const Registry& registry, const std::string& name);
+
+/// The experiment's [strategy] options, each value as TOML text.
+StrategyOptions strategy_options(const Experiment& e);
+
+/// The strategy's memory per rank (fit.hpp: model state by its sharding, activations of this
+/// rank's micro-batch from the model's memory estimate, gathered units and communication buffers)
+/// against the device a rank uses: the GPU's total memory, or on the CPU `host_available` (the
+/// host's available memory) shared by this host's ranks. Returns the line validate prints ("" when
+/// the host's memory is unknown); a strategy that does not fit is a config error at strategy.name
+/// naming what would.
+std::string check_strategy_fits(const Experiment& e, const Registry& registry, const WorldInfo& world,
+                                const torch::Device& device, double parameters,
+                                const std::optional<ModelMemoryEstimate>& memory, std::optional<double> host_available);
+
+}  // namespace strata::estimate
