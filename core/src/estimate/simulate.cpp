@@ -16,26 +16,26 @@ void check_deps(const std::vector<int>& deps, int next) {
 }
 }  // namespace
 
+int Schedule::add(Op op) {
+  op.id = static_cast<int>(ops_.size());
+  check_deps(op.deps, op.id);
+  ops_.push_back(std::move(op));
+  return ops_.back().id;
+}
+
 int Schedule::compute(std::string name, double seconds, std::vector<int> deps, std::string stream) {
-  const int id = static_cast<int>(ops_.size());
-  check_deps(deps, id);
   Op op;
-  op.id = id;
   op.name = std::move(name);
   op.stream = std::move(stream);
   op.kind = OpKind::kCompute;
   op.seconds = std::max(0.0, seconds);
   op.deps = std::move(deps);
-  ops_.push_back(std::move(op));
-  return id;
+  return add(std::move(op));
 }
 
 int Schedule::collective(std::string name, Collective c, double bytes, int group, std::vector<int> deps,
                          std::string stream) {
-  const int id = static_cast<int>(ops_.size());
-  check_deps(deps, id);
   Op op;
-  op.id = id;
   op.name = std::move(name);
   op.stream = std::move(stream);
   op.kind = OpKind::kCollective;
@@ -43,8 +43,7 @@ int Schedule::collective(std::string name, Collective c, double bytes, int group
   op.bytes = bytes;
   op.group = group;
   op.deps = std::move(deps);
-  ops_.push_back(std::move(op));
-  return id;
+  return add(std::move(op));
 }
 
 void Schedule::depend(int id, int dep) {

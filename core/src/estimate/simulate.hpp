@@ -53,6 +53,8 @@ class Schedule {
   const Op& op(int id) const { return ops_.at(static_cast<std::size_t>(id)); }
 
  private:
+  /// Numbers `op`, checks that its dependencies come before it, and appends it.
+  int add(Op op);
   std::vector<Op> ops_;
 };
 
