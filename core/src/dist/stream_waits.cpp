@@ -22,21 +22,21 @@ void StreamWaits::disable() {
   pairs_.clear();
 }
 
-c10::Event StreamWaits::record_now() const {
+c10::Event record_timing_event(c10::Device device) {
   // BACKEND_DEFAULT: a CUDA event with timing (PYTORCH_DEFAULT disables it).
-  c10::Event event(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
-  event.record(c10::impl::VirtualGuardImpl(device_.type()).getStream(device_));
+  c10::Event event(device.type(), c10::EventFlag::BACKEND_DEFAULT);
+  event.record(c10::impl::VirtualGuardImpl(device.type()).getStream(device));
   return event;
 }
 
 std::optional<c10::Event> StreamWaits::before_wait() {
   if (!enabled()) return std::nullopt;
-  return record_now();
+  return record_timing_event(device_);
 }
 
 void StreamWaits::after_wait(std::optional<c10::Event> before) {
   if (!before || !enabled()) return;
-  Pair pair{std::move(*before), record_now()};
+  Pair pair{std::move(*before), record_timing_event(device_)};
   std::lock_guard lock(mutex_);
   pairs_.push_back(std::move(pair));
 }

@@ -24,6 +24,10 @@
 
 namespace strata {
 
+/// A timing event (CUDA: with timing, which PyTorch's default flag disables) recorded now on the
+/// calling thread's current stream of `device`.
+c10::Event record_timing_event(c10::Device device);
+
 class StreamWaits {
  public:
   /// The pair of events around one wait, on the stream that waited.
@@ -48,7 +52,6 @@ class StreamWaits {
 
  private:
   StreamWaits() = default;
-  c10::Event record_now() const;
 
   std::atomic<bool> enabled_{false};
   c10::Device device_{c10::DeviceType::CPU};

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include <c10/core/impl/VirtualGuardImpl.h>
-
 namespace strata {
 
 namespace {
@@ -30,17 +28,11 @@ StepBreakdown::~StepBreakdown() {
   if (events_) StreamWaits::instance().disable();
 }
 
-c10::Event StepBreakdown::record() const {
-  c10::Event event(device_.type(), c10::EventFlag::BACKEND_DEFAULT);  // with timing
-  event.record(c10::impl::VirtualGuardImpl(device_.type()).getStream(device_));
-  return event;
-}
-
 void StepBreakdown::begin(Phase phase) {
   phase_ = phase;
   if (events_) {
     StreamWaits::instance().take();  // waits outside the phases (evaluation, reading the figures) are not the step's
-    start_event_.emplace(record());
+    start_event_.emplace(record_timing_event(device_));
     return;
   }
   comm_at_start_ = comm_seconds();
@@ -50,7 +42,7 @@ void StepBreakdown::begin(Phase phase) {
 void StepBreakdown::end() {
   if (events_) {
     if (!start_event_) return;
-    pending_.push_back({phase_, std::move(*start_event_), record(), StreamWaits::instance().take()});
+    pending_.push_back({phase_, std::move(*start_event_), record_timing_event(device_), StreamWaits::instance().take()});
     start_event_.reset();
     return;
   }

@@ -69,7 +69,6 @@ class StepBreakdown {
     std::vector<StreamWaits::Pair> waits;  ///< the waits for collectives within it
   };
   double comm_seconds() const { return comm_.counters(CommPhase::kTrain).time_s; }
-  c10::Event record() const;
   void add(Phase phase, double elapsed, double blocked);
   /// Books the pending phases whose events have completed; `block`: all of them, waiting.
   void settle(bool block);

@@ -1,15 +1,10 @@
 #include "train/step_stats.hpp"
 
-#include <c10/core/impl/VirtualGuardImpl.h>
+#include "dist/stream_waits.hpp"
+
 #include <torch/cuda.h>
 
 namespace strata {
-
-namespace {
-c10::Stream current_stream(const torch::Device& device) {
-  return c10::impl::VirtualGuardImpl(device.type()).getStream(device);
-}
-}  // namespace
 
 StepStats::StepStats(torch::Device device, Comm& comm, bool sync_timing)
     : device_(device), comm_(comm), events_(device.is_cuda() && !sync_timing), sync_(device.is_cuda() && sync_timing) {}
@@ -17,8 +12,7 @@ StepStats::StepStats(torch::Device device, Comm& comm, bool sync_timing)
 void StepStats::begin_step() {
   started_ = Clock::now();
   if (events_) {
-    start_event_.emplace(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
-    start_event_->record(current_stream(device_));
+    start_event_ = record_timing_event(device_);
   }
 }
 
@@ -33,8 +27,7 @@ void StepStats::end_step(std::int64_t step, const torch::Tensor& loss, const tor
   if (events_) {
     p.start = std::move(start_event_);
     start_event_.reset();
-    p.end.emplace(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
-    p.end->record(current_stream(device_));
+    p.end = record_timing_event(device_);
   } else {
     if (sync_) torch::cuda::synchronize(device_.index());
     p.host_time_s = std::chrono::duration<double>(Clock::now() - started_).count();
