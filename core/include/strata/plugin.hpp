@@ -29,7 +29,7 @@
 
 /// ABI of this SDK. Bump the major for incompatible changes of any SDK type a plugin sees; bump
 /// the minor when adding something a newer plugin may rely on.
-#define STRATA_ABI_VERSION_MAJOR 9
+#define STRATA_ABI_VERSION_MAJOR 10
 #define STRATA_ABI_VERSION_MINOR 0
 
 extern "C" {

@@ -88,10 +88,24 @@ struct Footprint {
     bool optimizer = false;
   };
   /// Bus bytes per optimizer step, in units of (N-1)/N x 4 Psi: per_step + per_micro_batch x M
-  /// (ddp, zero1: 2 + 0; zero2: 1 + 1; zero3, fsdp FULL_SHARD: 0 + 3).
+  /// (ddp, zero1: 2 + 0; zero2: 1 + 1; zero3, fsdp FULL_SHARD: 0 + 3). Two-level strategies add
+  /// what travels inside sub-groups of g ranks, in units of (g-1)/g x 4 Psi per micro-batch, g being
+  /// the integer strategy option `subgroup_option` (0 there: the ranks of one host); e.g. ZeRO++
+  /// hpZ: 2 per micro-batch over all ranks, and its backward all-gather, 1, inside the sub-group.
   struct Traffic {
+    Traffic() = default;
+    Traffic(double step, double micro_batch) : per_step(step), per_micro_batch(micro_batch) {}
+    /// Adds `per_micro_batch` units of (g-1)/g x 4 Psi inside sub-groups of g ranks, g read from
+    /// the strategy option `option`.
+    Traffic& with_subgroup(double micro_batch, std::string option) {
+      subgroup_per_micro_batch = micro_batch;
+      subgroup_option = std::move(option);
+      return *this;
+    }
     double per_step = 0;
     double per_micro_batch = 0;
+    double subgroup_per_micro_batch = 0;
+    std::string subgroup_option;
   };
   std::optional<Memory> memory;
   std::optional<Traffic> traffic;

@@ -403,12 +403,20 @@ class Checker {
       } else if (declared) {
         const double units = declared->per_step + declared->per_micro_batch * micro;
         const double factor = static_cast<double>(w - 1) / w;
-        const double expected = units * factor * full;
-        const double slack = units * factor * 4.0 * w * tensors + 2 * factor * 8 * (1 + micro);
+        // The sub-group level: every rank of the check runs on this host, so a size of 0 (the
+        // ranks of one host) is the world size.
+        const int g = subgroup_size(*declared, w);
+        const double sub_units = declared->subgroup_per_micro_batch * micro;
+        const double sub_factor = g > 0 ? static_cast<double>(g - 1) / g : 0.0;
+        const double expected = (units * factor + sub_units * sub_factor) * full;
+        const double slack = (units * factor + sub_units * sub_factor) * 4.0 * w * tensors + 2 * factor * 8 * (1 + micro);
         numbers += fmt::format(" (expected {:.0f})", expected);
+        const std::string formula =
+            sub_units > 0 ? fmt::format("{:g} x (N-1)/N + {:g} x (g-1)/g with g = {} x 4 Psi", units, sub_units, g)
+                          : fmt::format("{:g} x (N-1)/N x 4 Psi", units);
         if (!(std::abs(bus - expected) <= kTrafficRel * expected + slack))
-          wrong += fmt::format("; {}: {:.0f} B/step is not {:.0f} B within 2% ({:g} x (N-1)/N x 4 Psi)",
-                               workloads_[i].title, bus, expected, units);
+          wrong += fmt::format("; {}: {:.0f} B/step is not {:.0f} B within 2% ({})", workloads_[i].title, bus,
+                               expected, formula);
       } else if (!(bus > 0 && calls > 0)) {
         wrong += fmt::format("; {}: traffic is not accounted (every collective must go through strata::Comm)",
                              workloads_[i].title);
@@ -416,6 +424,22 @@ class Checker {
     }
     add("communication", w, wrong.empty() ? Verdict::kPass : Verdict::kFail,
         numbers + (declared || w == 1 ? "" : "; undeclared: counted only") + wrong);
+  }
+
+  /// The sub-group size g of a two-level traffic declaration at world size w: the strategy
+  /// option it names, at its default (the check runs with defaults), 0 meaning the ranks of one
+  /// host (all w here); 0 when nothing is declared at that level.
+  int subgroup_size(const Footprint::Traffic& declared, int w) const {
+    if (declared.subgroup_per_micro_batch == 0) return 0;
+    const OptionSpec* spec = entry_.schema.find(declared.subgroup_option);
+    if (spec == nullptr || !std::holds_alternative<std::int64_t>(spec->default_value))
+      throw PluginError(entry_.library, fmt::format("strategy '{}' declares sub-group traffic over the option '{}', which is not an "
+                                    "integer option of its schema",
+                                    entry_.name, declared.subgroup_option),
+                        "Name the integer [strategy] option that holds the sub-group size in "
+                        "Footprint::Traffic::with_subgroup().");
+    const auto g = std::get<std::int64_t>(spec->default_value);
+    return g > 0 ? static_cast<int>(std::min<std::int64_t>(g, w)) : w;
   }
 
   /// The saved full model, loaded by `single` for one step at a negligible learning rate, has
