@@ -134,7 +134,8 @@ class ReplicaDigest {
  public:
   virtual ~ReplicaDigest();
   /// CRC-32C of the bytes of every replicated parameter and buffer, one per replica this rank
-  /// holds (dp: one per device), in a fixed order. Not collective.
+  /// holds (dp: one per device), in a fixed order; none (empty, on every rank alike) when this run
+  /// holds no whole replica (sharded parameters). Not collective.
   virtual std::vector<std::uint32_t> replica_digests() const = 0;
 };
 /// CRC-32C of the bytes of `tensor` (copied to the CPU), extending `crc`: what replica digests are

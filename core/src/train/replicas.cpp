@@ -14,6 +14,7 @@ void check_replicas(const Strategy& strategy, Comm& comm, const Logger& log, Jso
   const auto* replicated = dynamic_cast<const ReplicaDigest*>(&strategy);
   if (replicated == nullptr) return;
   const auto mine = replicated->replica_digests();
+  if (mine.empty()) return;  // every rank says so alike: nothing replicated to compare
   std::vector<std::int64_t> values(mine.begin(), mine.end());
   auto local = torch::tensor(values, torch::kInt64).to(comm.device());
   auto all = torch::empty({local.numel() * comm.world_size()}, local.options());
