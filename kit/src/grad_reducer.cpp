@@ -4,7 +4,7 @@
 
 #include "strata/errors.hpp"
 
-namespace strata::inline kit_v1 {
+namespace strata::inline kit_v2 {
 
 /// One collective over one or more consecutive groups.
 struct GradReducer::Reduction {
@@ -232,4 +232,4 @@ std::int64_t GradReducer::in_flight_bytes() const {
   return storage_bytes(buffers);
 }
 
-}  // namespace strata::inline kit_v1
+}  // namespace strata::inline kit_v2

@@ -259,7 +259,7 @@ std::shared_ptr<Model> make_llama(const LlamaOptions& options, const ModelContex
   for (std::int64_t i = 0; i < c.num_layers; ++i)
     model->add_unit("block" + std::to_string(i), std::make_shared<BlockUnit>(c));
   // A tied lm_head registers the embedding's tensor under its own name too, so the two names
-  // share one TensorImpl: replica strategies hold it once (see replica.hpp's aliases).
+  // share one TensorImpl: replicated plans hold it once (see engine.hpp's aliases_).
   const bool tied = c.causal_lm && c.tie_word_embeddings;
   model->add_unit("head", std::make_shared<HeadUnit>(c, tied ? embed->weight : torch::Tensor()));
   model->set_flops_per_sample(flops_per_sample(c), "T (6 N + 12 L H Q T) + 6 x head (PaLM appendix B: N matmul weights, L layers, H heads, Q head_dim, T tokens per sample)");

@@ -3,7 +3,7 @@
 #
 # Builds one plugin as a MODULE library `libstrata_<kind>_<name>.so`, with hidden visibility,
 # linked to the same LibTorch and libstrata_core as the host. A strategy plugin also gets the
-# strategy kit (Strata::kit, libstrata_kit.a: strata/replica.hpp, sharded_strategy.hpp, ...) linked
+# strategy kit (Strata::kit, libstrata_kit.a: strata/engine.hpp, plan.hpp, mesh.hpp, ...) linked
 # into itself: its own private copy, of the kit version it was built against. The only symbols it
 # exports are the three of STRATA_PLUGIN (strata/plugin.hpp).
 #

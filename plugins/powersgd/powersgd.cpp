@@ -13,7 +13,7 @@
 // `strata check` holds it to the tolerance it declares. The error feedback and Q are not saved in
 // checkpoints: a resumed run starts them afresh.
 //
-// The strategy is ReplicaStrategy with a Reducer of its own (strata/reducer.hpp): the reducer
+// The strategy is the engine (strata/engine.hpp) with a Reducer of its own (strata/reducer.hpp): the reducer
 // take_over() installs accumulates gradients locally in float32, and this one runs it first.
 
 #include <cstdint>
@@ -24,7 +24,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <strata/plugin.hpp>
-#include <strata/replica.hpp>
+#include <strata/engine.hpp>
 
 namespace {
 
@@ -108,7 +108,7 @@ class PowerSgdReducer final : public strata::Reducer {
   std::int64_t step_ = 0;
 };
 
-class PowerSgdStrategy final : public strata::ReplicaStrategy {
+class PowerSgdStrategy final : public strata::Engine {
  public:
   explicit PowerSgdStrategy(PowerSgdOptions options) : options_(options) {}
 

@@ -22,7 +22,7 @@
 //   rank's own replica: choose train.steps a multiple of sync_every to evaluate one model.
 //
 // Memory accounting, evaluation, mixed precision, the optimizer step and the state dict come from
-// ReplicaStrategy (kit/include/strata/replica.hpp), the base that `single` and `ddp` use too: it
+// strata::Engine (kit/include/strata/engine.hpp), the engine that `single` and `ddp` use too: it
 // keeps the parameters in flat groups whose float32 masters the optimizer steps.
 
 #include <cstdint>
@@ -31,7 +31,7 @@
 #include <vector>
 
 #include <strata/plugin.hpp>
-#include <strata/replica.hpp>
+#include <strata/engine.hpp>
 
 namespace {
 
@@ -43,7 +43,7 @@ struct LocalSgdOptions {
 
 /// Invariant: after a step whose number is a multiple of sync_every, every rank holds the same
 /// parameters (the average of the replicas).
-class LocalSgdStrategy final : public strata::ReplicaStrategy {
+class LocalSgdStrategy final : public strata::Engine {
  public:
   explicit LocalSgdStrategy(LocalSgdOptions options) : options_(options) {}
 
@@ -55,22 +55,22 @@ class LocalSgdStrategy final : public strata::ReplicaStrategy {
                 " ranks every " + std::to_string(options_.sync_every) + " steps");
   }
 
-  // forward_backward() and finish_gradients() are ReplicaStrategy's: gradients stay local, and the
+  // forward_backward() and finish_gradients() are the engine's: gradients stay local, and the
   // norm (and clipping) is this rank's own.
 
   void step(double lr) override {
-    ReplicaStrategy::step(lr);  // a local optimizer step; gradients cleared
+    Engine::step(lr);  // a local optimizer step; gradients cleared
     if (++unaveraged_steps_ == options_.sync_every) average_replicas();
   }
 
   double parameter_norm() override {
     average_replicas();  // collective: the trainer calls it on every rank
-    return ReplicaStrategy::parameter_norm();
+    return Engine::parameter_norm();
   }
 
   strata::StateDict full_state_dict() override {
     average_replicas();  // collective, like the base's contract says
-    return ReplicaStrategy::full_state_dict();
+    return Engine::full_state_dict();
   }
 
  private:

@@ -1,10 +1,11 @@
 // `ddp`: distributed data parallel (Li et al., "PyTorch Distributed: Experiences on Accelerating
 // Data Parallel Training", VLDB 2020). Every rank holds a full replica; parameters are broadcast
 // from rank 0 at setup; gradients live in flat buckets (reverse parameter order, about
-// `bucket_cap_mb` each: strata::FlatGroup) whose all-reduce (average) starts asynchronously from
-// autograd hooks as soon as the bucket's last gradient is accumulated, overlapping the rest of
-// backward (strata::GradReducer). Only the last micro-batch of an accumulation communicates
-// (no_sync for the others); gradients accumulate in float32 whatever the parameter dtype.
+// `bucket_cap_mb` each) whose all-reduce (average) starts asynchronously from autograd hooks as
+// soon as the bucket's last gradient is accumulated, overlapping the rest of backward. Only the
+// last micro-batch of an accumulation communicates (no_sync for the others); gradients accumulate
+// in float32 whatever the parameter dtype. As a plan (kit/include/strata/plan.hpp): nothing
+// sharded, every rank a replica, gradients reduced.
 //
 // A parameter without a gradient in a step is an error naming it, unless find_unused_parameters:
 // then it counts as a zero gradient, as in `single`, whose flat buffers hold zeros for it (its
@@ -12,9 +13,8 @@
 
 #include <fmt/format.h>
 
-#include <strata/errors.hpp>
+#include <strata/engine.hpp>
 #include <strata/plugin.hpp>
-#include <strata/replica.hpp>
 
 namespace {
 
@@ -23,20 +23,18 @@ struct DdpOptions {
   bool find_unused_parameters = false;  ///< tolerate parameters that get no gradient in a step
 };
 
-class DdpStrategy final : public strata::ReplicaStrategy {
+class DdpStrategy final : public strata::Engine {
  public:
   explicit DdpStrategy(DdpOptions options) : options_(options) {}
 
   void setup(const strata::StrategySetup& s) override {
-    take_over(s, {static_cast<std::int64_t>(options_.bucket_cap_mb * 1024 * 1024)});
-    strata::GradReducerOptions o;
-    o.replicate = comm_;
-    o.allow_missing = options_.find_unused_parameters;
-    // The buckets are the gradient buffers themselves (float32 policy): nothing to bound.
-    o.max_in_flight = static_cast<int>(groups_.size());
-    o.owner = "ddp";
-    o.missing_fix = "Set `find_unused_parameters = true` in [strategy] if the model legitimately skips them.";
-    reduce_gradients(std::move(o));
+    strata::Plan plan;
+    plan.owner = "ddp";
+    plan.group_bytes = static_cast<std::int64_t>(options_.bucket_cap_mb * 1024 * 1024);
+    plan.reductions_in_flight = 0;  // the buckets are the gradient buffers themselves: nothing to bound
+    plan.allow_missing = options_.find_unused_parameters;
+    plan.missing_fix = "Set `find_unused_parameters = true` in [strategy] if the model legitimately skips them.";
+    take_over(s, plan);
     s.log->info(fmt::format("ddp: {} parameters in {} gradient buckets of <= {} MiB, world {}", params_.size(),
                             groups_.size(), options_.bucket_cap_mb, comm_->world_size()));
   }

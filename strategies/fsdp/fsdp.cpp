@@ -14,9 +14,8 @@
 
 #include <fmt/format.h>
 
-#include <strata/errors.hpp>
+#include <strata/engine.hpp>
 #include <strata/plugin.hpp>
-#include <strata/sharded_strategy.hpp>
 
 namespace {
 
@@ -29,53 +28,34 @@ struct FsdpOptions {
   std::int64_t reductions_in_flight = 2;         ///< reduce-scatters whose buffers are alive at once
 };
 
-class FsdpStrategy final : public strata::ShardedStrategy {
+/// Every sharding strategy is a plan over a mesh: which ranks shard a unit (all, one, or groups
+/// of shard_group_size) and whether a unit is freed after its forward.
+class FsdpStrategy final : public strata::Engine {
  public:
   explicit FsdpStrategy(FsdpOptions options) : options_(std::move(options)) {}
 
   void setup(const strata::StrategySetup& s) override {
-    const int world = s.comm->world_size();
-    const int rank = s.comm->rank();
     const auto& how = options_.sharding_strategy;
-    strata::UnitShardOptions o;
-    o.reshard_after_forward = how != "SHARD_GRAD_OP" && how != "NO_SHARD" && options_.reshard_after_forward;
-    o.forward_prefetch = options_.forward_prefetch ? 1 : 0;
-    o.backward_prefetch = options_.backward_prefetch ? 1 : 0;
-    o.reductions_in_flight = static_cast<int>(options_.reductions_in_flight);
-    o.owner = "fsdp";
-    strata::Comm* shard = s.comm;
-    strata::Comm* replicate = nullptr;
-    if (how == "NO_SHARD") {
-      local_ = strata::make_local_comm(s.device);
-      shard = local_.get();
-      replicate = s.comm;
-    } else if (how == "HYBRID_SHARD") {
-      const int size = options_.shard_group_size > 0 ? static_cast<int>(options_.shard_group_size) : s.local_world_size;
-      if (size < 1 || world % size != 0)
-        throw strata::Error(fmt::format("fsdp: HYBRID_SHARD needs a shard group size that divides the world size {}; "
-                                        "[strategy] shard_group_size is {}",
-                                        world, size),
-                            "Set shard_group_size to a divisor of the number of ranks (the ranks per host by default).");
-      std::vector<int> shard_ranks, replica_ranks;
-      for (int r = rank / size * size; r < (rank / size + 1) * size; ++r) shard_ranks.push_back(r);
-      for (int r = rank % size; r < world; r += size) replica_ranks.push_back(r);
-      // Every rank creates its shard group first, then its replica group (the same order everywhere).
-      shard_group_ = s.comm->subgroup(shard_ranks);
-      replica_group_ = s.comm->subgroup(replica_ranks);
-      shard = shard_group_.get();
-      replicate = replica_group_.get();
-    }
-    take_over(s, *shard, replicate, o);
-    s.log->info(fmt::format("fsdp {}: {}; reshard_after_forward {}, prefetch forward {} backward {}", how,
-                            shards_->describe(), o.reshard_after_forward, options_.forward_prefetch,
-                            options_.backward_prefetch));
+    strata::Plan plan;
+    plan.owner = "fsdp";
+    plan.sharded = strata::Sharded::kParameters;
+    plan.group_bytes = 0;  // one flat parameter per unit
+    plan.shard_size = how == "NO_SHARD"       ? 1
+                      : how == "HYBRID_SHARD" ? static_cast<int>(options_.shard_group_size > 0 ? options_.shard_group_size
+                                                                                             : s.local_world_size)
+                                              : 0;
+    const bool reshard = how != "SHARD_GRAD_OP" && how != "NO_SHARD" && options_.reshard_after_forward;
+    plan.units.after_forward = reshard ? strata::Reshard::kShardGroup : strata::Reshard::kNone;
+    plan.forward_prefetch = options_.forward_prefetch ? 1 : 0;
+    plan.backward_prefetch = options_.backward_prefetch ? 1 : 0;
+    plan.reductions_in_flight = static_cast<int>(options_.reductions_in_flight);
+    take_over(s, plan);
+    s.log->info(fmt::format("fsdp {}: {}; reshard_after_forward {}, prefetch forward {} backward {}", how, describe(),
+                            reshard, options_.forward_prefetch, options_.backward_prefetch));
   }
 
  private:
   FsdpOptions options_;
-  std::unique_ptr<strata::Comm> local_;
-  std::shared_ptr<strata::Comm> shard_group_;
-  std::shared_ptr<strata::Comm> replica_group_;
 };
 
 void register_fsdp(strata::Registry& registry) {

@@ -1,8 +1,9 @@
 // `single`: the baseline every other strategy is compared with and must reproduce. One process,
-// one device, a plain optimizer step; no communication.
+// one device, a plain optimizer step; no communication: the engine's replicated plan with local
+// gradients (strata::Engine, kit/include/strata/engine.hpp).
 
+#include <strata/engine.hpp>
 #include <strata/plugin.hpp>
-#include <strata/replica.hpp>
 
 namespace {
 
@@ -10,9 +11,7 @@ namespace {
 /// like for every other plugin.
 struct SingleOptions {};
 
-/// Everything is ReplicaStrategy's default: flat groups, float32 masters and accumulation, the
-/// optimizer step; no communication.
-class SingleStrategy final : public strata::ReplicaStrategy {
+class SingleStrategy final : public strata::Engine {
  public:
   void setup(const strata::StrategySetup& s) override { take_over(s); }
 };

@@ -14,21 +14,16 @@
 //          gradients are staged, reduce-scattered into it and released, at most
 //          `reductions_in_flight` at a time, so gradient memory stays 1/N during backward too.
 //          Gradients and optimizer state sharded.
-// zero3: parameters are sharded too, per model unit (strata/unit_shards.hpp): a unit is gathered
+// zero3: parameters are sharded too, per model unit (strata::Sharded::kParameters): a unit is gathered
 //          just before its forward and again before its backward, freed right after each;
 //          gradients are reduce-scattered as each unit's backward completes. A unit larger than
 //          `allgather_bucket_mb` is gathered in several flat groups; ready groups are reduced
 //          together up to `reduce_bucket_mb`; `prefetch` units are gathered ahead.
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <torch/types.h>
 
-#include <strata/errors.hpp>
+#include <strata/engine.hpp>
 #include <strata/plugin.hpp>
-#include <strata/replica.hpp>
-#include <strata/sharded_strategy.hpp>
-#include <strata/unit_shards.hpp>
 
 namespace {
 
@@ -51,60 +46,56 @@ struct Zero3Options {
   std::int64_t prefetch = 1;              ///< units gathered ahead of use
 };
 
-class ZeroStrategy final : public strata::ReplicaStrategy {
+/// Every stage is one plan: what is sharded over all ranks, and the bucket sizes.
+class ZeroStrategy final : public strata::Engine {
  public:
-  ZeroStrategy(ZeroOptions options, int stage) : options_(options), stage_(stage) {}
+  explicit ZeroStrategy(strata::Plan plan) : plan_of_stage_(std::move(plan)) {}
 
   void setup(const strata::StrategySetup& s) override {
-    strata::ReplicaLayout layout;
-    layout.bucket_cap_bytes = static_cast<std::int64_t>(options_.reduce_bucket_mb * kMiB);
-    layout.shard = s.comm;
-    layout.grads = stage_ == 1 ? strata::GradHolding::kFull : strata::GradHolding::kShard;
-    take_over(s, layout);
-    allgather_cap_bytes_ = static_cast<std::int64_t>(options_.allgather_bucket_mb * kMiB);
-    strata::GradReducerOptions o;
-    o.overlap = options_.overlap;
-    // zero1 reduces its persistent buffers (only the chunk-sized outputs are transient).
-    o.max_in_flight = stage_ == 1 ? static_cast<int>(groups_.size()) : static_cast<int>(options_.reductions_in_flight);
-    o.owner = fmt::format("zero{}", stage_);
-    o.missing_fix = "ZeRO requires every trainable parameter to get a gradient in every step.";
-    reduce_gradients(std::move(o));
+    take_over(s, plan_of_stage_);
+    if (plan_.sharded == strata::Sharded::kParameters)
+      return s.log->info(fmt::format("zero3: {}; reduce buckets <= {} MiB, prefetch {}, overlap {}", describe(),
+                                     plan_.reduce_coalesce_bytes / kMiB, plan_.forward_prefetch, plan_.overlap));
     std::int64_t padding = 0;
     for (const auto& g : groups_) padding += g->padded() - g->numel();
-    s.log->info(fmt::format("zero{}: {} parameters in {} buckets of <= {} MiB ({} padding elements), all-gather "
-                            "<= {} MiB per call, overlap {}, world {}{}",
-                            stage_, params_.size(), groups_.size(), options_.reduce_bucket_mb, padding,
-                            options_.allgather_bucket_mb, options_.overlap, comm_->world_size(),
-                            stage_ == 2 ? fmt::format(", {} reductions in flight", options_.reductions_in_flight)
-                                        : std::string()));
+    s.log->info(fmt::format("{}: {} parameters in {} buckets of <= {} MiB ({} padding elements), all-gather <= {} MiB "
+                            "per call, overlap {}, world {}{}",
+                            plan_.owner, params_.size(), groups_.size(), plan_.group_bytes / kMiB, padding,
+                            plan_.allgather_bytes / kMiB, plan_.overlap, comm_->world_size(),
+                            plan_.reductions_in_flight > 0
+                                ? fmt::format(", {} reductions in flight", plan_.reductions_in_flight)
+                                : std::string()));
   }
 
  private:
-  ZeroOptions options_;
-  int stage_;
+  strata::Plan plan_of_stage_;
 };
 
-class Zero3Strategy final : public strata::ShardedStrategy {
- public:
-  explicit Zero3Strategy(Zero3Options options) : options_(options) {}
+strata::Plan zero_plan(const ZeroOptions& o, int stage) {
+  strata::Plan plan;
+  plan.owner = fmt::format("zero{}", stage);
+  plan.sharded = stage == 1 ? strata::Sharded::kOptimizer : strata::Sharded::kGradients;
+  plan.group_bytes = static_cast<std::int64_t>(o.reduce_bucket_mb * kMiB);
+  plan.allgather_bytes = static_cast<std::int64_t>(o.allgather_bucket_mb * kMiB);
+  plan.overlap = o.overlap;
+  // zero1 reduces its persistent buffers (only the chunk-sized outputs are transient).
+  plan.reductions_in_flight = stage == 1 ? 0 : static_cast<int>(o.reductions_in_flight);
+  plan.missing_fix = "ZeRO requires every trainable parameter to get a gradient in every step.";
+  return plan;
+}
 
-  void setup(const strata::StrategySetup& s) override {
-    strata::UnitShardOptions o;
-    o.group_cap_bytes = static_cast<std::int64_t>(options_.allgather_bucket_mb * kMiB);
-    o.reduce_cap_bytes = static_cast<std::int64_t>(options_.reduce_bucket_mb * kMiB);
-    o.reshard_after_forward = true;
-    o.forward_prefetch = o.backward_prefetch = static_cast<int>(options_.prefetch);
-    o.overlap = options_.overlap;
-    o.reductions_in_flight = static_cast<int>(options_.reductions_in_flight);
-    o.owner = "zero3";
-    take_over(s, *s.comm, nullptr, o);
-    s.log->info(fmt::format("zero3: {}; reduce buckets <= {} MiB, prefetch {}, overlap {}", shards_->describe(),
-                            options_.reduce_bucket_mb, options_.prefetch, options_.overlap));
-  }
-
- private:
-  Zero3Options options_;
-};
+strata::Plan zero3_plan(const Zero3Options& o) {
+  strata::Plan plan;
+  plan.owner = "zero3";
+  plan.sharded = strata::Sharded::kParameters;
+  plan.group_bytes = static_cast<std::int64_t>(o.allgather_bucket_mb * kMiB);
+  plan.reduce_coalesce_bytes = static_cast<std::int64_t>(o.reduce_bucket_mb * kMiB);
+  plan.forward_prefetch = plan.backward_prefetch = static_cast<int>(o.prefetch);
+  plan.overlap = o.overlap;
+  plan.reductions_in_flight = static_cast<int>(o.reductions_in_flight);
+  plan.missing_fix = "ZeRO requires every trainable parameter to get a gradient in every step.";
+  return plan;
+}
 
 void register_zero(strata::Registry& registry) {
   strata::Schema<ZeroOptions> schema1;
@@ -135,14 +126,14 @@ void register_zero(strata::Registry& registry) {
       .option("prefetch", &Zero3Options::prefetch, "units whose all-gather is issued ahead of use (0: none)",
               strata::at_least(0));
   registry.add_strategy("zero1", "ZeRO-1: optimizer state sharded, bucketed reduce-scatter + all-gather", schema1,
-                        [](const ZeroOptions& o) { return std::make_shared<ZeroStrategy>(o, 1); },
+                        [](const ZeroOptions& o) { return std::make_shared<ZeroStrategy>(zero_plan(o, 1)); },
                         strata::Footprint{strata::Footprint::Memory{false, false, true}, strata::Footprint::Traffic{2, 0}});
   registry.add_strategy("zero2", "ZeRO-2: optimizer state and gradients sharded", schema2,
-                        [](const ZeroOptions& o) { return std::make_shared<ZeroStrategy>(o, 2); },
+                        [](const ZeroOptions& o) { return std::make_shared<ZeroStrategy>(zero_plan(o, 2)); },
                         // A reduce-scatter per micro-batch, one all-gather per step.
                         strata::Footprint{strata::Footprint::Memory{false, true, true}, strata::Footprint::Traffic{1, 1}});
   registry.add_strategy("zero3", "ZeRO-3: parameters, gradients and optimizer state sharded, gathered per unit",
-                        schema3, [](const Zero3Options& o) { return std::make_shared<Zero3Strategy>(o); },
+                        schema3, [](const Zero3Options& o) { return std::make_shared<ZeroStrategy>(zero3_plan(o)); },
                         strata::Footprint{strata::Footprint::Memory{true, true, true}, strata::Footprint::Traffic{0, 3}});
 }
 

@@ -63,7 +63,7 @@ def install_into_a_prefix():
     st.expect_exit(result, 0)
     state["prefix"] = prefix
     for rel in ("bin/strata", "lib/libstrata_core.so", "include/strata/strategy.hpp", "include/strata/plugin.hpp",
-                "lib/libstrata_kit.a", "include/strata/kit.hpp", "include/strata/replica.hpp",
+                "lib/libstrata_kit.a", "include/strata/kit.hpp", "include/strata/engine.hpp",
                 "lib/strata/plugins/libstrata_strategy_ddp.so", "lib/strata/plugins/libstrata_model_mlp.so",
                 "lib/cmake/Strata/StrataConfig.cmake", "lib/cmake/Strata/StrataConfigVersion.cmake",
                 "lib/cmake/Strata/StrataTargets.cmake", "lib/cmake/Strata/StrataPlugin.cmake"):

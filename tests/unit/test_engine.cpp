@@ -1,5 +1,6 @@
-// Per-unit sharding (strata/unit_shards.hpp): freeing storage under autograd's saved tensors,
-// gathering one unit at a time, and the precision policy's names.
+// The kit's engine (strata/engine.hpp) on one rank: freeing storage under autograd's saved
+// tensors, sharded units gathered one at a time and resharded by their plan, the lifecycle hooks
+// in their documented order, and the precision policy's names.
 #include "test_support.hpp"
 
 #include <functional>
@@ -10,7 +11,8 @@
 #include "strata/errors.hpp"
 #include "strata/precision.hpp"
 #include "strata/flat_params.hpp"
-#include "strata/unit_shards.hpp"
+#include "strata/engine.hpp"
+#include "strata/logger.hpp"
 
 namespace {
 
@@ -28,6 +30,81 @@ class ProbeUnit final : public strata::Unit {
   torch::nn::Linear linear_;
   std::function<void()>* probe_;
 };
+
+/// Three linear units (8 -> 64 -> 4 -> 2) whose forward calls `probe`.
+std::shared_ptr<strata::Model> probe_model(std::function<void()>* probe) {
+  auto model = std::make_shared<strata::Model>();
+  model->add_unit("u0", std::make_shared<ProbeUnit>(8, 64, probe));
+  model->add_unit("u1", std::make_shared<ProbeUnit>(64, 4, probe));
+  model->add_unit("u2", std::make_shared<ProbeUnit>(4, 2, probe));
+  return model;
+}
+constexpr std::int64_t kNumels[] = {8 * 64 + 64, 64 * 4 + 4, 4 * 2 + 2};
+constexpr std::int64_t kTotal = kNumels[0] + kNumels[1] + kNumels[2];
+
+/// The engine running `plan` on one rank, with every hook recorded in `events`.
+class RecordingEngine final : public strata::Engine {
+ public:
+  RecordingEngine(strata::Plan plan, std::shared_ptr<strata::Model> model, strata::PrecisionPolicy precision = {})
+      : plan_to_run_(std::move(plan)) {
+    comm_storage_ = strata::make_local_comm();
+    strata::StrategySetup s;
+    s.model = std::move(model);
+    s.optimizer.name = "sgd";
+    s.comm = comm_storage_.get();
+    s.log = &log_;
+    s.precision = precision;
+    setup(s);
+  }
+  void setup(const strata::StrategySetup& s) override { take_over(s, plan_to_run_); }
+  std::int64_t params_held() const { return memory().params; }
+  std::vector<std::string> events;
+
+ protected:
+  void before_unit_forward(std::size_t u) override {
+    events.push_back("before_forward " + std::to_string(u));
+    Engine::before_unit_forward(u);
+  }
+  void after_unit_forward(std::size_t u, bool backward) override {
+    events.push_back("after_forward " + std::to_string(u));
+    Engine::after_unit_forward(u, backward);
+  }
+  void before_unit_backward(std::size_t u) override {
+    events.push_back("before_backward " + std::to_string(u));
+    Engine::before_unit_backward(u);
+  }
+  void gradient_ready(std::size_t g) override {
+    events.push_back("gradient_ready " + std::to_string(g));
+    Engine::gradient_ready(g);
+  }
+  void after_backward(strata::MicroStep m) override {
+    events.push_back("after_backward");
+    Engine::after_backward(m);
+  }
+  void after_step() override { events.push_back("after_step"); }
+
+ private:
+  std::unique_ptr<strata::Comm> comm_storage_;
+  strata::Logger log_;
+  strata::Plan plan_to_run_;
+};
+
+strata::Plan sharded_plan(strata::Reshard after_forward, int prefetch) {
+  strata::Plan plan;
+  plan.owner = "test";
+  plan.sharded = strata::Sharded::kParameters;
+  plan.group_bytes = 0;
+  plan.units.after_forward = after_forward;
+  plan.forward_prefetch = plan.backward_prefetch = prefetch;
+  return plan;
+}
+
+strata::Batch regression_batch() {
+  strata::Batch batch;
+  batch.inputs = torch::randn({5, 8});
+  batch.targets = torch::randint(0, 2, {5});
+  return batch;
+}
 
 }  // namespace
 
@@ -47,44 +124,51 @@ TEST_CASE("a freed storage keeps autograd's saved tensors usable once refilled")
   CHECK(strata::storage_bytes({w, full, w.view({3})}) == 12);  // one storage, counted once
 }
 
-TEST_CASE("units are gathered one at a time and freed after forward and backward") {
+TEST_CASE("sharded units are gathered one at a time and resharded by their plan") {
   std::function<void()> probe;
-  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes{{8, 64}, {64, 4}, {4, 2}};
-  std::vector<std::int64_t> numels;
-  for (const auto& [in, out] : shapes) numels.push_back(in * out + out);
-  std::int64_t total = 0;
-  for (auto n : numels) total += n;
-  auto comm = strata::make_local_comm();
-  strata::UnitShardOptions options;
-  options.precision.param = torch::kBFloat16;  // one rank: the gathered units are bf16 copies
-  for (int prefetch : {0, 1}) {
-    CAPTURE(prefetch);
-    options.forward_prefetch = options.backward_prefetch = prefetch;
-    auto model = std::make_shared<strata::Model>();  // a fresh model: shards take theirs over
-    const char* names[] = {"u0", "u1", "u2"};
-    for (std::size_t i = 0; i < shapes.size(); ++i)
-      model->add_unit(names[i], std::make_shared<ProbeUnit>(shapes[i].first, shapes[i].second, &probe));
-    strata::UnitShards shards(model, torch::kCPU, *comm, *comm, nullptr, options);
-    CHECK(shards.held_bytes().first == 4 * total);  // only the float32 masters between steps
-    std::vector<std::int64_t> seen;
-    probe = [&] { seen.push_back(shards.held_bytes().first - 4 * total); };
-    auto out = shards.forward(torch::randn({5, 8}), {}, /*train=*/true);
-    probe = nullptr;
-    REQUIRE(seen.size() == 3);
-    for (std::size_t i = 0; i < 3; ++i) {
-      // While unit i runs: its bf16 copy, plus the next unit's when prefetching.
-      std::int64_t expected = 2 * numels[i];
-      if (prefetch && i + 1 < 3) expected += 2 * numels[i + 1];
-      CHECK(seen[i] == expected);
+  strata::PrecisionPolicy bf16;
+  bf16.param = torch::kBFloat16;  // one rank: the gathered units are bf16 copies of the masters
+  for (auto after : {strata::Reshard::kShardGroup, strata::Reshard::kNone}) {
+    for (int prefetch : {0, 1}) {
+      CAPTURE(prefetch);
+      CAPTURE(static_cast<int>(after));
+      RecordingEngine engine(sharded_plan(after, prefetch), probe_model(&probe), bf16);
+      CHECK(engine.params_held() == 4 * kTotal);  // only the float32 masters between steps
+      std::vector<std::int64_t> seen;
+      probe = [&] { seen.push_back(engine.params_held() - 4 * kTotal); };
+      const auto batch = regression_batch();
+      strata::MicroStep micro{0, 1, torch::ones({})};
+      engine.forward_backward(batch, micro);
+      probe = nullptr;
+      REQUIRE(seen.size() == 3);
+      std::int64_t kept = 0;
+      for (std::size_t i = 0; i < 3; ++i) {
+        // While unit i runs: its bf16 copy, the units kept gathered before it, and the next
+        // unit's copy when prefetching.
+        std::int64_t expected = 2 * kNumels[i] + kept;
+        if (prefetch && i + 1 < 3) expected += 2 * kNumels[i + 1];
+        CHECK(seen[i] == expected);
+        if (after == strata::Reshard::kNone) kept += 2 * kNumels[i];
+      }
+      CHECK(engine.params_held() == 4 * kTotal);  // every unit freed after its backward
+      CHECK(engine.memory().grads == 4 * kTotal);  // the gradient shards
+      CHECK(engine.finish_gradients(1e9).item<double>() > 0);
     }
-    CHECK(shards.held_bytes().first == 4 * total);  // reshard_after_forward
-    shards.begin_backward({0, 1, {}});
-    out.to(torch::kFloat32).sum().backward();
-    shards.end_backward({0, 1, {}});
-    CHECK(shards.held_bytes() == std::make_pair(4 * total, 4 * total));  // masters and gradient shards
-    CHECK(shards.grad_square_norm().item<double>() > 0);
-    for (const auto& p : model->parameters()) CHECK_FALSE(p.grad().defined());  // handed to the shards
   }
+}
+
+TEST_CASE("the engine calls its lifecycle hooks in their documented order") {
+  std::function<void()> probe;
+  RecordingEngine engine(sharded_plan(strata::Reshard::kShardGroup, 1), probe_model(&probe));
+  engine.forward_backward(regression_batch(), {0, 1, torch::ones({})});
+  engine.step(0.1);
+  // Backward runs the units in reverse; a unit's gradients are ready after its pre-backward hook.
+  const std::vector<std::string> expected{
+      "before_forward 0", "after_forward 0", "before_forward 1", "after_forward 1", "before_forward 2",
+      "after_forward 2",  "before_backward 2", "gradient_ready 2", "before_backward 1", "gradient_ready 1",
+      "before_backward 0", "gradient_ready 0", "after_backward", "after_step"};
+  CHECK(engine.events == expected);
+  for (const auto& p : engine.model().parameters()) CHECK_FALSE(p.grad().defined());  // handed to the shards
 }
 
 TEST_CASE("precision policy names") {
@@ -98,15 +182,14 @@ TEST_CASE("precision policy names") {
   CHECK(policy.describe().find("parameters bfloat16") != std::string::npos);
 }
 
-TEST_CASE("zero3 and fsdp refuse parameters outside every unit and tied parameters, by name") {
-  auto comm = strata::make_local_comm();
+TEST_CASE("sharded parameters refuse parameters outside every unit and tied parameters, by name") {
   std::function<void()> probe;
   {
     auto model = std::make_shared<strata::Model>();
     model->add_unit("u0", std::make_shared<ProbeUnit>(4, 4, &probe));
     model->register_parameter("temperature", torch::ones({1}));
     try {
-      strata::UnitShards shards(model, torch::kCPU, *comm, *comm, nullptr, {});
+      RecordingEngine engine(sharded_plan(strata::Reshard::kShardGroup, 1), model);
       FAIL("a parameter outside the units was accepted");
     } catch (const strata::Error& e) {
       CHECK(std::string(e.what()).find("temperature") != std::string::npos);
@@ -120,7 +203,7 @@ TEST_CASE("zero3 and fsdp refuse parameters outside every unit and tied paramete
     model->add_unit("u0", a);
     model->add_unit("u1", b);
     try {
-      strata::UnitShards shards(model, torch::kCPU, *comm, *comm, nullptr, {});
+      RecordingEngine engine(sharded_plan(strata::Reshard::kShardGroup, 1), model);
       FAIL("a tied parameter was accepted");
     } catch (const strata::Error& e) {
       CHECK(std::string(e.what()).find("u1.shared = u0.linear.weight") != std::string::npos);

@@ -34,7 +34,7 @@
 #include "strata/precision.hpp"
 #include "strata/sharded_state.hpp"
 
-namespace strata::inline kit_v1 {
+namespace strata::inline kit_v2 {
 
 /// Releases a tensor's storage in place (0 bytes) while the tensor and every view of it live on
 /// (FSDP's "resize the storage to 0"): autograd's saved references see the data again once
@@ -44,7 +44,7 @@ namespace strata::inline kit_v1 {
 /// c10d's stash, which keeps the tensors of a pending collective alive, does not keep this
 /// storage: the caller must first make the current stream wait for every collective that reads
 /// or writes it (CommWork::wait()), so that the allocator can only hand the memory out again
-/// after the collective. UnitShards::release does so by construction (it completes the unit's
+/// after the collective. Engine::release does so by construction (it completes the unit's
 /// all-gathers before it frees them, and refuses otherwise).
 void free_storage(const torch::Tensor& tensor);
 /// Gives a storage freed by free_storage() its size back: `bytes` (contents undefined).
@@ -174,4 +174,4 @@ torch::Tensor full_master(const FlatGroup& group, Comm* shard);
 std::vector<TensorPiece> flat_state_pieces(const FlatGroups& groups, Optimizer* optimizer, StateAccess access,
                                            const PieceOwner& owner);
 
-}  // namespace strata::inline kit_v1
+}  // namespace strata::inline kit_v2

@@ -1,7 +1,9 @@
 #pragma once
 /// \file kit.hpp
-/// The strategy kit: the engines strategy plugins are built from (flat parameter groups, bucketed
-/// gradient reduction, unit sharding, the Reducer interface, ReplicaStrategy, ShardedStrategy).
+/// The strategy kit: what strategy plugins are built from. One engine (strata::Engine) runs a
+/// strategy written as data (strata::Plan over a strata::Mesh), with lifecycle hooks a plugin
+/// overrides and an open gradient Reducer; beneath it the flat parameter groups and the bucketed
+/// gradient reduction.
 /// It is not part of the plugin ABI: it is a static library (libstrata_kit.a) that every strategy
 /// plugin links into itself, with hidden visibility, so each plugin carries its own private copy.
 ///
@@ -16,16 +18,16 @@
 ///    source compatibility of plugins written against the kit, the minor for additions.
 /// Every kit declaration lives in the inline namespace strata::kit_v<major>, so kits of different
 /// majors (two plugins, or a test program and the plugins it loads) never share a symbol name in
-/// one process; code still names them strata::FlatGroup, strata::ReplicaStrategy, ...
+/// one process; code still names them strata::Engine, strata::Plan, strata::FlatGroup, ...
 
-#define STRATA_KIT_VERSION_MAJOR 1
+#define STRATA_KIT_VERSION_MAJOR 2
 #define STRATA_KIT_VERSION_MINOR 0
 
-// Renaming the inline namespace goes with a new major: `namespace strata::inline kit_v1` in every
+// Renaming the inline namespace goes with a new major: `namespace strata::inline kit_vN` in every
 // kit header and source.
-static_assert(STRATA_KIT_VERSION_MAJOR == 1, "the kit's inline namespace is strata::kit_v1");
+static_assert(STRATA_KIT_VERSION_MAJOR == 2, "the kit's inline namespace is strata::kit_v2");
 
-namespace strata::inline kit_v1 {
+namespace strata::inline kit_v2 {
 /// (major << 16) | minor of the kit this code was compiled against.
 inline constexpr unsigned kKitVersion = (STRATA_KIT_VERSION_MAJOR << 16) | STRATA_KIT_VERSION_MINOR;
-}  // namespace strata::inline kit_v1
+}  // namespace strata::inline kit_v2

@@ -1,6 +1,6 @@
 #pragma once
 /// \file reducer.hpp
-/// How a replica strategy synchronizes gradients, open to plugins (ReplicaStrategy::use_reducer).
+/// How the engine synchronizes gradients, open to plugins (Engine::use_reducer).
 /// Like flashlight's Reducer (add a gradient as it is ready, finalize after backward), a reducer
 /// sees the two moments of every micro-batch's backward:
 ///
@@ -19,7 +19,7 @@
 #include "strata/kit.hpp"
 #include "strata/strategy.hpp"
 
-namespace strata::inline kit_v1 {
+namespace strata::inline kit_v2 {
 
 class Reducer {
  public:
@@ -32,4 +32,4 @@ class Reducer {
   virtual std::int64_t in_flight_bytes() const { return 0; }
 };
 
-}  // namespace strata::inline kit_v1
+}  // namespace strata::inline kit_v2

@@ -1,0 +1,201 @@
+#pragma once
+/// \file engine.hpp
+/// The kit's one strategy engine: it runs any Plan (plan.hpp) over a Mesh (mesh.hpp). It owns the
+/// step (forward unit by unit, loss, backward inside the Reducer's round, gradient norm and
+/// clipping, optimizer step on float32 masters, parameters refreshed), the state (memory, state
+/// dict, checkpoint pieces, replica digests) and the flat layout (flat_params.hpp):
+///
+///   replicated parameters (kNothing, kOptimizer, kGradients): every rank holds the whole model in
+///     flat groups of about Plan::group_bytes, in reverse parameter order (the order backward
+///     completes them), padded to a multiple of the shard group; masters (and for kGradients the
+///     gradients) are sharded over the shard group, and the updated chunks all-gathered after the
+///     step. Tied parameters are held once.
+///   sharded parameters (kParameters): each model unit's parameters form flat groups sharded over
+///     the shard group whose full storage exists only while the unit is gathered (FSDP's
+///     FlatParameter, "resize storage to 0" in between); setup goes a unit at a time, so no rank
+///     ever holds more than one full unit.
+///
+/// Gradients go through a Reducer (reducer.hpp): the built-in GradReducer (bucketed all-reduce
+/// over the replicate group, reduce-scatter over the shard group, overlapped with backward through
+/// grad-ready hooks, a bounded number in flight), or a strategy's own (use_reducer).
+///
+/// Lifecycle hooks: virtual members with defaults, so a strategy changes one moment without
+/// copying the engine. In the order of a training micro-batch:
+///
+///   before_unit_forward(u)      gather u (prefetching the next units) and wait for it
+///   after_unit_forward(u, bw)   reshard u by its UnitPlan (keep, free, or keep a sub-group copy)
+///   before_unit_backward(u)     gather u again (from the shard group or the sub-group copy,
+///                               prefetching the previous units) and wait for it
+///   gradient_ready(g)           every gradient of flat group g arrived (autograd's thread):
+///                               frees a gathered unit once all of its groups are ready
+///   after_backward(micro)       after the reducer's end_backward: frees what is still gathered
+///   after_step()                after the optimizer step and the parameters' refresh
+///
+/// For replicated units the gather and reshard defaults do nothing. Communication on CUDA runs on
+/// the communicators' own streams, ordered after the compute stream by c10d's events and waited
+/// for by the compute stream (no host sync); every rank issues the same collectives in the same
+/// order.
+///
+/// Invariants: after step(), every parameter equals its master (cast to the parameter dtype) on
+/// every rank that holds it; gathered storage is freed only after every collective writing it was
+/// waited for (free_storage's contract).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strata/flat_params.hpp"
+#include "strata/grad_reducer.hpp"
+#include "strata/kit.hpp"
+#include "strata/mesh.hpp"
+#include "strata/plan.hpp"
+#include "strata/reducer.hpp"
+#include "strata/sharded_state.hpp"
+#include "strata/strategy.hpp"
+
+namespace strata::inline kit_v2 {
+
+/// Overwrites every parameter and buffer of `module` with rank 0's (booked to the current phase,
+/// setup): the same starting point on every rank, whatever each rank's initialization did.
+void broadcast_module(torch::nn::Module& module, Comm& comm);
+
+/// Appends every buffer and frozen parameter of `model` to `state` (as state_dict_copy).
+void append_frozen_state(StateDict& state, const Model& model);
+
+/// The model's full state on the CPU, for Strategy::full_state_dict(): every trainable parameter
+/// from its group's float32 master (gathered over `shard` a group at a time, so no rank holds more
+/// than one gathered group; a collective of the shard group), `aliases` (tied names: alias,
+/// parameter) filled from the parameter they share, then frozen parameters and buffers. Ranks other
+/// than the one that `keeps` it get an empty dict.
+StateDict gathered_state_dict(const FlatGroups& groups, Comm* shard, const Model& model, bool keep,
+                              const std::vector<std::pair<std::string, std::string>>& aliases = {});
+
+class Engine : public Strategy, public ReplicaDigest, public ShardedState {
+ public:
+  Engine();
+  ~Engine() override;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  /// Forward unit by unit, loss, backward inside the reducer's round.
+  torch::Tensor forward_backward(const Batch& batch, MicroStep micro) override;
+  /// Global norm of the masters' gradients (over the shard group when sharded), clipped.
+  torch::Tensor finish_gradients(double max_norm) override;
+  /// Optimizer step on the masters; parameters refreshed (all-gathered when sharded and
+  /// replicated); gradients zeroed in place; after_step().
+  void step(double lr) override;
+  torch::Tensor evaluate(const Batch& batch) override;
+  const Model& model() const override { return *model_; }
+  /// L2 norm of the masters (over the shard group when sharded).
+  double parameter_norm() override;
+  /// Parameters (masters, full buffers while allocated, gather inputs and sub-group copies),
+  /// gradients (buffers or shards, reductions in flight) and optimizer state, from the tensors held.
+  ModelStateBytes memory() const override;
+  /// The float32 masters (gathered to rank 0 when sharded), frozen parameters and buffers.
+  StateDict full_state_dict() override;
+  /// Replicated parameters: a digest of this rank's replica; sharded ones: none (empty).
+  std::vector<std::uint32_t> replica_digests() const override;
+  /// The masters' chunks (replicas split what they hold alike), optimizer state, frozen state.
+  std::vector<TensorPiece> state_pieces(StateAccess access, bool optimizer) override;
+  /// Masters into the parameters, the optimizer's step count.
+  void state_loaded() override;
+
+ protected:
+  /// Runs `plan`: moves the model to the device (a unit at a time when sharded), makes every rank
+  /// start from rank 0's values (setup traffic, none on one rank), casts buffers and frozen
+  /// parameters by the precision policy, builds the mesh, the flat groups, the reducer and the
+  /// optimizer over this rank's masters. Call first in setup().
+  void take_over(const StrategySetup& setup, Plan plan);
+  /// Replicas whose gradients stay local (accumulated in float32): single, dp, local_sgd.
+  void take_over(const StrategySetup& setup);
+
+  // ---- hooks (see the file comment); the defaults are the plan's behaviour
+  virtual void before_unit_forward(std::size_t unit);
+  virtual void after_unit_forward(std::size_t unit, bool backward_follows);
+  virtual void before_unit_backward(std::size_t unit);
+  virtual void gradient_ready(std::size_t group);
+  virtual void after_backward(MicroStep micro);
+  virtual void after_step() {}
+
+  // ---- what hooks build on
+  /// Issues unit's all-gathers (from its sub-group copy when it has one, else over the shard
+  /// group), asynchronously; nothing for a replicated or already gathered unit.
+  void gather(std::size_t unit);
+  /// Makes the compute stream wait for unit's all-gathers (the host does not wait).
+  void wait_gathered(std::size_t unit);
+  /// Frees unit's gathered storage (after waiting for its all-gathers) and its sub-group copy.
+  void release(std::size_t unit);
+  /// Keeps the part of unit's gathered parameters that this rank's sub-group position owns, then
+  /// frees the rest: before_unit_backward gathers it back over the sub-group.
+  void reshard_to_subgroup(std::size_t unit);
+  /// Whether unit has sharded (gathered) groups.
+  bool gathered_unit(std::size_t unit) const { return !units_.at(unit).groups.empty(); }
+  const UnitPlan& unit_plan(std::size_t unit) const { return units_.at(unit).plan; }
+
+  /// Installs `reducer` in place of the current one (destroyed, its hooks removed): every
+  /// backward runs between its begin_backward and end_backward. A strategy's own reducer reads and
+  /// writes the float32 gradients through grad_view(i) and communicates over comm_; after
+  /// take_over() reducer_ is the plan's, so it may take that one over (std::move(reducer_)) and
+  /// call it first.
+  void use_reducer(std::unique_ptr<Reducer> reducer);
+  /// Forward (run_units), loss and backward of `batch` on `model` (this engine's, or a replica a
+  /// strategy holds), the summed loss scaled by micro.loss_scale; returns it, detached. No reducer
+  /// round: forward_backward() opens and closes it around this.
+  torch::Tensor loss_backward(Model& model, const Batch& batch, MicroStep micro);
+  /// Runs the model's units on `input` with the hooks around each (train: installs the backward
+  /// hooks); evaluation releases every unit after its forward.
+  torch::Tensor run_units(const torch::Tensor& input, const BatchContext& context, bool train);
+  /// Writes every master into its parameters (all-gathering the owned chunks of replicated,
+  /// sharded groups).
+  void masters_to_params();
+  /// Zeroes every gradient buffer.
+  void zero_grad();
+  /// The float32 gradient view of parameter i of params_ (replicated groups with full gradients).
+  const torch::Tensor& grad_view(std::size_t i) const;
+  /// The masters, one per group (what the optimizer steps).
+  std::vector<torch::Tensor> masters() const { return group_masters(groups_); }
+  /// The communicator the masters are sharded over; null when they are not.
+  Comm* master_shard() const noexcept { return sharded_masters_ ? &mesh_.shard() : nullptr; }
+  /// The log line of the layout: groups, padding, mesh, in-flight bound.
+  std::string describe() const;
+
+  std::shared_ptr<Model> model_;
+  torch::Device device_{torch::kCPU};
+  Comm* comm_ = nullptr;  ///< the job's communicator
+  Mesh mesh_;
+  Plan plan_;
+  Precision precision_;
+  FlatGroups groups_;  ///< replicated: launch order (reverse parameter order); sharded: model order
+  std::vector<torch::Tensor> params_;      ///< trainable parameters (each once), in model order (replicated)
+  std::vector<std::string> param_names_;   ///< their dotted names
+  std::vector<std::pair<std::string, std::string>> aliases_;  ///< tied names: (alias, parameter)
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<Reducer> reducer_;  ///< never null after take_over()
+
+ private:
+  struct Unit {
+    std::vector<std::size_t> groups;  // sharded groups (indices into groups_), in model order
+    std::size_t complete = 0;         // groups whose gradients arrived in this backward
+    UnitPlan plan;
+  };
+  void take_over_replicated(const StrategySetup& setup);
+  void take_over_sharded(const StrategySetup& setup);
+  void take_over_unit(std::size_t u);
+  void make_reducer();
+  void prefetch(std::size_t unit, bool forward);
+
+  bool sharded_masters_ = false;   // masters sharded over mesh_.shard()
+  bool sharded_params_ = false;    // kParameters
+  std::vector<Unit> units_;
+  std::vector<std::pair<std::size_t, std::size_t>> locate_;  // params_[i] -> (group, index in group)
+  std::vector<std::size_t> unit_of_;                         // per group: its unit (sharded)
+  std::shared_ptr<Comm> gather_lane_;  // all-gathers over the shard group, on a stream of their own
+  std::vector<Comm*> subgroup_of_;     // per unit: its sub-group (Reshard::kSubgroup)
+  std::vector<std::shared_ptr<CommWork>> gathers_;  // per group, while its all-gather runs
+  std::vector<torch::Tensor> gather_inputs_;        // per group, alive until its all-gather is waited
+  std::vector<torch::Tensor> subgroup_copies_;      // per group: the sub-group part kept after forward
+};
+
+}  // namespace strata::inline kit_v2

@@ -1,0 +1,98 @@
+#pragma once
+/// \file plan.hpp
+/// A strategy of the kit as data: what is sharded over the mesh's shard dimension, how gradients
+/// are synchronized, and, unit by unit, what a unit's parameters are resharded to after its
+/// forward. strata::Engine (engine.hpp) runs any plan; the built-in strategies are plans plus
+/// options:
+///
+///   strategy              sharded       shard_size  reduce   after a unit's forward
+///   single, dp, local_sgd kNothing      1           no       -
+///   ddp                   kNothing      1           yes      -
+///   zero1 / zero2         kOptimizer / kGradients   0 (all)  yes  -
+///   zero3, FULL_SHARD     kParameters   0 (all)     yes      kShardGroup
+///   SHARD_GRAD_OP         kParameters   0 (all)     yes      kNone (stay gathered until backward)
+///   NO_SHARD              kParameters   1           yes      kNone
+///   HYBRID_SHARD          kParameters   k           yes      kShardGroup
+///   hpz (ZeRO++ hpZ)      kParameters   0 (all)     yes      kSubgroup (a copy sharded in a host)
+///
+/// The mesh: shard groups of `shard_size` consecutive ranks, replicated across groups (mesh.hpp).
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "strata/kit.hpp"
+
+namespace strata::inline kit_v2 {
+
+/// What is sharded over the shard group (ZeRO's stages). Everything not sharded is replicated.
+enum class Sharded {
+  kNothing,     ///< full replicas (ddp's gradients all-reduced over the replicate group)
+  kOptimizer,   ///< masters and optimizer state (zero1): full gradients reduce-scattered once a step
+  kGradients,   ///< masters, optimizer state and gradients (zero2): reduce-scattered every micro-batch
+  kParameters,  ///< everything, per model unit (zero3, fsdp): units gathered around their use
+};
+
+/// What a unit's gathered parameters become after its forward (kParameters).
+enum class Reshard {
+  kNone,        ///< stay gathered until the end of the unit's backward (SHARD_GRAD_OP)
+  kShardGroup,  ///< freed; backward gathers them again over the shard group (FULL_SHARD)
+  kSubgroup,    ///< freed, keeping a copy sharded over a sub-group of the shard group, which
+                ///< backward gathers from (ZeRO++ hpZ: the backward all-gather stays in a host)
+};
+
+/// The plan of one unit (Plan::unit may set it per unit).
+struct UnitPlan {
+  Reshard after_forward = Reshard::kShardGroup;
+  /// kSubgroup: members of the sub-group (0: the ranks of one host); must divide the shard group.
+  int subgroup_size = 0;
+};
+
+struct Plan {
+  std::string owner = "strategy";  ///< the strategy's name, for messages
+  Sharded sharded = Sharded::kNothing;
+  /// Ranks per shard group (the mesh): 0 = every rank, 1 = none (replicas), k: HYBRID_SHARD.
+  int shard_size = 0;
+  /// The strategy option `shard_size` came from, named in errors.
+  std::string shard_option = "shard_group_size";
+  /// Average gradients over the replicate group (and reduce-scatter over the shard group); false
+  /// keeps every rank's gradients its own (single, dp, local_sgd), accumulated in float32.
+  bool reduce = true;
+
+  // ---- layout
+  /// Replicated parameters: flat groups (gradient buckets) of about this many bytes, in reverse
+  /// parameter order. kParameters: a unit larger than this is cut into several groups (0: one
+  /// group per unit).
+  std::int64_t group_bytes = 25 * 1024 * 1024;
+
+  // ---- communication
+  /// Launch reductions from the grad-ready hooks during backward (false: after backward).
+  bool overlap = true;
+  /// kGradients/kParameters: ready groups reduce-scattered together up to this many bytes (0:
+  /// each alone).
+  std::int64_t reduce_coalesce_bytes = 0;
+  /// Reductions whose buffers may be alive at once; 0: every group (the gradients are persistent
+  /// buffers anyway: ddp, zero1).
+  int reductions_in_flight = 2;
+  /// kOptimizer/kGradients: after the step, consecutive groups all-gathered together up to this
+  /// many bytes through a staging buffer (0: each group in place).
+  std::int64_t allgather_bytes = 0;
+  /// kParameters: units whose all-gather is issued ahead of use in forward, and in backward.
+  int forward_prefetch = 1;
+  int backward_prefetch = 1;
+  /// kParameters: every unit's plan, unless `unit` says otherwise for one.
+  UnitPlan units;
+  /// The strategy option a sub-group size came from, named in errors.
+  std::string subgroup_option = "subgroup_size";
+  /// Optional: the plan of unit `index` (named `name`), starting from `units`.
+  std::function<void(std::size_t index, const std::string& name, UnitPlan& plan)> unit;
+
+  // ---- gradients that do not arrive
+  /// A parameter without a gradient in a step counts as zero (ddp's find_unused_parameters);
+  /// false: an error naming it.
+  bool allow_missing = false;
+  /// The fix named in that error.
+  std::string missing_fix = "every trainable parameter must take part in every forward";
+};
+
+}  // namespace strata::inline kit_v2

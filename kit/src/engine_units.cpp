@@ -1,0 +1,298 @@
+// The engine's layout (replicated buckets, or units sharded over the mesh) and the gathering of
+// sharded units around their forward and backward (engine.hpp).
+#include <algorithm>
+#include <unordered_set>
+
+#include <torch/utils.h>
+
+#include "strata/buckets.hpp"
+#include "strata/engine.hpp"
+#include "strata/errors.hpp"
+
+namespace strata::inline kit_v2 {
+
+namespace {
+
+/// "a, b, c"
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+/// Trainable parameters outside every unit, and parameters that two names share: sharding by unit
+/// cannot place either, so setup refuses them by name.
+void check_shardable(const Model& model, const std::string& owner) {
+  std::unordered_set<const void*> in_units;
+  for (const auto& unit : model.units())
+    for (const auto& p : unit->parameters()) in_units.insert(p.unsafeGetTensorImpl());
+  std::vector<std::pair<std::string, std::string>> aliases;
+  std::vector<std::string> outside, tied;
+  for (const auto& [name, p] : unique_trainable_parameters(model, &aliases))
+    if (!in_units.count(p.unsafeGetTensorImpl())) outside.push_back(name);
+  for (const auto& [alias, name] : aliases) tied.push_back(alias + " = " + name);
+  if (!outside.empty())
+    throw Error(owner + ": trainable parameter(s) registered on the model outside every unit: " + join(outside) + ".",
+                "Sharded parameters are placed unit by unit; register these parameters inside a unit (or freeze "
+                "them), or use a strategy that replicates parameters (ddp, zero1, zero2)");
+  if (!tied.empty())
+    throw Error(owner + ": parameters shared under two names (tied weights): " + join(tied) + ".",
+                "Sharded parameters are placed unit by unit and one tensor cannot be sharded for two units; untie "
+                "them, or use a strategy that replicates parameters (ddp, zero1, zero2), which hold a tied "
+                "parameter once");
+}
+
+}  // namespace
+
+void Engine::take_over_replicated(const StrategySetup&) {
+  model_->to(device_);
+  broadcast_module(*model_, *comm_);
+  precision_.cast_frozen_state(*model_);
+  for (auto& [name, p] : unique_trainable_parameters(*model_, &aliases_)) {
+    params_.push_back(p);
+    param_names_.push_back(name);
+  }
+  Comm* shard = master_shard();
+  const int n = shard != nullptr ? shard->world_size() : 1;
+  const int r = shard != nullptr ? shard->rank() : 0;
+  const auto grads = plan_.sharded == Sharded::kGradients ? GradHolding::kShard : GradHolding::kFull;
+  locate_.resize(params_.size());
+  for (const auto& bucket : assign_buckets(params_, plan_.group_bytes)) {
+    std::vector<torch::Tensor> params;
+    std::vector<std::string> names;
+    for (auto i : bucket) {
+      locate_[i] = {groups_.size(), params.size()};
+      params.push_back(params_[i]);
+      names.push_back(param_names_[i]);
+    }
+    groups_.push_back(std::make_unique<FlatGroup>(std::move(params), std::move(names),
+                                                  FlatGroupOptions{r, n, Residency::kPersistent, grads, precision_}));
+  }
+}
+
+void Engine::take_over_sharded(const StrategySetup&) {
+  check_shardable(*model_, plan_.owner);
+  Comm& shard = mesh_.shard();
+  gather_lane_ = shard.separate_stream();
+  subgroup_of_.assign(units_.size(), nullptr);
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    auto& plan = units_[u].plan;
+    plan = plan_.units;
+    if (plan_.unit) plan_.unit(u, model_->unit_names()[u], plan);
+  }
+  for (std::size_t u = 0; u < units_.size(); ++u) take_over_unit(u);
+  // Sub-groups in unit order, the same on every rank (their creation is collective).
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    auto& plan = units_[u].plan;
+    if (plan.after_forward != Reshard::kSubgroup) continue;
+    subgroup_of_[u] = &mesh_.subgroup(plan.subgroup_size, plan_.subgroup_option);
+    // One rank per sub-group keeps the whole unit: it simply stays gathered.
+    if (subgroup_of_[u]->world_size() == 1 && subgroup_of_[u]->skips_collectives()) plan.after_forward = Reshard::kNone;
+  }
+  // What the model holds outside its units (buffers, frozen parameters): placed like a unit's.
+  {
+    std::unordered_set<const void*> in_units;
+    for (const auto& unit : model_->units()) {
+      for (const auto& p : unit->parameters()) in_units.insert(p.unsafeGetTensorImpl());
+      for (const auto& b : unit->buffers()) in_units.insert(b.unsafeGetTensorImpl());
+    }
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> rest = model_->parameters();
+    for (const auto& b : model_->buffers()) rest.push_back(b);
+    for (auto& t : rest) {
+      if (in_units.count(t.unsafeGetTensorImpl())) continue;
+      t.set_data(t.to(device_));
+      if (!comm_->skips_collectives()) comm_->broadcast(t, 0);
+      if (precision_.mixed() && t.is_floating_point()) t.set_data(t.to(precision_.param_dtype()));
+    }
+  }
+  gathers_.resize(groups_.size());
+  gather_inputs_.resize(groups_.size());
+  subgroup_copies_.resize(groups_.size());
+  unit_of_.resize(groups_.size());
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    for (auto g : units_[u].groups) unit_of_[g] = u;
+}
+
+void Engine::take_over_unit(std::size_t u) {
+  auto& unit = *model_->units()[u];
+  Comm& shard = mesh_.shard();
+  unit.to(device_);
+  broadcast_module(unit, *comm_);
+  precision_.cast_frozen_state(unit);
+  std::vector<torch::Tensor> params;
+  std::vector<std::string> names;
+  std::int64_t filled = 0;
+  auto close_group = [&] {
+    if (params.empty()) return;
+    units_[u].groups.push_back(groups_.size());
+    groups_.push_back(std::make_unique<FlatGroup>(
+        std::move(params), std::move(names),
+        FlatGroupOptions{shard.rank(), shard.world_size(), Residency::kGathered, GradHolding::kShard, precision_,
+                         /*gather_unsharded=*/!shard.skips_collectives()}));
+    params.clear();
+    names.clear();
+    filled = 0;
+  };
+  // Cut the unit into groups of about group_bytes (one group when it is 0). The FlatGroup takes
+  // the parameters over: their storage on the device is freed as each is built.
+  for (const auto& p : unit.named_parameters()) {
+    if (!p.value().requires_grad()) continue;
+    const auto bytes = static_cast<std::int64_t>(p.value().nbytes());
+    if (plan_.group_bytes > 0 && filled > 0 && filled + bytes > plan_.group_bytes) close_group();
+    params.push_back(p.value());
+    names.push_back(model_->unit_names()[u] + "." + p.key());
+    filled += bytes;
+  }
+  close_group();
+}
+
+torch::Tensor Engine::run_units(const torch::Tensor& input, const BatchContext& context, bool train) {
+  auto x = precision_.compute(input);
+  const bool backward = train && torch::GradMode::is_enabled();
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    before_unit_forward(u);
+    x = model_->run_unit(u, x, context);
+    if (backward && x.requires_grad()) x.register_hook([this, u](const torch::Tensor&) { before_unit_backward(u); });
+    after_unit_forward(u, backward);
+  }
+  return x;
+}
+
+void Engine::before_unit_forward(std::size_t unit) {
+  if (!gathered_unit(unit)) return;
+  gather(unit);
+  prefetch(unit, /*forward=*/true);  // the next units' all-gathers run while this one computes
+  wait_gathered(unit);
+}
+
+void Engine::after_unit_forward(std::size_t unit, bool backward_follows) {
+  if (!gathered_unit(unit)) return;
+  if (!backward_follows) return release(unit);
+  switch (units_[unit].plan.after_forward) {
+    case Reshard::kNone: return;
+    case Reshard::kShardGroup: return release(unit);
+    case Reshard::kSubgroup: return reshard_to_subgroup(unit);
+  }
+}
+
+void Engine::before_unit_backward(std::size_t unit) {
+  if (!gathered_unit(unit)) return;
+  gather(unit);
+  prefetch(unit, /*forward=*/false);
+  wait_gathered(unit);
+}
+
+void Engine::gradient_ready(std::size_t group) {
+  if (!sharded_params_) return;
+  const std::size_t u = unit_of_[group];
+  if (++units_[u].complete == units_[u].groups.size()) release(u);  // every gradient of the unit exists
+}
+
+void Engine::after_backward(MicroStep) {
+  // A unit whose backward did not run (its output did not need a gradient) is still gathered.
+  for (std::size_t u = 0; u < units_.size(); ++u) release(u);
+}
+
+void Engine::prefetch(std::size_t unit, bool forward) {
+  const auto depth = static_cast<std::size_t>(std::max(0, forward ? plan_.forward_prefetch : plan_.backward_prefetch));
+  std::size_t issued = 0;
+  if (forward) {
+    for (std::size_t k = unit + 1; k < units_.size() && issued < depth; ++k)
+      if (gathered_unit(k)) gather(k), ++issued;
+  } else {
+    for (std::size_t k = unit; k-- > 0 && issued < depth;)
+      if (gathered_unit(k)) gather(k), ++issued;
+  }
+}
+
+void Engine::gather(std::size_t unit) {
+  torch::NoGradGuard no_grad;
+  for (auto gi : units_.at(unit).groups) {
+    auto& g = *groups_[gi];
+    if (g.materialized() || gathers_[gi]) continue;
+    g.allocate_full();
+    auto full = g.full();
+    Comm* lane = gather_lane_.get();
+    bool local = mesh_.shard().skips_collectives();
+    if (subgroup_copies_[gi].defined()) {
+      // hpZ: the sub-group's parts make the whole unit (part s is full's s-th slice).
+      lane = subgroup_of_[unit];
+      local = lane->skips_collectives();
+      gather_inputs_[gi] = std::move(subgroup_copies_[gi]);
+      subgroup_copies_[gi] = torch::Tensor();
+    } else {
+      gather_inputs_[gi] = local ? g.master() : g.gather_input();
+    }
+    if (local) {
+      full.copy_(gather_inputs_[gi]);
+      gather_inputs_[gi] = torch::Tensor();
+      continue;
+    }
+    gathers_[gi] = lane->all_gather(full, gather_inputs_[gi], /*async=*/true);
+  }
+}
+
+void Engine::wait_gathered(std::size_t unit) {
+  for (auto gi : units_.at(unit).groups) {
+    if (!gathers_[gi]) continue;
+    gathers_[gi]->wait();  // the compute stream waits; the host does not
+    gathers_[gi].reset();
+    gather_inputs_[gi] = torch::Tensor();
+  }
+}
+
+void Engine::release(std::size_t unit) {
+  // The gathered storage is freed on the compute stream: the all-gathers writing it are waited
+  // for first (free_storage's contract), so the allocator reuses it only after them.
+  wait_gathered(unit);
+  for (auto gi : units_.at(unit).groups) {
+    if (gathers_[gi]) throw Error(plan_.owner + ": internal error: a unit freed before its all-gather completed");
+    groups_[gi]->release_full();
+    subgroup_copies_[gi] = torch::Tensor();
+  }
+}
+
+void Engine::reshard_to_subgroup(std::size_t unit) {
+  wait_gathered(unit);
+  Comm& sub = *subgroup_of_.at(unit);
+  torch::NoGradGuard no_grad;
+  for (auto gi : units_[unit].groups) {
+    auto& g = *groups_[gi];
+    if (g.aliased()) continue;  // the master is the whole unit: nothing is ever freed
+    const std::int64_t part = g.padded() / sub.world_size();
+    subgroup_copies_[gi] = g.full().narrow(0, sub.rank() * part, part).clone();
+    g.release_full();
+  }
+}
+
+std::string Engine::describe() const {
+  std::int64_t padding = 0, largest = 0;
+  for (const auto& g : groups_) {
+    padding += g->padded() - g->numel();
+    largest = std::max<std::int64_t>(largest, g->padded() * static_cast<std::int64_t>(c10::elementSize(
+                                                                 precision_.param_dtype())));
+  }
+  std::string text = std::to_string(groups_.size()) + " flat groups";
+  if (sharded_params_) {
+    std::size_t sharded_units = 0, subgroup_units = 0;
+    for (const auto& u : units_) {
+      sharded_units += u.groups.empty() ? 0 : 1;
+      subgroup_units += !u.groups.empty() && u.plan.after_forward == Reshard::kSubgroup ? 1 : 0;
+    }
+    text += " over " + std::to_string(sharded_units) + " units (largest gathered " + std::to_string(largest) + " bytes)";
+    for (std::size_t u = 0; u < units_.size() && subgroup_units > 0; ++u)
+      if (subgroup_of_[u] != nullptr && !units_[u].groups.empty() && units_[u].plan.after_forward == Reshard::kSubgroup) {
+        text += ", " + std::to_string(subgroup_units) + " resharded after forward to sub-groups of " +
+                std::to_string(subgroup_of_[u]->world_size());
+        break;
+      }
+  }
+  text += ", " + std::to_string(padding) + " padding elements, " + mesh_.describe();
+  if (plan_.reduce && groups_.size() > 0)
+    text += ", " + (plan_.reductions_in_flight > 0 ? std::to_string(plan_.reductions_in_flight) : std::string("all")) +
+            " reductions in flight";
+  return text;
+}
+
+}  // namespace strata::inline kit_v2
