@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The consumer test of the SDK: `cmake --install` of the build into a temporary prefix, the
-template plugin (plugins/template) configured and built out of tree against that prefix with
-find_package(Strata), and a two-rank run of the *installed* `strata` with that plugin on
-STRATA_PLUGIN_PATH. The installed CLI must find libstrata_core, LibTorch and its built-in plugins
+template plugin (plugins/template) and the hpz plugin (plugins/hpz) configured and built out of
+tree against that prefix with find_package(Strata), and two-rank runs of the *installed* `strata`
+with each on STRATA_PLUGIN_PATH. The installed CLI must find libstrata_core, LibTorch and its built-in plugins
 by itself (RPATH, lib/strata/plugins), never the build tree.
 
     STRATA_BUILD_DIR=build STRATA_TORCH_DIR=<Torch_DIR> ~/.cache/strata/venv/bin/python \
@@ -99,10 +99,11 @@ def installed_cli_lists_builtin_plugins():
     st.check("local_sgd" not in rows, "the installed CLI should not know local_sgd before it is built", result)
 
 
-def template_builds_out_of_tree():
+def build_out_of_tree(folder, name):
+    """Configures and builds plugins/<folder> against the installed prefix; returns its build dir."""
     work = os.path.dirname(installed())
-    build = os.path.join(work, "tpl-build")
-    args = [cmake(), "-S", os.path.join(st.REPO, "plugins", "template"), "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+    build = os.path.join(work, folder + "-build")
+    args = [cmake(), "-S", os.path.join(st.REPO, "plugins", folder), "-B", build, "-DCMAKE_BUILD_TYPE=Release",
             "-DCMAKE_PREFIX_PATH=%s;%s" % (installed(), torch_cmake_prefix())]
     if shutil.which("ninja"):
         args += ["-G", "Ninja"]
@@ -115,9 +116,31 @@ def template_builds_out_of_tree():
     st.expect_exit(result, 0)
     result = st.run_command([cmake(), "--build", build], env=env, timeout=BUILD_TIMEOUT)
     st.expect_exit(result, 0)
-    library = os.path.join(build, "libstrata_strategy_local_sgd.so")
+    library = os.path.join(build, "libstrata_strategy_%s.so" % name)
     st.check(os.path.isfile(library), "the out-of-tree build did not produce %s" % library, result)
-    state["plugin_dir"] = build
+    return build
+
+
+def template_builds_out_of_tree():
+    state["plugin_dir"] = build_out_of_tree("template", "local_sgd")
+
+
+def hpz_builds_out_of_tree_and_runs():
+    """The hpz plugin (ZeRO++ hpZ, a plan of the installed kit) built against the installed SDK,
+    run by the installed CLI at world 2."""
+    st.check(not os.path.exists(installed("lib/strata/plugins/libstrata_strategy_hpz.so")),
+             "the hpz example must not be installed")
+    plugin_dir = build_out_of_tree("hpz", "hpz")
+    env = {"STRATA_PLUGIN_PATH": plugin_dir}
+    out = st.temp_dir("run_hpz")
+    result = st.run_command([installed("bin", "strata"), "run", st.GOOD_SYNTHETIC, "--nproc", "2", "--out", out]
+                            + st.set_args("strategy.name=hpz", "train.steps=8"), env=env)
+    st.expect_exit(result, 0)
+    st.expect_no_crash(result)
+    summary = st.load_summary(out)
+    st.check(summary["strategy"] == "hpz" and summary["world_size"] == 2,
+             "summary.json: strategy %r, world_size %r" % (summary["strategy"], summary["world_size"]), result)
+    st.check(summary["comm"]["bus_bytes_per_step"] > 0, "hpz at world 2 moved no bytes", result)
 
 
 def installed_cli_runs_the_out_of_tree_plugin():
@@ -141,4 +164,4 @@ def installed_cli_runs_the_out_of_tree_plugin():
 
 if __name__ == "__main__":
     st.main([install_into_a_prefix, installed_binaries_resolve_their_libraries, installed_cli_lists_builtin_plugins,
-             template_builds_out_of_tree, installed_cli_runs_the_out_of_tree_plugin])
+             template_builds_out_of_tree, installed_cli_runs_the_out_of_tree_plugin, hpz_builds_out_of_tree_and_runs])

@@ -1,0 +1,84 @@
+// `hpz`: ZeRO++'s hierarchical partitioning of parameters (Wang et al., "ZeRO++: Extremely
+// Efficient Collective Communication for Giant Model Training", 2023, section 3.2). Like zero3 /
+// FSDP FULL_SHARD, every unit's parameters, gradients and optimizer state are sharded over all N
+// ranks, and a unit is gathered from all of them for its forward. After its forward, though, a
+// rank keeps a secondary copy of the unit sharded over its host (a sub-group of g consecutive
+// ranks: 1/g of the unit instead of 1/N), and backward gathers the unit back from the sub-group
+// only, so that all-gather never leaves the host. Gradients are reduce-scattered over all ranks.
+//
+//   per micro-batch   forward all-gather over N     (N-1)/N x P
+//                     backward all-gather over g    (g-1)/g x P   (intra-host)
+//                     reduce-scatter over N         (N-1)/N x P
+//   memory            1/N of parameters, gradients and optimizer state between steps, plus 1/g of
+//                     every unit between its forward and its backward
+//
+// The whole strategy is a plan for the kit's engine (strata/engine.hpp, strata/plan.hpp): sharded
+// parameters, and units resharded to a sub-group after forward. With g = 1 every rank keeps its
+// units whole until their backward (SHARD_GRAD_OP's memory and traffic); with g = N it moves
+// FULL_SHARD's bytes. g must divide N.
+
+#include <string>
+
+#include <strata/engine.hpp>
+#include <strata/plugin.hpp>
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+struct HpzOptions {
+  std::int64_t secondary_group_size = 0;  ///< ranks holding a unit's secondary copy; 0 = the ranks of one host
+  double allgather_bucket_mb = 25.0;      ///< a unit larger than this is gathered in several groups, in MiB
+  double reduce_bucket_mb = 1.0;          ///< ready groups reduce-scattered together up to this many MiB
+  std::int64_t reductions_in_flight = 2;  ///< reduce-scatters whose buffers are alive at once
+  std::int64_t prefetch = 1;              ///< units gathered ahead of use, in forward and in backward
+};
+
+class HpzStrategy final : public strata::Engine {
+ public:
+  explicit HpzStrategy(HpzOptions options) : options_(options) {}
+
+  void setup(const strata::StrategySetup& s) override {
+    strata::Plan plan;
+    plan.owner = "hpz";
+    plan.sharded = strata::Sharded::kParameters;  // over every rank (shard_size 0)
+    plan.units.after_forward = strata::Reshard::kSubgroup;
+    plan.units.subgroup_size = static_cast<int>(options_.secondary_group_size);
+    plan.subgroup_option = "secondary_group_size";
+    plan.group_bytes = static_cast<std::int64_t>(options_.allgather_bucket_mb * kMiB);
+    plan.reduce_coalesce_bytes = static_cast<std::int64_t>(options_.reduce_bucket_mb * kMiB);
+    plan.forward_prefetch = plan.backward_prefetch = static_cast<int>(options_.prefetch);
+    plan.reductions_in_flight = static_cast<int>(options_.reductions_in_flight);
+    take_over(s, plan);
+    s.log->info("hpz: " + describe() + "; prefetch " + std::to_string(options_.prefetch));
+  }
+
+ private:
+  HpzOptions options_;
+};
+
+void register_hpz(strata::Registry& registry) {
+  strata::Schema<HpzOptions> schema;
+  schema
+      .option("secondary_group_size", &HpzOptions::secondary_group_size,
+              "ranks (consecutive, dividing the world size) over which a unit's secondary copy is sharded between "
+              "its forward and its backward, which gathers from them; 0 = the ranks of one host",
+              strata::at_least(0))
+      .option("allgather_bucket_mb", &HpzOptions::allgather_bucket_mb,
+              "a unit larger than this many MiB is gathered in several flat groups", strata::positive())
+      .option("reduce_bucket_mb", &HpzOptions::reduce_bucket_mb,
+              "ready groups reduce-scattered together up to this many MiB (0: each alone)", strata::at_least(0))
+      .option("reductions_in_flight", &HpzOptions::reductions_in_flight,
+              "gradient reduce-scatters whose buffers may be alive at once", strata::at_least(1))
+      .option("prefetch", &HpzOptions::prefetch, "units whose all-gather is issued ahead of use (0: none)",
+              strata::at_least(0));
+  registry.add_strategy(
+      "hpz", "ZeRO++ hpZ: zero3 whose backward all-gather comes from a secondary shard inside the host", schema,
+      [](const HpzOptions& o) { return std::make_shared<HpzStrategy>(o); },
+      strata::Footprint{strata::Footprint::Memory{true, true, true},
+                        strata::Footprint::Traffic{0, 2}.with_subgroup(1, "secondary_group_size")});
+}
+
+}  // namespace
+
+STRATA_PLUGIN(strategy, "hpz", "0.1.0", register_hpz)
