@@ -32,9 +32,9 @@ commands:
                                               predict every strategy's step time, speedup, memory
                                               per rank and bus bytes at each world size from one
                                               short profiled run and a network description
-  check NAME [--world-sizes 1,2,3] [--models standard|transformers] [--out DIR]
-                                              conformance suite of strategy NAME on small CPU
-                                              models (equivalence with single, memory,
+  check NAME[,NAME...] [--world-sizes 1,2,3] [--models standard|transformers] [--out DIR]
+                                              conformance suite of each strategy named on small
+                                              CPU models (equivalence with single, memory,
                                               communication, state dict, bad options)
   bench comms [--nproc N] [--backend gloo|nccl] [--device cpu|cuda] [--collective NAME|all]
               [--min-bytes 8] [--max-bytes 64M] [--factor 2] [--iters 20] [--warmup 5]
@@ -168,12 +168,12 @@ const std::vector<CommandHelp>& command_helps() {
        "  2       unknown strategy, bad network file or profile, or usage error\n"
        "  128+N   ended by signal N",
        std::string(kPluginEnvironment) + kDataEnvironment},
-      {"check", "strata check NAME [--world-sizes 1,2,3] [--models standard|transformers] [--out DIR]",
+      {"check", "strata check NAME[,NAME...] [--world-sizes 1,2,3] [--models standard|transformers] [--out DIR]",
        "Conformance suite of strategy NAME on small CPU models: equivalence with single, memory, communication,\n"
-       "state dict, bad options.",
+       "state dict, bad options. Several names, separated by commas, are checked in turn (each in --out DIR/NAME).",
        "  0       every check passed\n"
        "  1       some check failed (the table says which)\n"
-       "  2       unknown strategy or usage error\n"
+       "  2       unknown strategy (any of those named, before any run) or usage error\n"
        "  128+N   ended by signal N",
        kPluginEnvironment},
       {"export", "strata export CHECKPOINT --to FILE",

@@ -216,7 +216,7 @@ void Engine::gather(std::size_t unit) {
     Comm* lane = gather_lane_.get();
     bool local = mesh_.shard().skips_collectives();
     if (subgroup_copies_[gi].defined()) {
-      // hpZ: the sub-group's parts make the whole unit (part s is full's s-th slice).
+      // From the sub-group copies: member s holds the s-th slice of full, so they make the whole unit.
       lane = subgroup_of_[unit];
       local = lane->skips_collectives();
       gather_inputs_[gi] = std::move(subgroup_copies_[gi]);

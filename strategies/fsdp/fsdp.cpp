@@ -1,7 +1,7 @@
 // `fsdp`: fully sharded data parallel (Zhao et al., "PyTorch FSDP: Experiences on Scaling Fully
 // Sharded Data Parallel", VLDB 2023). Each model unit is one flat parameter (FSDP's
-// FlatParameter), sharded over a group of ranks by strata::UnitShards: gathered just before the
-// unit runs, freed after, gradients reduce-scattered as each unit's backward completes.
+// FlatParameter), sharded over a group of ranks by the kit's engine (a kParameters plan): gathered
+// just before the unit runs, freed after, gradients reduce-scattered as each unit's backward completes.
 //
 // sharding_strategy:
 //   FULL_SHARD     parameters, gradients and optimizer state sharded over all ranks; a unit is

@@ -146,8 +146,29 @@ def bad_command_lines():
         st.expect_clean_failure(result, 2, "--world-sizes takes a comma-separated list of positive integers")
     missing = st.strata("check")
     st.expect_clean_failure(missing, 2, "needs a strategy name")
+    # Several names: every one is checked before any run.
+    several = st.strata("check", "single,nosuchstrategy")
+    st.expect_clean_failure(several, 2, "unknown strategy 'nosuchstrategy'")
+    st.expect_not_in("strata check single:", several.stdout, several, "stdout")
+    empty = st.strata("check", "ddp,")
+    st.expect_clean_failure(empty, 2, "empty strategy name")
+
+
+def several_strategies_in_one_call():
+    """`strata check A,B`: each suite in turn, a verdict line naming what failed, exit 1 if any did.
+    The planted-bug fixture fails beside single, which passes; hpz (plugins/hpz) and fsdp pass."""
+    env = {"STRATA_PLUGIN_PATH": st.fixture_plugin_dir("planted_bug")}
+    result, _ = check("single,fixture_sum_grads", "--world-sizes", "1,2", env=env, expect=1)
+    st.expect_stdout(result, "strata check single: ")
+    st.expect_stdout(result, "strata check single,fixture_sum_grads: 1 of 2 strategies passed (failed: "
+                             "fixture_sum_grads)")
+    out = os.path.join(st.temp_dir("several"), "out")
+    result, _ = check("hpz,fsdp", "--world-sizes", "2,4", "--out", out)
+    st.expect_stdout(result, "strata check hpz,fsdp: 2 of 2 strategies passed")
+    for name in ("hpz", "fsdp"):
+        st.check(os.path.isfile(os.path.join(out, name, "check.md")), "no %s/check.md under --out" % name, result)
 
 
 if __name__ == "__main__":
-    st.main([bad_command_lines, planted_bug_fails, swapped_chunks_fail_only_the_tensor_comparison,
+    st.main([bad_command_lines, several_strategies_in_one_call, planted_bug_fails, swapped_chunks_fail_only_the_tensor_comparison,
              constrained_options_are_probed, every_builtin_strategy_passes])

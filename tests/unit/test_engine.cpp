@@ -111,7 +111,7 @@ strata::Batch regression_batch() {
 TEST_CASE("a freed storage keeps autograd's saved tensors usable once refilled") {
   auto full = torch::tensor({1.0f, 2.0f, 3.0f});
   auto w = torch::zeros({3}).requires_grad_();
-  w.set_data(full);  // the parameter is a view of the flat buffer, as in UnitShards
+  w.set_data(full);  // the parameter is a view of the flat buffer, as in the engine
   auto y = (w * w).sum();  // saves w for backward
   strata::free_storage(full);
   CHECK(full.storage().nbytes() == 0);

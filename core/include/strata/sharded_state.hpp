@@ -46,7 +46,7 @@ enum class StateAccess {
 };
 
 /// Optional capability of a strategy whose state can be checkpointed and resharded. The strategies
-/// built on the kit's ReplicaStrategy and ShardedStrategy have it (their pieces come from
+/// built on the kit's Engine have it, whatever their plan (their pieces come from
 /// flat_state_pieces, strata/flat_params.hpp).
 class ShardedState {
  public:

@@ -527,8 +527,10 @@ fs::path fresh_temp_directory(const std::string& name) {
 
 }  // namespace
 
-int check_strategy(const CheckRequest& request) {
-  require_single_process("check");
+namespace {
+
+/// The suite for one strategy (request.strategy is one name).
+int check_one(const CheckRequest& request) {
   std::vector<int> worlds = request.world_sizes;
   std::sort(worlds.begin(), worlds.end());
   worlds.erase(std::unique(worlds.begin(), worlds.end()), worlds.end());
@@ -595,6 +597,48 @@ int check_strategy(const CheckRequest& request) {
   }
   if (interrupted) return 128 + interrupted;
   return failed > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+int check_strategy(const CheckRequest& request) {
+  require_single_process("check");
+  // "ddp,zero1,zero3": each strategy's suite in turn (every name checked before any run), each in
+  // --out DIR/NAME when --out is given.
+  std::vector<std::string> names;
+  for (std::size_t start = 0;;) {
+    const auto comma = request.strategy.find(',', start);
+    names.push_back(request.strategy.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  for (const auto& name : names)
+    if (name.empty())
+      throw UsageError(fmt::format("`strata check {}` has an empty strategy name.", request.strategy),
+                       "Write one name, or several separated by commas: `strata check ddp,zero3`.");
+  if (names.size() == 1) return check_one(request);
+  {
+    Registry registry;
+    load_registry(registry, nullptr);
+    for (const auto& name : names) registry.at(PluginKind::kStrategy, name);  // unknown: exit 2 before any run
+  }
+  if (!request.out.empty() && fs::exists(request.out) && !(fs::is_directory(request.out) && fs::is_empty(request.out)))
+    throw UsageError(fmt::format("--out {} exists and is not an empty directory.", request.out.string()),
+                     "Choose a new --out directory (the check writes each strategy's runs in a folder of it).");
+  std::vector<std::string> failed;
+  for (const auto& name : names) {
+    CheckRequest one = request;
+    one.strategy = name;
+    if (!request.out.empty()) one.out = request.out / name;
+    const int code = check_one(one);
+    if (code >= 128) return code;  // interrupted: stop here
+    if (code != 0) failed.push_back(name);
+    std::cout << "\n";
+  }
+  std::cout << fmt::format("strata check {}: {} of {} strategies passed{}\n", request.strategy,
+                           names.size() - failed.size(), names.size(),
+                           failed.empty() ? std::string() : fmt::format(" (failed: {})", fmt::join(failed, ", ")));
+  return failed.empty() ? 0 : 1;
 }
 
 }  // namespace strata

@@ -183,7 +183,7 @@ Checkpointer::Checkpointer(const Experiment& e, Strategy& strategy, Comm& comm, 
                    fmt::format("strategy '{}' cannot be checkpointed: it does not implement strata::ShardedState.",
                                e_.strategy.name),
                    "Turn checkpoints off for this strategy, or implement ShardedState (strata/sharded_state.hpp); "
-                   "strategies built on ReplicaStrategy or ShardedStrategy have it.");
+                   "strategies built on the kit's strata::Engine have it.");
 }
 
 bool Checkpointer::due(std::int64_t step) const {
