@@ -125,41 +125,38 @@ def template_builds_out_of_tree():
     state["plugin_dir"] = build_out_of_tree("template", "local_sgd")
 
 
+def run_installed(strategy, plugin_dir):
+    """A two-rank run of the installed CLI with `strategy` from plugin_dir; returns its summary."""
+    env = {"STRATA_PLUGIN_PATH": plugin_dir}
+    listed = st.run_command([installed("bin", "strata"), "plugins"], env=env)
+    st.expect_exit(listed, 0)
+    st.check(plugin_rows(listed).get(strategy, "").startswith(plugin_dir),
+             "`strata plugins` should list %s from %s" % (strategy, plugin_dir), listed)
+    out = st.temp_dir("run_" + strategy)
+    result = st.run_command([installed("bin", "strata"), "run", st.GOOD_SYNTHETIC, "--nproc", "2", "--out", out]
+                            + st.set_args("strategy.name=" + strategy, "train.steps=8"), env=env)
+    st.expect_exit(result, 0)
+    st.expect_no_crash(result)
+    summary = st.load_summary(out)
+    st.check(summary["strategy"] == strategy, "summary.json strategy is %r" % summary["strategy"], result)
+    st.check(summary["world_size"] == 2, "summary.json world_size is %r" % summary["world_size"], result)
+    loss = summary["final_loss"]
+    st.check(isinstance(loss, (int, float)) and math.isfinite(loss), "final_loss is %r" % loss, result)
+    return summary
+
+
+def installed_cli_runs_the_out_of_tree_plugin():
+    st.check("plugin_dir" in state, "the out-of-tree build failed, so there is no plugin to run")
+    run_installed("local_sgd", state["plugin_dir"])
+
+
 def hpz_builds_out_of_tree_and_runs():
     """The hpz plugin (ZeRO++ hpZ, a plan of the installed kit) built against the installed SDK,
     run by the installed CLI at world 2."""
     st.check(not os.path.exists(installed("lib/strata/plugins/libstrata_strategy_hpz.so")),
              "the hpz example must not be installed")
-    plugin_dir = build_out_of_tree("hpz", "hpz")
-    env = {"STRATA_PLUGIN_PATH": plugin_dir}
-    out = st.temp_dir("run_hpz")
-    result = st.run_command([installed("bin", "strata"), "run", st.GOOD_SYNTHETIC, "--nproc", "2", "--out", out]
-                            + st.set_args("strategy.name=hpz", "train.steps=8"), env=env)
-    st.expect_exit(result, 0)
-    st.expect_no_crash(result)
-    summary = st.load_summary(out)
-    st.check(summary["strategy"] == "hpz" and summary["world_size"] == 2,
-             "summary.json: strategy %r, world_size %r" % (summary["strategy"], summary["world_size"]), result)
-    st.check(summary["comm"]["bus_bytes_per_step"] > 0, "hpz at world 2 moved no bytes", result)
-
-
-def installed_cli_runs_the_out_of_tree_plugin():
-    st.check("plugin_dir" in state, "the out-of-tree build failed, so there is no plugin to run")
-    env = {"STRATA_PLUGIN_PATH": state["plugin_dir"]}
-    listed = st.run_command([installed("bin", "strata"), "plugins"], env=env)
-    st.expect_exit(listed, 0)
-    st.check(plugin_rows(listed).get("local_sgd", "").startswith(state["plugin_dir"]),
-             "`strata plugins` should list local_sgd from %s" % state["plugin_dir"], listed)
-    out = st.temp_dir("run")
-    result = st.run_command([installed("bin", "strata"), "run", st.GOOD_SYNTHETIC, "--nproc", "2", "--out", out]
-                            + st.set_args("strategy.name=local_sgd", "train.steps=8"), env=env)
-    st.expect_exit(result, 0)
-    st.expect_no_crash(result)
-    summary = st.load_summary(out)
-    st.check(summary["strategy"] == "local_sgd", "summary.json strategy is %r" % summary["strategy"], result)
-    st.check(summary["world_size"] == 2, "summary.json world_size is %r" % summary["world_size"], result)
-    loss = summary["final_loss"]
-    st.check(isinstance(loss, (int, float)) and math.isfinite(loss), "final_loss is %r" % loss, result)
+    summary = run_installed("hpz", build_out_of_tree("hpz", "hpz"))
+    st.check(summary["comm"]["bus_bytes_per_step"] > 0, "hpz at world 2 moved no bytes")
 
 
 if __name__ == "__main__":
