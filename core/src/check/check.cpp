@@ -35,66 +35,6 @@ namespace strata {
 
 namespace fs = std::filesystem;
 
-std::vector<int> parse_world_sizes(const std::string& text) {
-  const UsageError bad(fmt::format("--world-sizes takes a comma-separated list of positive integers, got '{}'.", text),
-                       "Write for example `--world-sizes 1,2,3`.");
-  std::vector<int> sizes;
-  for (std::size_t start = 0;;) {
-    const auto end = text.find(',', start);
-    const std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (item.empty() || item.size() > 6 || item.find_first_not_of("0123456789") != std::string::npos) throw bad;
-    const int w = std::stoi(item);
-    if (w < 1) throw bad;
-    sizes.push_back(w);
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  std::sort(sizes.begin(), sizes.end());
-  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  return sizes;
-}
-
-namespace detail {
-
-std::vector<Violation> violating_values(const OptionSpec& spec) {
-  const auto t = spec.type;
-  const bool integer = t == OptionType::kInt || t == OptionType::kIntList;
-  const bool number = integer || t == OptionType::kFloat || t == OptionType::kFloatList;
-  const bool list = t == OptionType::kIntList || t == OptionType::kFloatList || t == OptionType::kStringList;
-  const auto text = [&](double v) {
-    const std::string s = integer ? to_toml(static_cast<std::int64_t>(v)) : to_toml(v);
-    return list ? fmt::format("[{}]", s) : s;
-  };
-  const Constraint& c = spec.constraint;
-  std::vector<Violation> out;
-  if (number && c.min) {
-    const double m = *c.min;
-    const double v = integer ? (c.min_exclusive ? std::floor(m) : std::ceil(m) - 1) : (c.min_exclusive ? m : m - 1);
-    out.push_back({text(v), fmt::format("{} {}", c.min_exclusive ? ">" : ">=", m)});
-  }
-  if (number && c.max) {
-    const double m = *c.max;
-    const double v = integer ? (c.max_exclusive ? std::ceil(m) : std::floor(m) + 1) : (c.max_exclusive ? m : m + 1);
-    out.push_back({text(v), fmt::format("{} {}", c.max_exclusive ? "<" : "<=", m)});
-  }
-  if ((t == OptionType::kString || t == OptionType::kStringList) && !c.choices.empty()) {
-    const std::string s = "\"definitely_not_a_choice\"";
-    out.push_back({list ? fmt::format("[{}]", s) : s, fmt::format("one of: {}", join(c.choices))});
-  }
-  return out;
-}
-
-std::int64_t common_global_batch(const std::vector<int>& world_sizes, int micro_batches, std::int64_t at_least) {
-  std::int64_t l = micro_batches;
-  for (int w : world_sizes) {
-    l = std::lcm(l, static_cast<std::int64_t>(w));
-    if (l > (std::int64_t{1} << 40)) return l;  // far beyond any usable batch; the caller refuses it
-  }
-  return (at_least + l - 1) / l * l;
-}
-
-}  // namespace detail
-
 namespace {
 
 constexpr double kExactTensorRel = 1e-5;  // every tensor of the final model, relative to its largest value
@@ -525,20 +465,13 @@ fs::path fresh_temp_directory(const std::string& name) {
   return pattern;
 }
 
-}  // namespace
-
-namespace {
-
-/// The suite for one strategy (request.strategy is one name).
-int check_one(const CheckRequest& request) {
+/// The suite of one strategy (`entry`; request.strategy is its name).
+int check_one(const CheckRequest& request, const RegistryEntry& entry) {
   std::vector<int> worlds = request.world_sizes;
   std::sort(worlds.begin(), worlds.end());
   worlds.erase(std::unique(worlds.begin(), worlds.end()), worlds.end());
   if (worlds.empty() || worlds.front() < 1)
     throw UsageError("`strata check` needs positive world sizes.", "Write for example `--world-sizes 1,2,3`.");
-  Registry registry;
-  load_registry(registry, nullptr);
-  const RegistryEntry& entry = registry.at(PluginKind::kStrategy, request.strategy);
   const std::vector<Workload> workloads = workloads_of(request.models);
   const std::int64_t batch = detail::common_global_batch(worlds, kMicroBatches, kMinGlobalBatch);
   if (batch > kMaxGlobalBatch)
@@ -603,36 +536,25 @@ int check_one(const CheckRequest& request) {
 
 int check_strategy(const CheckRequest& request) {
   require_single_process("check");
-  // "ddp,zero1,zero3": each strategy's suite in turn (every name checked before any run), each in
-  // --out DIR/NAME when --out is given.
-  std::vector<std::string> names;
-  for (std::size_t start = 0;;) {
-    const auto comma = request.strategy.find(',', start);
-    names.push_back(request.strategy.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  for (const auto& name : names)
-    if (name.empty())
-      throw UsageError(fmt::format("`strata check {}` has an empty strategy name.", request.strategy),
-                       "Write one name, or several separated by commas: `strata check ddp,zero3`.");
-  if (names.size() == 1) return check_one(request);
-  {
-    Registry registry;
-    load_registry(registry, nullptr);
-    for (const auto& name : names) registry.at(PluginKind::kStrategy, name);  // unknown: exit 2 before any run
-  }
+  // "ddp,zero1,zero3": every name is looked up before any run, then each strategy's suite runs in
+  // turn, in --out DIR/NAME when --out is given.
+  const std::vector<std::string> names = parse_strategy_names(request.strategy);
+  Registry registry;
+  load_registry(registry, nullptr);
+  std::vector<const RegistryEntry*> entries;
+  for (const auto& name : names) entries.push_back(&registry.at(PluginKind::kStrategy, name));
+  if (names.size() == 1) return check_one(request, *entries.front());
   if (!request.out.empty() && fs::exists(request.out) && !(fs::is_directory(request.out) && fs::is_empty(request.out)))
     throw UsageError(fmt::format("--out {} exists and is not an empty directory.", request.out.string()),
                      "Choose a new --out directory (the check writes each strategy's runs in a folder of it).");
   std::vector<std::string> failed;
-  for (const auto& name : names) {
+  for (std::size_t i = 0; i < names.size(); ++i) {
     CheckRequest one = request;
-    one.strategy = name;
-    if (!request.out.empty()) one.out = request.out / name;
-    const int code = check_one(one);
+    one.strategy = names[i];
+    if (!request.out.empty()) one.out = request.out / names[i];
+    const int code = check_one(one, *entries[i]);
     if (code >= 128) return code;  // interrupted: stop here
-    if (code != 0) failed.push_back(name);
+    if (code != 0) failed.push_back(names[i]);
     std::cout << "\n";
   }
   std::cout << fmt::format("strata check {}: {} of {} strategies passed{}\n", request.strategy,

@@ -1,8 +1,8 @@
 #pragma once
 // `strata check NAME`: the conformance suite of the Strategy contract (core/include/strata/
 // strategy.hpp), run against any strategy plugin on small models on the CPU. The pieces that
-// need no runs are declared here (the CLI parses --world-sizes with one of them); the command
-// itself is check_strategy() in run.hpp.
+// need no runs are declared here and live in inputs.cpp (the CLI parses --world-sizes with one of
+// them); the command itself is check_strategy() in run.hpp, check.cpp.
 
 #include <cstdint>
 #include <string>
@@ -15,6 +15,8 @@ namespace strata {
 /// "1,2,3" -> {1, 2, 3}, sorted, without repeats. Throws UsageError for anything but a
 /// comma-separated list of positive integers.
 std::vector<int> parse_world_sizes(const std::string& text);
+/// "ddp,zero3" -> {"ddp", "zero3"}, in order. Throws UsageError for an empty name.
+std::vector<std::string> parse_strategy_names(const std::string& text);
 
 namespace detail {
 
