@@ -68,14 +68,12 @@ void Engine::take_over(const StrategySetup& s, Plan plan) {
   device_ = s.device;
   comm_ = s.comm;
   precision_ = Precision(s.precision);
-  sharded_params_ = plan_.sharded == Sharded::kParameters;
-  sharded_masters_ = plan_.sharded != Sharded::kNothing;
   mesh_ = Mesh::over(s, plan_.sharded == Sharded::kNothing ? 1 : plan_.shard_size, plan_.owner, plan_.shard_option);
   units_.assign(model_->units().size(), Unit{});
-  if (sharded_params_)
-    take_over_sharded(s);
+  if (sharded_params())
+    take_over_sharded();
   else
-    take_over_replicated(s);
+    take_over_replicated();
   optimizer_ = make_optimizer(masters(), s.optimizer);
   make_reducer();
 }
@@ -95,8 +93,8 @@ void Engine::make_reducer() {
   // sharded ones in model order (the last unit's backward runs first).
   std::vector<FlatGroup*> launch;
   for (std::size_t i = 0; i < groups_.size(); ++i)
-    launch.push_back(groups_[sharded_params_ ? groups_.size() - 1 - i : i].get());
-  o.on_group_complete = [this](std::size_t i) { gradient_ready(sharded_params_ ? groups_.size() - 1 - i : i); };
+    launch.push_back(groups_[sharded_params() ? groups_.size() - 1 - i : i].get());
+  o.on_group_complete = [this](std::size_t i) { gradient_ready(sharded_params() ? groups_.size() - 1 - i : i); };
   use_reducer(std::make_unique<GradReducer>(std::move(launch), precision_, std::move(o)));
 }
 
@@ -162,7 +160,7 @@ void Engine::masters_to_params() {
   for (auto& g : groups_)
     if (g->materialized()) g->master_to_full();
   Comm* shard = master_shard();
-  if (sharded_params_ || shard == nullptr || shard->skips_collectives()) return;
+  if (sharded_params() || shard == nullptr || shard->skips_collectives()) return;
   // Replicated parameters with sharded masters (zero1, zero2): all-gather the owned chunks, each
   // group in place in a call of its own (allgather_bytes 0), or consecutive groups together up to
   // allgather_bytes per call through one rank-major staging buffer ([rank][group chunks]).
@@ -253,7 +251,7 @@ void Engine::state_loaded() {
 }
 
 std::vector<std::uint32_t> Engine::replica_digests() const {
-  if (sharded_params_) return {};  // no rank holds a whole replica to compare
+  if (sharded_params()) return {};  // no rank holds a whole replica to compare
   std::uint32_t crc = 0;
   for (const auto& g : groups_) crc = tensor_digest(g->full(), crc);
   for (const auto& b : model_->buffers()) crc = tensor_digest(b, crc);

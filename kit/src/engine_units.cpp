@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/utils.h>
 
 #include "strata/buckets.hpp"
@@ -13,30 +15,32 @@ namespace strata::inline kit_v2 {
 
 namespace {
 
-/// "a, b, c"
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out;
+/// The tensors (parameters and buffers) registered inside the model's units.
+std::unordered_set<const void*> unit_tensors(const Model& model) {
+  std::unordered_set<const void*> in_units;
+  for (const auto& unit : model.units()) {
+    for (const auto& p : unit->parameters()) in_units.insert(p.unsafeGetTensorImpl());
+    for (const auto& b : unit->buffers()) in_units.insert(b.unsafeGetTensorImpl());
+  }
+  return in_units;
 }
 
 /// Trainable parameters outside every unit, and parameters that two names share: sharding by unit
 /// cannot place either, so setup refuses them by name.
-void check_shardable(const Model& model, const std::string& owner) {
-  std::unordered_set<const void*> in_units;
-  for (const auto& unit : model.units())
-    for (const auto& p : unit->parameters()) in_units.insert(p.unsafeGetTensorImpl());
+void check_shardable(const Model& model, const std::unordered_set<const void*>& in_units, const std::string& owner) {
   std::vector<std::pair<std::string, std::string>> aliases;
   std::vector<std::string> outside, tied;
   for (const auto& [name, p] : unique_trainable_parameters(model, &aliases))
     if (!in_units.count(p.unsafeGetTensorImpl())) outside.push_back(name);
   for (const auto& [alias, name] : aliases) tied.push_back(alias + " = " + name);
   if (!outside.empty())
-    throw Error(owner + ": trainable parameter(s) registered on the model outside every unit: " + join(outside) + ".",
+    throw Error(owner + ": trainable parameter(s) registered on the model outside every unit: " +
+                    fmt::format("{}", fmt::join(outside, ", ")) + ".",
                 "Sharded parameters are placed unit by unit; register these parameters inside a unit (or freeze "
                 "them), or use a strategy that replicates parameters (ddp, zero1, zero2)");
   if (!tied.empty())
-    throw Error(owner + ": parameters shared under two names (tied weights): " + join(tied) + ".",
+    throw Error(owner + ": parameters shared under two names (tied weights): " + fmt::format("{}", fmt::join(tied, ", ")) +
+                    ".",
                 "Sharded parameters are placed unit by unit and one tensor cannot be sharded for two units; untie "
                 "them, or use a strategy that replicates parameters (ddp, zero1, zero2), which hold a tied "
                 "parameter once");
@@ -44,7 +48,7 @@ void check_shardable(const Model& model, const std::string& owner) {
 
 }  // namespace
 
-void Engine::take_over_replicated(const StrategySetup&) {
+void Engine::take_over_replicated() {
   model_->to(device_);
   broadcast_module(*model_, *comm_);
   precision_.cast_frozen_state(*model_);
@@ -70,11 +74,11 @@ void Engine::take_over_replicated(const StrategySetup&) {
   }
 }
 
-void Engine::take_over_sharded(const StrategySetup&) {
-  check_shardable(*model_, plan_.owner);
+void Engine::take_over_sharded() {
+  const auto in_units = unit_tensors(*model_);  // identities: moving a unit to the device keeps them (set_data)
+  check_shardable(*model_, in_units, plan_.owner);
   Comm& shard = mesh_.shard();
   gather_lane_ = shard.separate_stream();
-  subgroup_of_.assign(units_.size(), nullptr);
   for (std::size_t u = 0; u < units_.size(); ++u) {
     auto& plan = units_[u].plan;
     plan = plan_.units;
@@ -85,17 +89,12 @@ void Engine::take_over_sharded(const StrategySetup&) {
   for (std::size_t u = 0; u < units_.size(); ++u) {
     auto& plan = units_[u].plan;
     if (plan.after_forward != Reshard::kSubgroup) continue;
-    subgroup_of_[u] = &mesh_.subgroup(plan.subgroup_size, plan_.subgroup_option);
+    units_[u].subgroup = &mesh_.subgroup(plan.subgroup_size, plan_.subgroup_option);
     // One rank per sub-group keeps the whole unit: it simply stays gathered.
-    if (subgroup_of_[u]->world_size() == 1 && subgroup_of_[u]->skips_collectives()) plan.after_forward = Reshard::kNone;
+    if (units_[u].subgroup->world_size() == 1) plan.after_forward = Reshard::kNone;
   }
   // What the model holds outside its units (buffers, frozen parameters): placed like a unit's.
   {
-    std::unordered_set<const void*> in_units;
-    for (const auto& unit : model_->units()) {
-      for (const auto& p : unit->parameters()) in_units.insert(p.unsafeGetTensorImpl());
-      for (const auto& b : unit->buffers()) in_units.insert(b.unsafeGetTensorImpl());
-    }
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> rest = model_->parameters();
     for (const auto& b : model_->buffers()) rest.push_back(b);
@@ -184,7 +183,7 @@ void Engine::before_unit_backward(std::size_t unit) {
 }
 
 void Engine::gradient_ready(std::size_t group) {
-  if (!sharded_params_) return;
+  if (!sharded_params()) return;
   const std::size_t u = unit_of_[group];
   if (++units_[u].complete == units_[u].groups.size()) release(u);  // every gradient of the unit exists
 }
@@ -217,7 +216,7 @@ void Engine::gather(std::size_t unit) {
     bool local = mesh_.shard().skips_collectives();
     if (subgroup_copies_[gi].defined()) {
       // From the sub-group copies: member s holds the s-th slice of full, so they make the whole unit.
-      lane = subgroup_of_[unit];
+      lane = units_[unit].subgroup;
       local = lane->skips_collectives();
       gather_inputs_[gi] = std::move(subgroup_copies_[gi]);
       subgroup_copies_[gi] = torch::Tensor();
@@ -255,7 +254,7 @@ void Engine::release(std::size_t unit) {
 
 void Engine::reshard_to_subgroup(std::size_t unit) {
   wait_gathered(unit);
-  Comm& sub = *subgroup_of_.at(unit);
+  Comm& sub = *units_.at(unit).subgroup;
   torch::NoGradGuard no_grad;
   for (auto gi : units_[unit].groups) {
     auto& g = *groups_[gi];
@@ -274,19 +273,20 @@ std::string Engine::describe() const {
                                                                  precision_.param_dtype())));
   }
   std::string text = std::to_string(groups_.size()) + " flat groups";
-  if (sharded_params_) {
+  if (sharded_params()) {
     std::size_t sharded_units = 0, subgroup_units = 0;
-    for (const auto& u : units_) {
-      sharded_units += u.groups.empty() ? 0 : 1;
-      subgroup_units += !u.groups.empty() && u.plan.after_forward == Reshard::kSubgroup ? 1 : 0;
+    int subgroup_size = 0;
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      if (units_[u].groups.empty()) continue;
+      ++sharded_units;
+      if (units_[u].plan.after_forward != Reshard::kSubgroup) continue;
+      ++subgroup_units;
+      subgroup_size = units_[u].subgroup->world_size();
     }
     text += " over " + std::to_string(sharded_units) + " units (largest gathered " + std::to_string(largest) + " bytes)";
-    for (std::size_t u = 0; u < units_.size() && subgroup_units > 0; ++u)
-      if (subgroup_of_[u] != nullptr && !units_[u].groups.empty() && units_[u].plan.after_forward == Reshard::kSubgroup) {
-        text += ", " + std::to_string(subgroup_units) + " resharded after forward to sub-groups of " +
-                std::to_string(subgroup_of_[u]->world_size());
-        break;
-      }
+    if (subgroup_units > 0)
+      text += ", " + std::to_string(subgroup_units) + " resharded after forward to sub-groups of " +
+              std::to_string(subgroup_size);
   }
   text += ", " + std::to_string(padding) + " padding elements, " + mesh_.describe();
   if (plan_.reduce && groups_.size() > 0)

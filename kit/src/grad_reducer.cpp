@@ -1,5 +1,7 @@
 #include "strata/grad_reducer.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/utils.h>
 
 #include "strata/errors.hpp"
@@ -15,12 +17,6 @@ struct GradReducer::Reduction {
 };
 
 namespace {
-/// "a, b, c"
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out;
-}
 int size_of(const Comm* comm) { return comm == nullptr ? 1 : comm->world_size(); }
 /// Whether collectives over `comm` must be issued (null: no group).
 bool issues(const Comm* comm) { return comm != nullptr && !comm->skips_collectives(); }
@@ -197,7 +193,7 @@ void GradReducer::end_backward(MicroStep micro) {
       for (auto* g : groups_)
         for (std::size_t k = 0; k < g->size(); ++k) g->param(k).mutable_grad() = torch::Tensor();
       throw Error(options_.owner + ": " + std::to_string(missing.size()) +
-                      " parameter(s) received no gradient in this step: " + join(missing) + ".",
+                      " parameter(s) received no gradient in this step: " + fmt::format("{}", fmt::join(missing, ", ")) + ".",
                   options_.missing_fix);
     }
     schedule_.launch_rest();  // the missing gradients count as zeros

@@ -54,15 +54,14 @@ Comm& Mesh::subgroup(int size, const std::string& option) {
   for (auto& [s, comm] : subgroups_)
     if (s == size) return *comm;
   std::shared_ptr<Comm> comm;
-  if (size == n) {
-    // A communicator of its own even over the whole shard group, so that its traffic is its own.
-    comm = size == 1 ? std::shared_ptr<Comm>(make_local_comm(job_->device())) : shard_->separate_stream();
+  if (size == 1) {
+    comm = make_local_comm(job_->device());
+  } else if (size == n) {
+    comm = shard_->separate_stream();  // a communicator of its own, so that its traffic is its own
   } else {
     // Members of the shard group are consecutive job ranks (shard group of the mesh).
-    const int first_member = shard_->rank() / size * size;
     const int first_job_rank = job_->rank() - shard_->rank();
-    comm = size == 1 ? std::shared_ptr<Comm>(make_local_comm(job_->device()))
-                     : job_->subgroup(block(first_job_rank + first_member, size));
+    comm = job_->subgroup(block(first_job_rank + shard_->rank() / size * size, size));
   }
   subgroups_.emplace_back(size, comm);
   return *comm;

@@ -157,7 +157,7 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
   /// The masters, one per group (what the optimizer steps).
   std::vector<torch::Tensor> masters() const { return group_masters(groups_); }
   /// The communicator the masters are sharded over; null when they are not.
-  Comm* master_shard() const noexcept { return sharded_masters_ ? &mesh_.shard() : nullptr; }
+  Comm* master_shard() const noexcept { return plan_.sharded != Sharded::kNothing ? &mesh_.shard() : nullptr; }
   /// The log line of the layout: groups, padding, mesh, in-flight bound.
   std::string describe() const;
 
@@ -179,20 +179,20 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
     std::vector<std::size_t> groups;  // sharded groups (indices into groups_), in model order
     std::size_t complete = 0;         // groups whose gradients arrived in this backward
     UnitPlan plan;
+    Comm* subgroup = nullptr;         // Reshard::kSubgroup: the sub-group its copy is sharded over
   };
-  void take_over_replicated(const StrategySetup& setup);
-  void take_over_sharded(const StrategySetup& setup);
+  void take_over_replicated();
+  void take_over_sharded();
   void take_over_unit(std::size_t u);
   void make_reducer();
   void prefetch(std::size_t unit, bool forward);
 
-  bool sharded_masters_ = false;   // masters sharded over mesh_.shard()
-  bool sharded_params_ = false;    // kParameters
+  bool sharded_params() const noexcept { return plan_.sharded == Sharded::kParameters; }
+
   std::vector<Unit> units_;
   std::vector<std::pair<std::size_t, std::size_t>> locate_;  // params_[i] -> (group, index in group)
   std::vector<std::size_t> unit_of_;                         // per group: its unit (sharded)
   std::shared_ptr<Comm> gather_lane_;  // all-gathers over the shard group, on a stream of their own
-  std::vector<Comm*> subgroup_of_;     // per unit: its sub-group (Reshard::kSubgroup)
   std::vector<std::shared_ptr<CommWork>> gathers_;  // per group, while its all-gather runs
   std::vector<torch::Tensor> gather_inputs_;        // per group, alive until its all-gather is waited
   std::vector<torch::Tensor> subgroup_copies_;      // per group: the sub-group part kept after forward
