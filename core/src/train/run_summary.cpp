@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <ATen/Parallel.h>
 
 #include "io/build_info.hpp"
 #include "io/run_dir.hpp"
@@ -51,8 +54,18 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
     d["compute"] = b.compute;
     d["comm_wait"] = b.comm_wait;
     d["optimizer"] = b.optimizer;
+    // The steady step's phases: each phase's median over the steps steady_step_time_s covers.
+    const auto warm = static_cast<std::int64_t>(current.find("timing_warmup_steps")->number_or(0));
+    const auto m = breakdown_->steady(warm, /*wait_for_device=*/status == "ok");
+    Json& steady = s["time_breakdown_steady_s"];
+    steady = Json::object();
+    steady["data"] = m.data;
+    steady["compute"] = m.compute;
+    steady["comm_wait"] = m.comm_wait;
+    steady["optimizer"] = m.optimizer;
   } else {
     s["time_breakdown_s"] = Json();  // before the loop was set up
+    s["time_breakdown_steady_s"] = Json();
   }
   s["time_breakdown_timing"] = breakdown_ ? Json(breakdown_->clock()) : Json();
   s["step_timing"] = !r_.device.is_cuda() ? "host clock" : (t.sync_timing ? "synchronized host clock" : "cuda events");
@@ -81,6 +94,10 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   s["checkpoint"] = checkpoints_ ? checkpoints_->summary() : Json();
   s["versions"] = versions_json();  // strata, commit, LibTorch, CUDA, NCCL (as `strata --version`)
   s["host"] = host_name();
+  // What a rank computes with on the CPU, and what the host has: how `strata estimate` shares a
+  // host's cores among the ranks it places there.
+  s["threads"] = static_cast<std::int64_t>(at::get_num_threads());
+  s["host_threads"] = static_cast<std::int64_t>(std::thread::hardware_concurrency());
   return s;
 }
 

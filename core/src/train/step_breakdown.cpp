@@ -42,17 +42,18 @@ void StepBreakdown::begin(Phase phase) {
 void StepBreakdown::end() {
   if (events_) {
     if (!start_event_) return;
-    pending_.push_back({phase_, std::move(*start_event_), record_timing_event(device_), StreamWaits::instance().take()});
+    pending_.push_back({phase_, steps_, std::move(*start_event_), record_timing_event(device_), StreamWaits::instance().take()});
     start_event_.reset();
     return;
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
-  add(phase_, elapsed, comm_seconds() - comm_at_start_);
+  add(phase_, steps_, elapsed, comm_seconds() - comm_at_start_);
 }
 
-void StepBreakdown::add(Phase phase, double elapsed, double blocked) {
+void StepBreakdown::add(Phase phase, std::int64_t step, double elapsed, double blocked) {
   blocked = std::max(0.0, blocked);
-  for (auto* sums : {&sums_, &interval_}) {
+  if (step >= static_cast<std::int64_t>(per_step_.size())) per_step_.resize(static_cast<std::size_t>(step) + 1);
+  for (auto* sums : {&sums_, &interval_, &per_step_[static_cast<std::size_t>(step)]}) {
     (*sums)[slot(phase)] += std::max(0.0, elapsed - blocked);
     (*sums)[2] += blocked;
   }
@@ -71,7 +72,7 @@ void StepBreakdown::settle(bool block) {
     }
     double blocked = 0;
     for (const auto& w : p.waits) blocked += seconds_between(w.before, w.after);
-    add(p.phase, seconds_between(p.start, p.end), blocked);
+    add(p.phase, p.step, seconds_between(p.start, p.end), blocked);
     pending_.pop_front();
   }
 }
@@ -93,6 +94,23 @@ StepBreakdown::Seconds StepBreakdown::total(bool wait_for_device) {
   if (events_) settle(wait_for_device);
   // Without waiting, the steps whose phases are still pending count as done: a lower bound.
   return mean(sums_, steps_);
+}
+
+StepBreakdown::Seconds StepBreakdown::steady(std::int64_t skip, bool wait_for_device) {
+  if (events_) settle(wait_for_device);
+  std::array<double, 4> medians{};
+  const auto from = static_cast<std::size_t>(std::clamp<std::int64_t>(skip, 0, steps_));
+  const auto to = std::min(per_step_.size(), static_cast<std::size_t>(steps_));
+  if (from >= to) return mean(sums_, steps_);
+  for (std::size_t k = 0; k < 4; ++k) {
+    std::vector<double> v;
+    for (std::size_t s = from; s < to; ++s) v.push_back(per_step_[s][k]);
+    const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+    std::nth_element(v.begin(), mid, v.end());
+    medians[k] = *mid;
+    if (v.size() % 2 == 0) medians[k] = (medians[k] + *std::max_element(v.begin(), mid)) / 2;
+  }
+  return {medians[0], medians[1], medians[2], medians[3]};
 }
 
 }  // namespace strata

@@ -59,17 +59,22 @@ class StepBreakdown {
   /// The mean since the start. `wait_for_device` false (a failed run, whose device may never reach
   /// the end of a hung collective): only the phases the device has finished count.
   Seconds total(bool wait_for_device);
+  /// Each phase's median over the steps after the first `skip` (the steps steady_step_time_s is the
+  /// median of), so that the phases describe the steady step rather than a mean that the first
+  /// steps' allocations and cold caches inflate. Settles as total() does.
+  Seconds steady(std::int64_t skip, bool wait_for_device);
 
  private:
   using Clock = std::chrono::steady_clock;
   /// A phase timed with events, until the device has passed its end.
   struct Pending {
     Phase phase;
+    std::int64_t step;  ///< the step it belongs to
     c10::Event start, end;
     std::vector<StreamWaits::Pair> waits;  ///< the waits for collectives within it
   };
   double comm_seconds() const { return comm_.counters(CommPhase::kTrain).time_s; }
-  void add(Phase phase, double elapsed, double blocked);
+  void add(Phase phase, std::int64_t step, double elapsed, double blocked);
   /// Books the pending phases whose events have completed; `block`: all of them, waiting.
   void settle(bool block);
 
@@ -83,6 +88,7 @@ class StepBreakdown {
   std::deque<Pending> pending_;
   std::array<double, 4> sums_{};      // data, compute, comm_wait, optimizer: since the start
   std::array<double, 4> interval_{};  // likewise, since the last take_interval()
+  std::vector<std::array<double, 4>> per_step_;  // likewise, step by step
   std::int64_t steps_ = 0, interval_from_ = 0;
 };
 
