@@ -19,7 +19,7 @@ commands:
                                               *.safetensors, *.pt, or a directory (Hugging Face layout)
   validate FILE [--set KEY=VALUE]...          check FILE, its plugins and data without training; for
                                               a sweep file, every combination `compare` would run
-  compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run] [--until-tight REL] [--budget SECONDS]
+  compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run] [--until-tight REL] [--budget SECONDS] [--estimate]
                                               run every combination of the sweep file SWEEP in
                                               interleaved rounds and write results.csv, results.json,
                                               results.md and report.html (charts and tables in one page)
@@ -129,14 +129,17 @@ const std::vector<CommandHelp>& command_helps() {
            "  RANK WORLD_SIZE ... (as `strata run --help` lists)\n"
            "                  under a launcher, the world the experiment is checked for\n"},
       {"compare", "strata compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run] [--until-tight REL]\n"
-                  "               [--max-repeats N] [--budget SECONDS]",
+                  "               [--max-repeats N] [--budget SECONDS] [--estimate [--network FILE]]",
        "Runs every combination of the sweep file SWEEP as a `strata run` of its own below DIR and writes\n"
        "results.csv, results.json, results.md and report.html, and the HPARAMS experiment of TensorBoard.\n"
        "A short warm-up run (discarded) comes first, then `repeats` rounds (default 3): round r of every\n"
        "combination, in a shuffled order (compare.seed), before round r + 1. Timings are steady-state with\n"
        "their spread over the rounds; results whose ranges overlap are \"within noise\", and identical work\n"
        "that differs by more than compare.noise_threshold is warned about. --until-tight REL adds rounds\n"
-       "until every range is within REL (up to --max-repeats, within --budget).\n"
+       "until every range is within REL (up to --max-repeats, within --budget). --estimate then runs\n"
+       "`strata estimate` of the sweep (from the baseline's median run when it is on one device) into\n"
+       "DIR/estimate and writes accuracy.md and accuracy.csv: each cell's predicted step time and peak memory\n"
+       "beside the measured medians, with the error of each, their medians and the worst cases.\n"
        "--set compare.KEY=VALUE changes the sweep (compare.repeats=3, compare.axes.world_size=[1,2],\n"
        "'compare.axes.\"optimizer.lr\"=[0.1]'); any other --set KEY=VALUE is applied to every run.",
        "  0       every run finished\n"
@@ -162,7 +165,10 @@ const std::vector<CommandHelp>& command_helps() {
        "sharding, activations, gathered units, buffers), bus bytes per step, and whether it fits the device's memory.\n"
        "The profile is a short run of the experiment on one device that estimate starts itself (below --out), or\n"
        "--profile RUN_DIR of one. The network is the JSON of `strata bench comms --json FILE` or a TOML cluster spec\n"
-       "(examples/clusters). Writes estimate.json and estimate.csv into --out. Figures are predictions, not measurements.",
+       "(examples/clusters). Writes estimate.json and estimate.csv into --out. Figures are predictions, not measurements.\n"
+       "FILE may be a sweep file of `strata compare`: its base experiment with [compare.set] is estimated over the\n"
+       "sweep's strategies, world sizes, scaling and baseline (--strategies and --world-sizes replace them); `strata\n"
+       "compare --estimate` puts the predictions beside the measurements.",
        "  0       estimated\n"
        "  1       the profile run failed\n"
        "  2       unknown strategy, bad network file or profile, or usage error\n"

@@ -78,6 +78,22 @@ std::optional<po::variables_map> parse(const std::string& command, const std::ve
   return vars;
 }
 
+/// --network FILE[,FILE...]: the files, in order.
+std::vector<std::filesystem::path> network_files(const std::string& text) {
+  std::vector<std::filesystem::path> files;
+  std::size_t start = 0;
+  for (;;) {
+    const auto comma = text.find(',', start);
+    const std::string file = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (file.empty())
+      throw CommandLineError("--network " + text + " has an empty file name.",
+                             "Write `--network comms2.json,comms4.json` (`strata bench comms --json` files) or one cluster spec.");
+    files.emplace_back(file);
+    if (comma == std::string::npos) return files;
+    start = comma + 1;
+  }
+}
+
 /// `strata bench comms|gemm [options]`.
 int bench(std::vector<std::string> args, po::options_description& options, po::positional_options_description& positional) {
   const std::string what = args.empty() ? "" : args.front();
@@ -222,7 +238,11 @@ int dispatch(int argc, char** argv) {
         "range of at most REL (compare.until_tight)")(
         "max-repeats", po::value<std::string>()->value_name("N"), "the most rounds of the auto-repeat mode (compare.max_repeats)")(
         "budget", po::value<std::string>()->value_name("SECONDS"),
-        "rounds after the first `repeats` only while the comparison would end within SECONDS of its start (compare.budget_s)");
+        "rounds after the first `repeats` only while the comparison would end within SECONDS of its start (compare.budget_s)")(
+        "estimate", "then `strata estimate` of the sweep (from the baseline's run when it is on one device): predictions "
+                    "beside the measurements with the error of each (accuracy.md, accuracy.csv)")(
+        "network", po::value<std::string>()->value_name("FILE[,FILE...]"),
+        "with --estimate: `strata bench comms --json` outputs (one per world size) or a TOML cluster spec");
     positional.add("file", 1);
     const auto parsed = parse(command, args, options, positional);
     if (!parsed) return 0;
@@ -235,6 +255,12 @@ int dispatch(int argc, char** argv) {
     if (vars.count("set")) request.overrides = vars["set"].as<std::vector<std::string>>();
     if (vars.count("out")) request.out = vars["out"].as<std::string>();
     request.dry_run = vars.count("dry-run") > 0;
+    request.estimate = vars.count("estimate") > 0;
+    if (vars.count("network")) {
+      if (!request.estimate)
+        throw CommandLineError("--network is for --estimate.", "Add --estimate, or leave --network out.");
+      request.network = network_files(vars["network"].as<std::string>());
+    }
     // Shorthands of --set compare.KEY=VALUE: validated (and reported) as those.
     for (const auto& [flag, key] : {std::pair{"until-tight", "until_tight"}, std::pair{"max-repeats", "max_repeats"},
                                     std::pair{"budget", "budget_s"}})
@@ -261,11 +287,14 @@ int dispatch(int argc, char** argv) {
     return 0;
   }
   if (command == "estimate") {
-    options.add_options()("file", po::value<std::string>(), "experiment TOML")(
-        "world-sizes", po::value<std::string>()->value_name("LIST"), "comma-separated world sizes (default 1,2,4,8)")(
-        "network", po::value<std::string>()->value_name("FILE"),
-        "`strata bench comms --json` output or a TOML cluster spec (default: an assumed one-host network, said so)")(
-        "strategies", po::value<std::string>()->value_name("LIST"), "comma-separated strategies (default: the built-in ones)")(
+    options.add_options()("file", po::value<std::string>(), "experiment TOML, or a sweep file")(
+        "world-sizes", po::value<std::string>()->value_name("LIST"),
+        "comma-separated world sizes (default: the sweep's, else 1,2,4,8)")(
+        "network", po::value<std::string>()->value_name("FILE[,FILE...]"),
+        "`strata bench comms --json` outputs (one per world size) or a TOML cluster spec (default: an assumed one-host "
+        "network, said so)")(
+        "strategies", po::value<std::string>()->value_name("LIST"),
+        "comma-separated strategies (default: the sweep's, else the built-in ones)")(
         "out", po::value<std::string>()->value_name("DIR"), "where estimate.json, estimate.csv and the profile run go")(
         "profile", po::value<std::string>()->value_name("RUN_DIR"), "reuse this run (world size 1) as the profile")(
         "device-memory", po::value<double>()->value_name("GIB"), "memory of one device (default: the host's on CPU, 80 on GPUs)")(
@@ -282,7 +311,7 @@ int dispatch(int argc, char** argv) {
     request.file = vars["file"].as<std::string>();
     if (vars.count("set")) request.overrides = vars["set"].as<std::vector<std::string>>();
     if (vars.count("world-sizes")) request.world_sizes = strata::parse_world_sizes(vars["world-sizes"].as<std::string>());
-    if (vars.count("network")) request.network = vars["network"].as<std::string>();
+    if (vars.count("network")) request.network = network_files(vars["network"].as<std::string>());
     if (vars.count("out")) request.out = vars["out"].as<std::string>();
     if (vars.count("profile")) request.profile = vars["profile"].as<std::string>();
     if (vars.count("device-memory")) {
@@ -290,21 +319,8 @@ int dispatch(int argc, char** argv) {
       if (!(request.device_memory_gib > 0))
         throw CommandLineError("--device-memory must be a positive number of GiB.", "Write `--device-memory 80`.");
     }
-    if (vars.count("strategies")) {
-      std::string list = vars["strategies"].as<std::string>();
-      std::size_t start = 0;
-      while (start <= list.size()) {
-        const auto comma = list.find(',', start);
-        std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        name.erase(0, name.find_first_not_of(' '));
-        name.erase(name.find_last_not_of(' ') + 1);
-        if (!name.empty()) request.strategies.push_back(name);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-      if (request.strategies.empty())
-        throw CommandLineError("--strategies names no strategy.", "Write `--strategies ddp,zero3`.");
-    }
+    if (vars.count("strategies"))
+      request.strategies = strata::parse_strategy_names(vars["strategies"].as<std::string>(), "--strategies");
     return strata::estimate_experiment(request);
   }
   if (command == "check") {

@@ -40,6 +40,8 @@ struct CompareRequest {
   std::filesystem::path out;           ///< comparison directory; empty: runs/<sweep name>/<UTC time>
   std::vector<std::string> overrides;  ///< "section.key=value" applied to every run
   bool dry_run = false;                ///< validate and list the runs, start none
+  bool estimate = false;               ///< --estimate: predictions beside the measurements (accuracy.md)
+  std::vector<std::filesystem::path> network;  ///< --network for the estimate; empty: estimate's assumed one
 };
 /// Returns the exit code: 0 when every run succeeded, 1 when some failed (each is recorded
 /// with its error), 128 + signal when interrupted. Throws ConfigError for a bad sweep.

@@ -295,3 +295,55 @@ TEST_CASE("estimate: a strategy known only by its Footprint is coarse") {
   CHECK_FALSE(run("ddp", p, 4).coarse);
   CHECK_FALSE(run("single", p, 2).applicable);
 }
+
+TEST_CASE("estimate: CPU ranks share their host's threads, GPU ranks compute alone") {
+  auto p = two_units();
+  p.device = "cpu";
+  p.threads = 8;
+  p.host_threads = 8;
+  const es::Network one_host = flat(1.0);  // gpus_per_node 0: every rank on one host
+  // 2 ranks get 4 threads each: twice the profile's time for the same work, the same for half of it.
+  CHECK(es::host_compute_factor(p, one_host, 1) == doctest::Approx(1.0));
+  CHECK(es::host_compute_factor(p, one_host, 2) == doctest::Approx(2.0));
+  CHECK(es::host_compute_factor(p, one_host, 8) == doctest::Approx(8.0));
+  // 16 ranks on 8 threads: one thread each, time-sharing the cores two to one; 12 ranks take two
+  // rounds as well (a rank runs whole, so 8 then 4), not one and a half.
+  CHECK(es::host_compute_factor(p, one_host, 12) == doctest::Approx(16.0));
+  CHECK(es::host_compute_factor(p, one_host, 16) == doctest::Approx(16.0));
+  // Hosts of 4 ranks: 2 threads each, whatever the world size.
+  es::Network hosts = flat(1.0);
+  hosts.gpus_per_node = 4;
+  CHECK(es::host_compute_factor(p, hosts, 16) == doctest::Approx(4.0));
+  // A profile that computed with 2 of 8 threads: 4 ranks of 2 threads compute as fast as it did.
+  p.threads = 2;
+  CHECK(es::host_compute_factor(p, one_host, 4) == doctest::Approx(1.0));
+  // So a CPU host's step compute stays what the profile measured in strong scaling: 9 ms.
+  p.threads = 8;
+  CHECK(run("ddp", p, 4).compute_s == doctest::Approx(9e-3 + 1e-3 * 4.0));  // the optimizer step on 4x fewer threads
+  // GPUs, and profiles that do not say their threads: one device per rank.
+  auto gpu = p;
+  gpu.device = "cuda";
+  CHECK(es::host_compute_factor(gpu, one_host, 4) == 1.0);
+  auto old = p;
+  old.threads = 0;
+  CHECK(es::host_compute_factor(old, one_host, 4) == 1.0);
+  CHECK(run("ddp", gpu, 4).compute_s == doctest::Approx(9e-3 / 4 + 1e-3));
+}
+
+TEST_CASE("estimate: weak scaling keeps the batch per rank, and activations with it") {
+  const auto p = two_units();
+  static const es::Network net = flat(1.0);
+  es::EstimateInput in;
+  in.profile = &p;
+  in.network = &net;
+  in.world_size = 3;
+  const auto strong = es::estimate_strategy("ddp", in);
+  in.batch_scale = 3;  // the global batch grows with the ranks
+  const auto weak = es::estimate_strategy("ddp", in);
+  CHECK(strong.memory.activations == doctest::Approx(100.0 * 12 / 3));
+  CHECK(weak.memory.activations == doctest::Approx(100.0 * 12));
+  // Each rank computes the profile's whole batch: 9 ms of forward and backward.
+  CHECK(weak.compute_s == doctest::Approx(9e-3 + 1e-3));
+  CHECK(strong.compute_s == doctest::Approx(3e-3 + 1e-3));
+  CHECK(weak.bus_bytes == doctest::Approx(strong.bus_bytes));  // gradients do not grow with the batch
+}

@@ -45,12 +45,12 @@ std::vector<int> parse_world_sizes(const std::string& text) {
   return sizes;
 }
 
-std::vector<std::string> parse_strategy_names(const std::string& text) {
+std::vector<std::string> parse_strategy_names(const std::string& text, const std::string& where) {
   auto names = split_commas(text);
   for (const auto& name : names)
     if (name.empty())
-      throw UsageError(fmt::format("`strata check {}` has an empty strategy name.", text),
-                       "Write one name, or several separated by commas: `strata check ddp,zero3`.");
+      throw UsageError(fmt::format("`{} {}` has an empty strategy name.", where, text),
+                       fmt::format("Write one name, or several separated by commas: `{} ddp,zero3`.", where));
   return names;
 }
 

@@ -13,13 +13,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "compare/accuracy.hpp"
 #include "compare/results.hpp"
 #include "compare/sweep_check.hpp"
+#include "estimate/estimate.hpp"
+#include "io/atomic_file.hpp"
 #include "io/run_dir.hpp"
 #include "io/run_result.hpp"
 #include "launch/child.hpp"
@@ -385,6 +390,56 @@ void print_dry_run(const Sweep& sweep, const SweepPlan& plan) {
     std::cout << fmt::format("then up to {} rounds in all (auto-repeat)\n", sweep.max_rounds());
 }
 
+/// The run of the baseline's cell with the median steady step time, when the baseline runs on one
+/// device: the profile `strata estimate` reads (else it runs its own).
+fs::path profile_run(const CompareRecord& record) {
+  for (const auto& cell : record.aggregate.cells) {
+    if (!cell.is_baseline || cell.world_size != 1 || cell.ok == 0) continue;
+    const CompareRow* best = nullptr;
+    double best_gap = INFINITY;
+    for (const auto& row : record.rows) {
+      if (row.status() != "ok" || std::find(cell.labels.begin(), cell.labels.end(), row.run.label) == cell.labels.end())
+        continue;
+      const double gap = std::fabs(row.number("steady_step_time_s") - cell.step_time_s.median);
+      if (gap < best_gap) best_gap = gap, best = &row;
+    }
+    if (best != nullptr) return best->dir;
+  }
+  return {};
+}
+
+/// `--estimate`: `strata estimate` of the same sweep into DIR/estimate (from the baseline's run
+/// when it is on one device), then its predictions beside the measurements: accuracy.md and .csv.
+void estimate_beside(const CompareRequest& request, const CompareRecord& record) {
+  EstimateRequest e;
+  e.file = request.file;
+  e.overrides = request.overrides;
+  e.network = request.network;
+  e.out = record.dir / "estimate";
+  e.profile = profile_run(record);
+  std::cout << "\n";
+  if (estimate_experiment(e) != 0) return;
+  const fs::path file = e.out / "estimate.json";
+  Json predicted;
+  try {
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    predicted = Json::parse(text.str());
+  } catch (const std::exception& ex) {
+    throw Error(fmt::format("--estimate: {} could not be read: {}", file.string(), ex.what()),
+                "Run `strata estimate` of the sweep by itself to see why.");
+  }
+  const Accuracy a = accuracy(record.aggregate.cells, predicted);
+  const std::string md = accuracy_markdown(a);
+  write_file_atomically(record.dir / "accuracy.md",
+                        "# Predicted against measured\n\nThe predictions of `strata estimate` (estimate/estimate.json, "
+                        "from the profile " + (e.profile.empty() ? std::string("run by the estimate") : e.profile.string()) +
+                            ") beside this comparison's medians.\n\n" + md);
+  write_file_atomically(record.dir / "accuracy.csv", accuracy_csv(a));
+  std::cout << "\npredicted against measured (accuracy.md, accuracy.csv):\n" << md;
+}
+
 }  // namespace
 
 int compare_strategies(const CompareRequest& request) {
@@ -414,6 +469,7 @@ int compare_strategies(const CompareRequest& request) {
   std::cout << "\n" << comparison.write_outputs();
   std::cout << fmt::format("results: {} (results.csv, results.json, results.md, report.html)\n", dir.string());
   const CompareRecord& record = comparison.record();
+  if (request.estimate && !interrupted) estimate_beside(request, record);
   if (const auto& noise = record.aggregate.noise; !noise.empty()) {
     std::vector<std::string> what;
     for (const auto& f : noise) what.push_back(f.what.substr(0, f.what.find(" (")));

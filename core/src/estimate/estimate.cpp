@@ -7,7 +7,9 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "compare/sweep.hpp"
 #include "config/experiment.hpp"
 #include "estimate/fit_experiment.hpp"
 #include "estimate/network.hpp"
@@ -61,19 +63,75 @@ estimate::Network default_network() {
 }
 
 
+/// What is estimated: an experiment, or the base experiment of a sweep with its [compare.set],
+/// over the sweep's strategies and world sizes where the command line names none.
+struct EstimateTarget {
+  fs::path experiment;
+  std::vector<std::string> overrides;  ///< for the experiment (and its profile run)
+  std::vector<std::string> strategies;
+  std::vector<int> world_sizes;
+  std::string scaling = "strong";
+  std::string baseline_strategy = "single";
+  int baseline_world = 1;
+  std::vector<std::string> notes;
+};
+
+EstimateTarget target_of(const EstimateRequest& r) {
+  EstimateTarget t;
+  t.strategies = r.strategies;
+  t.world_sizes = r.world_sizes;
+  if (!is_sweep_file(r.file)) {
+    t.experiment = r.file;
+    t.overrides = r.overrides;
+    if (t.world_sizes.empty()) t.world_sizes = {1, 2, 4, 8};
+    return t;
+  }
+  const Sweep sweep = parse_sweep(r.file, r.overrides);
+  t.experiment = sweep.base;
+  for (const auto& o : sweep.set) t.overrides.push_back(o.key + "=" + o.toml);
+  t.scaling = sweep.scaling;
+  for (const auto& axis : sweep.axes) {
+    if (axis.key == "strategy") {
+      if (t.strategies.empty())
+        for (const auto& v : axis.values) t.strategies.push_back(v.display);
+    } else if (axis.key == "world_size") {
+      if (t.world_sizes.empty())
+        for (const auto& v : axis.values) t.world_sizes.push_back(std::stoi(v.display));
+    } else if (axis.values.size() > 1) {
+      t.overrides.push_back(axis.key + "=" + axis.values.front().toml);
+      t.notes.push_back(fmt::format("the sweep's axis {} is estimated at its first value, {}, only", axis.key,
+                                    axis.values.front().display));
+    } else if (!axis.values.empty()) {
+      t.overrides.push_back(axis.key + "=" + axis.values.front().toml);
+    }
+  }
+  for (const auto& [key, value] : sweep.baseline) {
+    if (key == "strategy") t.baseline_strategy = value;
+    if (key == "world_size") t.baseline_world = std::stoi(value);
+  }
+  if (t.world_sizes.empty()) t.world_sizes = {1, 2, 4, 8};
+  return t;
+}
+
 /// The profile run: the experiment on one device for a few steps. Its own strategy at world size 1
 /// (every built-in one but dp is `single` there, with its options valid), else `single`.
-fs::path run_profile(const EstimateRequest& r, const Experiment& e, const fs::path& out) {
-  const fs::path dir = out / "profile";
-  std::vector<std::string> args{"run", r.file.string(), "--out", dir.string()};
-  for (const auto& o : r.overrides) args.insert(args.end(), {"--set", o});
+/// `threads` > 0: computing with that many threads (the ranks' count at some world size on the CPU),
+/// into out/profile-threads-N.
+fs::path run_profile(const EstimateTarget& t, const EstimateRequest& r, const Experiment& e, const fs::path& out,
+                     int threads = 0) {
+  const fs::path dir = out / (threads > 0 ? fmt::format("profile-threads-{}", threads) : std::string("profile"));
+  std::vector<std::string> args{"run", t.experiment.string(), "--out", dir.string()};
+  for (const auto& o : t.overrides) args.insert(args.end(), {"--set", o});
+  if (threads > 0) args.insert(args.end(), {"--set", fmt::format("train.threads={}", threads)});
   const std::string own = e.strategy.name;
   const bool own_ok = own == "single" || own == "ddp" || own == "zero1" || own == "zero2" || own == "zero3" || own == "fsdp";
   if (!own_ok) args.insert(args.end(), {"--set", "strategy.name=\"single\""});
   const auto steps = std::min<std::int64_t>(e.train.steps, r.profile_steps);
   args.insert(args.end(), {"--set", "distributed.nproc=1", "--set", fmt::format("train.steps={}", steps), "--set",
                            "eval.every=0", "--set", fmt::format("train.timing_warmup_steps={}", std::max<std::int64_t>(1, steps / 4))});
-  std::cout << fmt::format("profile: {} steps of {} on one device ({})", steps, own_ok ? own : "single", dir.string()) << std::endl;
+  std::cout << fmt::format("profile: {} steps of {} on one device{} ({})", steps, own_ok ? own : "single",
+                           threads > 0 ? fmt::format(" with {} thread{}", threads, threads == 1 ? "" : "s") : "", dir.string())
+            << std::endl;
   const LoggedChild child = run_logged(args, dir);
   if (child.outcome.exit_code != 0) {
     std::string cause;  // the run's own error line, if it printed one
@@ -104,13 +162,13 @@ Json memory_json(const estimate::MemoryEstimate& m) {
 
 int estimate_experiment(const EstimateRequest& r) {
   require_single_process("estimate");
-  if (r.world_sizes.empty()) throw UsageError("--world-sizes is empty.", "Write `--world-sizes 1,2,4,8`.");
-  Experiment e = load_experiment(r.file, r.overrides);
+  EstimateTarget target = target_of(r);
+  Experiment e = load_experiment(target.experiment, target.overrides);
   Registry registry;
   load_registry(registry, &e);
   validate_plugin_sections(e, registry);
 
-  std::vector<std::string> strategies = r.strategies;
+  std::vector<std::string> strategies = target.strategies;
   if (strategies.empty()) strategies = estimate::built_in_strategies();
   const auto known = registry.names(PluginKind::kStrategy);
   for (const auto& s : strategies)
@@ -123,21 +181,46 @@ int estimate_experiment(const EstimateRequest& r) {
     }
 
   const estimate::Network network = r.network.empty() ? default_network() : estimate::load_network(r.network);
+  if (network.gpus_per_node <= 0 && !network.measured.empty()) {
+    // Measured tables: say which world sizes read a table measured at another.
+    std::vector<int> off;
+    for (int n : target.world_sizes)
+      if (n > 1 && !network.measured.count(n)) off.push_back(n);
+    if (!off.empty())
+      target.notes.push_back(fmt::format("no `bench comms` table measured at {} ranks: the nearest world size's is used",
+                                         fmt::join(off, ", ")));
+  }
 
   fs::path out = r.out;
   if (out.empty()) out = fs::path(e.experiment.out_dir) / e.experiment.name / ("estimate-" + utc_time("%Y%m%dT%H%M%SZ"));
   fs::create_directories(out);
 
-  const fs::path profile_dir = r.profile.empty() ? run_profile(r, e, out) : r.profile;
-  std::vector<estimate::UnitProfile> units;
-  std::string units_error;
+  const fs::path profile_dir = r.profile.empty() ? run_profile(target, r, e, out) : r.profile;
+  estimate::Profile profile = estimate::read_profile(profile_dir, e);
   try {
-    units = estimate::model_units(e);
+    estimate::UnitTiming timing;
+    timing.device = profile.device;
+    timing.threads = profile.threads;
+    std::cout << fmt::format("profile: the model's units one by one on {}", profile.device) << std::endl;
+    estimate::attach_units(profile, estimate::model_units(e, &timing));
   } catch (const std::exception& ex) {
-    units_error = ex.what();
+    profile.notes.push_back(std::string("the model's units could not be profiled here (") + ex.what() + ")");
+    estimate::attach_units(profile, {});
   }
-  estimate::Profile profile = estimate::read_profile(profile_dir, e, units);
-  if (!units_error.empty()) profile.notes.push_back("the model could not be built here (" + units_error + ")");
+  if (profile.device == "cpu" && profile.threads > 0 && profile.host_threads > 0) {
+    // CPU ranks compute with fewer threads than the profile did: how much slower, measured by a
+    // short run with each such count rather than assumed.
+    for (int n : target.world_sizes) {
+      const int local = network.gpus_per_node > 0 ? std::min(n, network.gpus_per_node) : n;
+      const int threads = std::max(1, profile.host_threads / std::max(1, local));
+      if (threads == profile.threads || profile.compute_by_threads.count(threads)) continue;
+      const auto again = estimate::read_profile(run_profile(target, r, e, out, threads), e);
+      profile.compute_by_threads[threads] = again.compute_s + again.optimizer_s + again.data_s;
+      profile.notes.push_back(fmt::format("at {} thread{} the profile's work took {:.3g} ms against {:.3g} ms at {} (a run of its own)",
+                                          threads, threads == 1 ? "" : "s", 1e3 * profile.compute_by_threads[threads],
+                                          1e3 * (profile.compute_s + profile.optimizer_s + profile.data_s), profile.threads));
+    }
+  }
 
   double device_memory = r.device_memory_gib * 1024.0 * 1024.0 * 1024.0;
   std::string memory_source = "--device-memory";
@@ -152,29 +235,44 @@ int estimate_experiment(const EstimateRequest& r) {
   }
   const bool shared_host = profile.device == "cpu" && r.device_memory_gib <= 0;
 
-  std::vector<StrategyEstimate> rows;
-  for (const auto& s : strategies) {
-    const auto footprint = estimate::declared_footprint(registry, s);
-    for (int n : r.world_sizes) {
-      estimate::EstimateInput in;
-      in.profile = &profile;
-      in.network = &network;
-      in.world_size = n;
-      if (s == e.strategy.name) in.options = estimate::strategy_options(e);
-      rows.push_back(estimate::estimate_strategy(s, in, footprint));
-    }
-  }
-  // Baseline: single at world size 1 (predicted).
-  double baseline = 0;
-  for (const auto& row : rows)
-    if (row.strategy == "single" && row.world_size == 1) baseline = row.step_s;
-  if (baseline <= 0) {
+  const bool weak = target.scaling == "weak";
+  auto input = [&](const std::string& s, int n) {
     estimate::EstimateInput in;
     in.profile = &profile;
     in.network = &network;
-    in.world_size = 1;
-    baseline = estimate::estimate_strategy("single", in).step_s;
+    in.world_size = n;
+    in.batch_scale = weak ? static_cast<double>(n) / target.baseline_world : 1.0;
+    if (s == e.strategy.name) in.options = estimate::strategy_options(e);
+    return in;
+  };
+  std::vector<StrategyEstimate> rows;
+  for (const auto& s : strategies) {
+    const auto footprint = estimate::declared_footprint(registry, s);
+    for (int n : target.world_sizes) {
+      const auto in = input(s, n);
+      rows.push_back(estimate::estimate_strategy(s, in, footprint));
+      // `strata run` refuses a global batch that the ranks' micro-batches do not divide.
+      const double batch = profile.global_batch * in.batch_scale;
+      const double parts = static_cast<double>(n) * std::max(1, profile.micro_batches);
+      if (rows.back().applicable && std::fmod(batch, parts) != 0) {
+        rows.back().applicable = false;
+        rows.back().note = fmt::format("global batch {:g} is not divisible by {} ranks x {} micro-batches", batch, n,
+                                       std::max(1, profile.micro_batches));
+      }
+    }
   }
+  // The baseline (the sweep's, else single at world size 1), predicted like the rest. Strong
+  // scaling: speedup = its step time / the step time; weak: the ratio of throughputs.
+  auto speedup_of = [&](const StrategyEstimate& row, double base) {
+    return weak ? base / row.step_s * row.world_size / target.baseline_world : base / row.step_s;
+  };
+  double baseline = 0;
+  for (const auto& row : rows)
+    if (row.strategy == target.baseline_strategy && row.world_size == target.baseline_world) baseline = row.step_s;
+  if (baseline <= 0)
+    baseline = estimate::estimate_strategy(target.baseline_strategy, input(target.baseline_strategy, target.baseline_world),
+                                           estimate::declared_footprint(registry, target.baseline_strategy))
+                   .step_s;
   auto fits = [&](const StrategyEstimate& row) {
     const double limit = shared_host ? device_memory / row.world_size : device_memory;
     return row.memory.peak() <= limit;
@@ -185,11 +283,16 @@ int estimate_experiment(const EstimateRequest& r) {
                            profile.source, profile.device, profile.device_name, profile.parameters, profile.global_batch);
   std::cout << fmt::format("network: {}: {}\n", network.name, network.description);
   std::cout << fmt::format("device memory: {} ({})\n", bytes_text(device_memory), memory_source);
-  std::cout << "PREDICTED, not measured. Baseline: single at world size 1; speedup = its step time / the step time "
-               "(strong scaling), efficiency = speedup / N.\n\n";
+  std::cout << fmt::format("PREDICTED, not measured. Baseline: {} at world size {}; {}, efficiency = speedup / (N / {}).\n",
+                           target.baseline_strategy, target.baseline_world,
+                           weak ? "weak scaling (the batch per rank fixed): speedup = throughput / its throughput"
+                                : "strong scaling: speedup = its step time / the step time",
+                           target.baseline_world);
+  for (const auto& note : target.notes) std::cout << "note: " << note << "\n";
+  std::cout << "\n";
   std::string header = "| strategy |";
   std::string rule = "|:---------|";
-  for (int n : r.world_sizes) {
+  for (int n : target.world_sizes) {
     header += fmt::format(" ms @{0} | speedup @{0} | eff. @{0} | mem/rank @{0} | bus/step @{0} | fits @{0} |", n);
     rule += "------:|------:|------:|------:|------:|:----|";
   }
@@ -203,17 +306,20 @@ int estimate_experiment(const EstimateRequest& r) {
         line += " n/a | n/a | n/a | n/a | n/a | n/a |";
         continue;
       }
-      const double speedup = baseline / row.step_s;
+      const double speedup = speedup_of(row, baseline);
       line += fmt::format(" {:.3g}{} | {:.2f} | {:.0f}% | {} | {} | {} |", row.step_s * 1e3, row.coarse ? "~" : "", speedup,
-                          100 * speedup / row.world_size, bytes_text(row.memory.peak()), bytes_text(row.bus_bytes),
+                          100 * speedup * target.baseline_world / row.world_size, bytes_text(row.memory.peak()), bytes_text(row.bus_bytes),
                           fits(row) ? "yes" : "NO");
     }
     std::cout << line << "\n";
   }
   std::cout << "\n";
   for (const auto& row : rows)
-    if (row.coarse && row.world_size == r.world_sizes.front())
+    if (row.coarse && row.world_size == target.world_sizes.front())
       std::cout << fmt::format("~ {}: coarse ({})\n", row.strategy, row.note);
+  for (const auto& row : rows)
+    if (!row.applicable && row.strategy != "single")
+      std::cout << fmt::format("n/a {} at {}: {}\n", row.strategy, row.world_size, row.note);
   for (const auto& note : profile.notes) std::cout << "note: " << note << "\n";
 
   // ---- estimate.json and estimate.csv ----
@@ -221,6 +327,8 @@ int estimate_experiment(const EstimateRequest& r) {
   j["experiment"] = e.experiment.name;
   j["file"] = r.file.string();
   j["predicted"] = true;
+  j["scaling"] = target.scaling;
+  j["baseline"] = fmt::format("{}@{}", target.baseline_strategy, target.baseline_world);
   Json pj = Json::object();
   pj["run_dir"] = profile.source;
   pj["device"] = profile.device;
@@ -239,6 +347,11 @@ int estimate_experiment(const EstimateRequest& r) {
     Json uj = Json::object();
     uj["name"] = u.name;
     uj["params"] = u.params;
+    uj["forward_s"] = u.forward_s;
+    uj["backward_s"] = u.backward_s;
+    uj["activation_bytes"] = u.activation_bytes;
+    uj["checkpointed_activation_bytes"] = u.checkpointed_bytes;
+    uj["checkpointed_backward_s"] = u.checkpointed_backward_s;
     unit_list.push_back(std::move(uj));
   }
   pj["units"] = std::move(unit_list);
@@ -260,7 +373,8 @@ int estimate_experiment(const EstimateRequest& r) {
       "params_bytes,grads_bytes,optimizer_bytes,activation_bytes,gathered_bytes,buffer_bytes,model_state_bytes,peak_bytes,"
       "bus_bytes_per_step,payload_bytes_per_step,collectives_per_step,fits,note\n";
   for (const auto& row : rows) {
-    const double speedup = row.applicable ? baseline / row.step_s : 0.0;
+    const double speedup = row.applicable ? speedup_of(row, baseline) : 0.0;
+    const double efficiency = speedup * target.baseline_world / row.world_size;
     Json o = Json::object();
     o["strategy"] = row.strategy;
     o["world_size"] = row.world_size;
@@ -269,11 +383,12 @@ int estimate_experiment(const EstimateRequest& r) {
     o["note"] = row.note;
     o["step_time_s"] = row.step_s;
     o["speedup"] = speedup;
-    o["efficiency"] = speedup / row.world_size;
+    o["efficiency"] = efficiency;
     o["compute_s"] = row.compute_s;
     o["exposed_comm_s"] = row.exposed_comm_s;
     o["comm_s"] = row.comm_s;
     o["memory"] = memory_json(row.memory);
+    if (row.process_peak > 0) o["memory"]["process_peak_bytes"] = row.process_peak;
     o["bus_bytes_per_step"] = row.bus_bytes;
     o["payload_bytes_per_step"] = row.payload_bytes;
     o["collectives_per_step"] = row.collectives;
@@ -282,7 +397,7 @@ int estimate_experiment(const EstimateRequest& r) {
     std::string note = row.note;
     std::replace(note.begin(), note.end(), ',', ';');
     csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", row.strategy, row.world_size,
-                       row.applicable, row.coarse, row.step_s, speedup, speedup / row.world_size, row.compute_s,
+                       row.applicable, row.coarse, row.step_s, speedup, efficiency, row.compute_s,
                        row.exposed_comm_s, row.comm_s, row.memory.params, row.memory.grads, row.memory.optimizer,
                        row.memory.activations, row.memory.gathered, row.memory.buffers, row.memory.state(),
                        row.memory.peak(), row.bus_bytes, row.payload_bytes, row.collectives, row.applicable && fits(row), note);

@@ -1,6 +1,8 @@
 #pragma once
 // `strata estimate EXPERIMENT --world-sizes 1,2,4,8`: every strategy's step time and memory per
-// rank at each world size, predicted from one profiled run and a network description.
+// rank at each world size, predicted from one profiled run and a network description. Given a
+// sweep file (`strata compare`'s), it estimates the sweep's base experiment with its [compare.set],
+// over the sweep's strategies, world sizes, scaling and baseline unless the command line names them.
 
 #include <filesystem>
 #include <string>
@@ -9,15 +11,16 @@
 namespace strata {
 
 struct EstimateRequest {
-  std::filesystem::path file;            ///< experiment TOML
-  std::vector<std::string> overrides;    ///< --set KEY=VALUE, for the experiment and its profile run
-  std::vector<int> world_sizes{1, 2, 4, 8};
-  std::filesystem::path network;         ///< `bench comms --json` file or TOML cluster spec; empty: an assumed one
-  std::vector<std::string> strategies;   ///< empty: the built-in ones
+  std::filesystem::path file;            ///< experiment TOML, or a sweep file
+  std::vector<std::string> overrides;    ///< --set KEY=VALUE, for the experiment and its profile run (a sweep's as compare takes them)
+  std::vector<int> world_sizes;          ///< empty: the sweep's, else 1, 2, 4, 8
+  /// `bench comms --json` files (one per world size measured) or one TOML cluster spec; empty: an assumed one
+  std::vector<std::filesystem::path> network;
+  std::vector<std::string> strategies;   ///< empty: the sweep's, else the built-in ones
   std::filesystem::path out;             ///< estimate.json and estimate.csv (and the profile run); empty: runs/<name>/estimate-<UTC>
   std::filesystem::path profile;         ///< a run directory to reuse; empty: run a short profile
   double device_memory_gib = 0;          ///< memory of one device; 0: the host's for CPU runs, 80 GiB for GPUs (assumed)
-  int profile_steps = 20;
+  int profile_steps = 40;
 };
 
 /// Returns the exit code (0; 1 when the profile run failed). Throws UsageError (exit 2) for an

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <toml++/toml.h>
 
 #include "strata/errors.hpp"
@@ -64,9 +66,15 @@ double BusbwTable::busbw_gbps(double bytes) const {
 
 double Network::intra_seconds(Collective c, double bytes, int n) const {
   if (n <= 1 || bytes <= 0) return 0.0;
-  auto it = measured.find(c);
-  if (it == measured.end() && c != Collective::kAllReduce) it = measured.find(Collective::kAllReduce);
-  if (it != measured.end()) {
+  // The table measured at the world size nearest to n (the larger of two as near).
+  const std::map<Collective, BusbwTable>* tables = nullptr;
+  int nearest = 0;
+  for (const auto& [ranks, t] : measured)
+    if (tables == nullptr || std::abs(ranks - n) <= std::abs(nearest - n)) tables = &t, nearest = ranks;
+  if (tables == nullptr) return level_seconds(intra, c, bytes, n);
+  auto it = tables->find(c);
+  if (it == tables->end() && c != Collective::kAllReduce) it = tables->find(Collective::kAllReduce);
+  if (it != tables->end()) {
     const double busbw = it->second.busbw_gbps(bytes);
     if (busbw > 0) return bytes * bus_factor(c, n) / (busbw * 1e9);
   }
@@ -125,6 +133,9 @@ Network network_from_bench_json(const std::string& text, const std::string& sour
   Network net;
   net.name = "bench comms " + source;
   net.gpus_per_node = 0;  // one host: every rank on one level
+  const Json* world = j.find("world_size");
+  const int ranks = world != nullptr ? static_cast<int>(world->number_or(0)) : 0;
+  auto& measured = net.measured[ranks];
   for (const Json& row : *rows->elements()) {
     const std::string name = row.find("collective") ? row.find("collective")->string_or("") : "";
     const double size = row.find("size_bytes") ? row.find("size_bytes")->number_or(0) : 0;
@@ -136,12 +147,11 @@ Network network_from_bench_json(const std::string& text, const std::string& sour
     else if (name == "broadcast") c = Collective::kBroadcast;
     else bad_network(source, fmt::format("a row names collective '{}'.", name));
     if (!(size > 0) || !(busbw > 0) || !std::isfinite(busbw)) continue;  // one rank or an empty size: nothing to learn
-    net.measured[c].points.emplace_back(size, busbw);
+    measured[c].points.emplace_back(size, busbw);
   }
-  if (net.measured.empty())
+  if (measured.empty())
     bad_network(source, "no row with a positive size and bus bandwidth (a benchmark at world size 1 measures none).");
-  for (auto& [c, table] : net.measured) std::sort(table.points.begin(), table.points.end());
-  const Json* world = j.find("world_size");
+  for (auto& [c, table] : measured) std::sort(table.points.begin(), table.points.end());
   const Json* backend = j.find("backend");
   const Json* device = j.find("device");
   net.description = fmt::format("measured by `strata bench comms` ({} {}, {} ranks): bus bandwidth by collective and "
@@ -203,6 +213,32 @@ Network load_network(const std::filesystem::path& file) {
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') return network_from_bench_json(text, file.string());
   return network_from_toml(text, file.string());
+}
+
+Network load_network(const std::vector<std::filesystem::path>& files) {
+  if (files.size() == 1) return load_network(files.front());
+  Network net;
+  std::vector<std::string> names, sizes;
+  for (const auto& file : files) {
+    Network one = load_network(file);
+    if (one.measured.empty())
+      bad_network(file.string(), "a cluster spec describes the whole network: give it alone, not with other files.");
+    for (auto& [ranks, tables] : one.measured) {
+      if (net.measured.count(ranks))
+        bad_network(file.string(), fmt::format("a second table measured at {} ranks: give one per world size.", ranks));
+      net.measured[ranks] = std::move(tables);
+      sizes.push_back(std::to_string(ranks));
+    }
+    if (names.empty()) net.description = one.description;
+    names.push_back(file.string());
+  }
+  net.gpus_per_node = 0;
+  net.name = "bench comms " + fmt::format("{}", fmt::join(names, ", "));
+  const auto cut = net.description.find(", ");
+  const auto rest = net.description.find("):");
+  if (cut != std::string::npos && rest != std::string::npos && cut < rest)  // "(gloo cpu, 4 ranks):" -> "(gloo cpu, 2, 3, 4 ranks):"
+    net.description.replace(cut + 2, rest - cut - 2, fmt::format("{} ranks", fmt::join(sizes, ", ")));
+  return net;
 }
 
 }  // namespace strata::estimate

@@ -12,7 +12,9 @@
 // A measured table (`strata bench comms --json`) replaces the intra-node level's figures: its
 // busbw for the collective, interpolated in log(size) between the measured sizes (the nearest end
 // beyond them), gives the time S x factor(k) / busbw, latency included (busbw at small sizes is
-// latency-bound).
+// latency-bound). Several tables (one `bench comms` run per world size: on a shared host, or
+// through a switch, bus bandwidth depends on how many ranks take part) are kept by the world size
+// they were measured at, and a collective over k ranks reads the table measured nearest to k.
 
 #include <filesystem>
 #include <map>
@@ -44,7 +46,8 @@ struct Network {
   int gpus_per_node = 8;     ///< ranks per node; 0: every rank on one node
   Link intra;
   Link inter;
-  std::map<Collective, BusbwTable> measured;  ///< intra-node, from `bench comms` (may be empty)
+  /// Intra-node, from `bench comms`, by the world size each table was measured at (may be empty).
+  std::map<int, std::map<Collective, BusbwTable>> measured;
 
   /// Seconds for collective `c` of `bytes` (S, as nccl-tests counts it) over `n` ranks: consecutive
   /// ranks packed on nodes of gpus_per_node, or `per_node` of the group on each node (1: every rank
@@ -59,6 +62,9 @@ struct Network {
 /// spec ([cluster] gpus_per_node, intra_node_gbps, intra_node_latency_us, inter_node_gbps,
 /// inter_node_latency_us). Throws ConfigError naming the file and what is wrong.
 Network load_network(const std::filesystem::path& file);
+/// Several files: `bench comms` JSON files (of different world sizes) merge into one network; a
+/// cluster spec stands alone. Throws UsageError for a mix, or two tables of one world size.
+Network load_network(const std::vector<std::filesystem::path>& files);
 Network network_from_bench_json(const std::string& text, const std::string& source);
 Network network_from_toml(const std::string& text, const std::string& source);
 

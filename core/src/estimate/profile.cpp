@@ -19,7 +19,7 @@ double number_at(const Json& j, const std::string& path, double fallback) {
 }
 }  // namespace
 
-Profile read_profile(const std::filesystem::path& run_dir, const Experiment& e, std::vector<UnitProfile> units) {
+Profile read_profile(const std::filesystem::path& run_dir, const Experiment& e) {
   const auto file = run_dir / "summary.json";
   std::ifstream in(file, std::ios::binary);
   const std::string fix = "Give --profile a run directory of `strata run` at world size 1 that finished, or leave --profile "
@@ -49,14 +49,32 @@ Profile read_profile(const std::filesystem::path& run_dir, const Experiment& e, 
   p.global_batch = number_at(j, "global_batch_size", 1);
   p.micro_batches = static_cast<int>(number_at(j, "micro_batches", 1));
   p.step_s = number_at(j, "steady_step_time_s", number_at(j, "step_time_s", 0));
-  p.compute_s = number_at(j, "time_breakdown_s.compute", -1);
-  p.optimizer_s = number_at(j, "time_breakdown_s.optimizer", 0);
-  p.data_s = number_at(j, "time_breakdown_s.data", 0);
+  p.threads = static_cast<int>(number_at(j, "threads", 0));
+  p.host_threads = static_cast<int>(number_at(j, "host_threads", 0));
+  // The steady step's phases (medians over the steps steady_step_time_s covers); older summaries
+  // have the mean over every step only, which the first steps inflate.
+  const bool steady = j.at_path("time_breakdown_steady_s.compute") != nullptr &&
+                      j.at_path("time_breakdown_steady_s.compute")->is_number();
+  const std::string breakdown = steady ? "time_breakdown_steady_s." : "time_breakdown_s.";
+  p.compute_s = number_at(j, breakdown + "compute", -1);
+  p.optimizer_s = number_at(j, breakdown + "optimizer", 0);
+  p.data_s = number_at(j, breakdown + "data", 0);
   if (p.compute_s < 0) {
     p.compute_s = std::max(0.0, p.step_s - p.optimizer_s - p.data_s);
     p.notes.push_back("the profile has no time breakdown: the whole step counts as compute");
   }
+  const double phases = p.compute_s + p.optimizer_s + p.data_s;
+  if (phases > p.step_s && phases > 0) {
+    // Medians (or means) of the phases need not add up to the median step: scaled to it.
+    const double f = p.step_s / phases;
+    p.compute_s *= f;
+    p.optimizer_s *= f;
+    p.data_s *= f;
+    if (!steady) p.notes.push_back("the profile's time breakdown is a mean over every step: scaled to its steady step");
+  }
   p.other_s = std::max(0.0, p.step_s - p.compute_s - p.optimizer_s - p.data_s);
+  if (p.device == "cpu" && p.host_threads <= 0)
+    p.notes.push_back("the profile does not say how many threads it computed with: ranks sharing a host's cores are not modelled");
   p.state_bytes = number_at(j, "memory.model_state_bytes.params", 0) + number_at(j, "memory.model_state_bytes.grads", 0) +
                   number_at(j, "memory.model_state_bytes.optimizer", 0);
   p.peak_tensor_bytes = number_at(j, "memory.peak_tensor_bytes", 0);
@@ -66,21 +84,44 @@ Profile read_profile(const std::filesystem::path& run_dir, const Experiment& e, 
   p.momentum = e.optimizer.momentum;
   p.param_dtype = e.precision.param_dtype;
   p.reduce_dtype = e.precision.reduce_dtype;
-  double unit_total = 0;
-  for (const auto& u : units) unit_total += u.params;
-  if (!units.empty() && (p.parameters <= 0 || unit_total == p.parameters)) {
-    p.units = std::move(units);
-    if (p.parameters <= 0) p.parameters = unit_total;
-    p.notes.push_back(fmt::format("per-unit compute split by each of the {} units' share of the parameters (the profile has "
-                                  "no per-unit times; per-unit profiling would be finer)",
-                                  p.units.size()));
-  } else {
-    p.notes.push_back("the model's units are unknown here: one unit of every parameter (coarser gathers and buckets)");
-  }
   if (p.parameters <= 0)
     throw UsageError(fmt::format("profile {}: summary.json has no parameter count.", run_dir.string()), fix);
   p.notes.push_back("activations per example from the profile's tensor peak less its model state, scaled by each rank's batch");
   return p;
+}
+
+void attach_units(Profile& p, std::vector<UnitProfile> units) {
+  double unit_total = 0;
+  for (const auto& u : units) unit_total += u.params;
+  if (units.empty() || unit_total != p.parameters) {
+    p.notes.push_back("the model's units are unknown here: one unit of every parameter (coarser gathers and buckets)");
+    return;
+  }
+  p.units = std::move(units);
+  double measured = 0;
+  bool timed = true;
+  for (const auto& u : p.units) {
+    timed = timed && u.forward_s >= 0 && u.backward_s >= 0;
+    measured += std::max(0.0, u.forward_s) + std::max(0.0, u.backward_s);
+  }
+  if (!timed || measured <= 0) {
+    p.notes.push_back(fmt::format("per-unit compute split by each of the {} units' share of the parameters (no per-unit "
+                                  "times measured)",
+                                  p.units.size()));
+    return;
+  }
+  // The units' measured proportions of the run's steady compute (forward and backward of every micro-batch).
+  const double scale = p.compute_s / measured;
+  std::string shares;
+  for (auto& u : p.units) {
+    shares += fmt::format("{}{} {:.0f}%", shares.empty() ? "" : ", ", u.name, 100 * (u.forward_s + u.backward_s) / measured);
+    u.forward_s *= scale;
+    u.backward_s *= scale;
+  }
+  p.per_unit_times = true;
+  p.notes.push_back(fmt::format("per-unit compute measured unit by unit on one micro-batch ({}), scaled to the run's "
+                                "steady compute",
+                                shares));
 }
 
 }  // namespace strata::estimate

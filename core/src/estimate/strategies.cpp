@@ -34,11 +34,20 @@ struct Shape {
   double reduce_bytes;  ///< per element reduced (the reduce dtype)
   double opt_bytes;     ///< optimizer state per element
 
-  Shape(const Profile& profile, int world, double batch_share) : p(profile), n(world), micro(std::max(1, profile.micro_batches)) {
+  double batch_scale;  ///< this world size's global batch over the profile's
+  double slowdown;     ///< host_compute_factor(): a rank's compute against the profile's, same work
+
+  /// At `world` ranks (or devices) that share the global batch equally.
+  Shape(const EstimateInput& in, int world)
+      : Shape(*in.profile, world, in.batch_scale / world, in.batch_scale,
+              host_compute_factor(*in.profile, *in.network, world)) {}
+
+  Shape(const Profile& profile, int world, double batch_share, double global_scale, double factor)
+      : p(profile), n(world), micro(std::max(1, profile.micro_batches)), batch_scale(global_scale), slowdown(factor) {
     if (p.units.empty()) unit_params.push_back(p.parameters);
     for (const auto& u : p.units) unit_params.push_back(u.params);
     const double total = std::accumulate(unit_params.begin(), unit_params.end(), 0.0);
-    const double scale = batch_share / micro;
+    const double scale = batch_share * slowdown / micro;
     for (std::size_t u = 0; u < unit_params.size(); ++u) {
       const double share = total > 0 ? unit_params[u] / total : 1.0 / static_cast<double>(unit_params.size());
       const UnitProfile* up = p.units.empty() ? nullptr : &p.units[u];
@@ -54,7 +63,9 @@ struct Shape {
   }
   std::size_t units() const { return unit_params.size(); }
   double total() const { return std::accumulate(unit_params.begin(), unit_params.end(), 0.0); }
-  double activations() const { return p.activation_bytes_per_sample * p.global_batch / n / micro; }
+  double activations() const { return p.activation_bytes_per_sample * p.global_batch * batch_scale / n / micro; }
+  /// The optimizer step over `share` of the parameters, on this rank.
+  double optimizer_s(double share) const { return p.optimizer_s * share * slowdown; }
   double largest_unit() const { return *std::max_element(unit_params.begin(), unit_params.end()); }
 };
 
@@ -95,7 +106,8 @@ std::vector<int> forward_pass(Schedule& s, const Shape& sh, int m, std::vector<i
 
 StrategyEstimate finish(StrategyEstimate e, const Shape& sh, const Network& net, double data_share) {
   const Simulation sim = simulate(e.schedule, net);
-  e.step_s = sim.step_s + sh.p.data_s * data_share + sh.p.other_s;
+  // Fetching a batch computes on the rank's threads; the rest of the step (fixed host work) does not scale.
+  e.step_s = sim.step_s + sh.p.data_s * data_share * sh.batch_scale * sh.slowdown + sh.p.other_s;
   e.compute_s = sim.busy_s.count("compute") ? sim.busy_s.at("compute") : 0.0;
   e.exposed_comm_s = sim.exposed_comm_s;
   for (const auto& [stream, busy] : sim.busy_s)
@@ -117,7 +129,7 @@ StrategyEstimate start(const std::string& name, const EstimateInput& in) {
 
 StrategyEstimate build_single(const EstimateInput& in) {
   auto e = start("single", in);
-  const Shape sh(*in.profile, 1, 1.0);
+  const Shape sh(*in.profile, 1, 1.0, 1.0, 1.0);
   if (in.world_size != 1) {
     e.applicable = false;
     e.note = "single runs at world size 1 only";
@@ -126,7 +138,7 @@ StrategyEstimate build_single(const EstimateInput& in) {
     forward_pass(e.schedule, sh, m);
     for (std::size_t k = sh.units(); k-- > 0;) e.schedule.compute(fmt::format("backward {} (micro {})", k, m), sh.backward_s[k]);
   }
-  e.schedule.compute("optimizer", sh.p.optimizer_s);
+  e.schedule.compute("optimizer", sh.optimizer_s(1.0));
   const double psi = sh.total();
   e.memory.params = psi * sh.param_bytes;
   e.memory.grads = psi * 4.0;
@@ -141,7 +153,7 @@ StrategyEstimate build_single(const EstimateInput& in) {
 StrategyEstimate build_dp(const EstimateInput& in) {
   auto e = start("dp", in);
   const int k = in.world_size;
-  const Shape sh(*in.profile, k, 1.0 / k);
+  const Shape sh(in, k);
   const double psi = sh.total();
   std::vector<int> reduces;
   for (int m = 0; m < sh.micro; ++m) {
@@ -153,7 +165,7 @@ StrategyEstimate build_dp(const EstimateInput& in) {
       reduces.push_back(e.schedule.collective(fmt::format("gradients to device 0 (micro {})", m), Collective::kBroadcast,
                                               (k - 1) * psi * 4.0, 2, {last}));
   }
-  const int opt = e.schedule.compute("optimizer", sh.p.optimizer_s, reduces);
+  const int opt = e.schedule.compute("optimizer", sh.optimizer_s(1.0), reduces);
   if (k > 1)
     e.schedule.collective("parameters to the replicas", Collective::kBroadcast, (k - 1) * psi * sh.gather_bytes, 2, {opt});
   e.memory.params = psi * sh.param_bytes;
@@ -163,6 +175,8 @@ StrategyEstimate build_dp(const EstimateInput& in) {
   e.memory.buffers = k > 1 ? psi * 4.0 : 0.0;  // a replica's gradients arriving on device 0
   e.memory.transient_step = psi * 4.0;
   e.note = "one process: replicas on devices of one node";
+  if (sh.p.device == "cpu" && k > 1)  // every replica in the process's memory: K-1 more parameters, gradients, activations
+    e.process_peak = e.memory.peak() + (k - 1) * (psi * sh.param_bytes + psi * 4.0 + e.memory.activations);
   return finish(std::move(e), sh, *in.network, 1.0);
 }
 
@@ -173,7 +187,7 @@ enum class Replicated { kDdp, kZero1, kZero2 };
 StrategyEstimate build_replicated(const std::string& name, Replicated kind, const EstimateInput& in) {
   auto e = start(name, in);
   const int n = in.world_size;
-  const Shape sh(*in.profile, n, 1.0 / n);
+  const Shape sh(in, n);
   const bool ddp = kind == Replicated::kDdp;
   const double cap = (ddp ? in.options.number("bucket_cap_mb", 25.0) : in.options.number("reduce_bucket_mb", 25.0)) * kMiB;
   const bool overlap = ddp || in.options.flag("overlap", true);
@@ -214,7 +228,7 @@ StrategyEstimate build_replicated(const std::string& name, Replicated kind, cons
   const double psi_padded = ddp ? psi : std::accumulate(groups.begin(), groups.end(), 0.0,
                                                         [](double a, const Group& g) { return a + g.elements; });
   const double owned = ddp ? psi : psi_padded / n;
-  const int opt = e.schedule.compute("optimizer", sh.p.optimizer_s * owned / psi, reductions);
+  const int opt = e.schedule.compute("optimizer", sh.optimizer_s(owned / psi), reductions);
   if (!ddp) {
     const double gather_cap = in.options.number("allgather_bucket_mb", 0.0) * kMiB;
     if (gather_cap <= 0) {
@@ -264,7 +278,7 @@ struct ShardedPlan {
 StrategyEstimate build_sharded(const std::string& name, const ShardedPlan& plan, const EstimateInput& in) {
   auto e = start(name, in);
   const int n = in.world_size;
-  const Shape sh(*in.profile, n, 1.0 / n);
+  const Shape sh(in, n);
   const int g = plan.replicated ? 1 : plan.shard;
   std::vector<double> unit(sh.units());
   for (std::size_t u = 0; u < unit.size(); ++u) unit[u] = plan.replicated ? sh.unit_params[u] : padded(sh.unit_params[u], g);
@@ -318,13 +332,13 @@ StrategyEstimate build_sharded(const std::string& name, const ShardedPlan& plan,
   }
   const double psi = std::accumulate(unit.begin(), unit.end(), 0.0);
   const double owned = psi / g;
-  e.schedule.compute("optimizer", sh.p.optimizer_s * owned / std::max(1.0, sh.total()), reductions);
+  e.schedule.compute("optimizer", sh.optimizer_s(owned / std::max(1.0, sh.total())), reductions);
   const double pe = element_bytes(sh.p.param_dtype);
   e.memory.params = plan.replicated ? psi * sh.param_bytes : owned * pe + (pe < 4 ? owned * 4.0 : 0.0);
   e.memory.grads = owned * 4.0;
   e.memory.optimizer = owned * sh.opt_bytes;
   e.memory.activations = sh.activations();
-  if (!plan.replicated) {
+  if (!plan.replicated && g > 1) {  // a shard of one rank is the whole unit: nothing is gathered
     if (!plan.gather_in_backward) {
       // SHARD_GRAD_OP: every unit stays gathered from its forward to its backward.
       e.memory.gathered = psi * sh.gather_bytes + sh.largest_unit() * 4.0;
@@ -388,7 +402,7 @@ StrategyEstimate build_declared(const std::string& name, const EstimateInput& in
   auto e = start(name, in);
   e.coarse = true;
   const int n = in.world_size;
-  const Shape sh(*in.profile, n, 1.0 / n);
+  const Shape sh(in, n);
   const double psi = sh.total();
   int last = -1;
   for (int m = 0; m < sh.micro; ++m) {
@@ -403,7 +417,7 @@ StrategyEstimate build_declared(const std::string& name, const EstimateInput& in
       deps.push_back(e.schedule.collective("declared traffic", Collective::kAllGather, units * psi * 4.0, n, {last}));
   }
   const double share = f.optimizer ? 1.0 / n : 1.0;
-  e.schedule.compute("optimizer", sh.p.optimizer_s * share, deps);
+  e.schedule.compute("optimizer", sh.optimizer_s(share), deps);
   e.memory.params = psi * sh.param_bytes / (f.params ? n : 1);
   e.memory.grads = psi * 4.0 / (f.grads ? n : 1);
   e.memory.optimizer = psi * sh.opt_bytes * share;
@@ -416,6 +430,22 @@ StrategyEstimate build_declared(const std::string& name, const EstimateInput& in
 }
 
 }  // namespace
+
+double host_compute_factor(const Profile& p, const Network& net, int world) {
+  if (p.device != "cpu" || p.threads <= 0 || p.host_threads <= 0) return 1.0;
+  const int local = net.gpus_per_node > 0 ? std::min(world, net.gpus_per_node) : world;
+  const int threads = std::max(1, p.host_threads / std::max(1, local));
+  // L ranks of `threads` threads on T hardware threads run in ceil(L x threads / T) rounds: a rank's
+  // threads are scheduled whole, so 3 one-thread ranks on 2 cores take two rounds, not one and a half.
+  const double oversubscribed =
+      std::max(1.0, std::ceil(static_cast<double>(local) * threads / static_cast<double>(p.host_threads)));
+  const double work = p.compute_s + p.optimizer_s + p.data_s;
+  const auto measured = p.compute_by_threads.find(threads);
+  const double slower = threads == p.threads ? 1.0
+                        : measured != p.compute_by_threads.end() && work > 0 ? measured->second / work
+                                                                             : static_cast<double>(p.threads) / threads;
+  return slower * oversubscribed;
+}
 
 double MemoryEstimate::peak() const {
   return state() + std::max(activations + gathered + buffers, transient_step);

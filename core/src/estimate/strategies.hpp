@@ -21,6 +21,10 @@ struct UnitProfile {
   double params = 0;           ///< elements
   double forward_s = -1;       ///< per step on one device; < 0: split from the step's compute
   double backward_s = -1;
+  // Measured by the per-unit profile (model_units with timing), per micro-batch; < 0: not measured.
+  double activation_bytes = -1;         ///< held from the unit's forward to its backward (its output included)
+  double checkpointed_bytes = -1;       ///< the same with the unit checkpointed (its input saved, the rest recomputed)
+  double checkpointed_backward_s = -1;  ///< backward with the forward recomputed first
 };
 
 /// What one run on one device (a `single` run) says about the experiment.
@@ -33,6 +37,11 @@ struct Profile {
   bool per_unit_times = false;     ///< the units' times were measured (else split by parameter share)
   double global_batch = 1;
   int micro_batches = 1;
+  int threads = 0;                 ///< CPU: the intra-op threads the profile computed with (0: unknown)
+  int host_threads = 0;            ///< CPU: the hardware threads of its host (0: unknown)
+  /// CPU: compute + optimizer + data of the same step measured with fewer threads (threads -> seconds);
+  /// a count not here is taken to scale linearly from `threads`.
+  std::map<int, double> compute_by_threads;
   // Per optimizer step on one device, seconds:
   double step_s = 0;               ///< steady step time
   double compute_s = 0;            ///< forward + backward of every micro-batch
@@ -93,6 +102,9 @@ struct StrategyEstimate {
   double payload_bytes = 0;
   int collectives = 0;
   MemoryEstimate memory;
+  /// > 0: what the whole process holds, where one process holds several devices' replicas on the
+  /// host (dp on the CPU), as such a run measures it.
+  double process_peak = 0;
   Schedule schedule;
 };
 
@@ -101,8 +113,19 @@ struct EstimateInput {
   const Profile* profile = nullptr;
   const Network* network = nullptr;
   int world_size = 1;
+  /// The global batch at this world size over the profile's: 1 in strong scaling, N / the baseline's
+  /// N in weak scaling (the batch per rank fixed).
+  double batch_scale = 1;
   StrategyOptions options;
 };
+
+/// How much longer a rank's computation takes at `world` than the profile's on one device, for the
+/// same work: 1 on GPUs (a device per rank). On the CPU the ranks of a host share its hardware
+/// threads: a rank computes with max(1, T / L) threads (T the host's threads, L its ranks there, as
+/// `strata run` sets them) where the profile had `threads`, and L x that above T time-shares the
+/// cores in ceil(L x threads / T) rounds (a rank's threads are scheduled whole). The step's work at a rank's thread count is Profile::compute_by_threads's where measured,
+/// else taken to scale linearly (a host's throughput then is what the profile measured).
+double host_compute_factor(const Profile& profile, const Network& network, int world);
 
 using Builder = std::function<StrategyEstimate(const EstimateInput&)>;
 

@@ -1,0 +1,112 @@
+#include "compare/accuracy.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "compare/stats.hpp"
+
+namespace strata {
+
+namespace {
+
+const Json* predicted_row(const Json& estimate, const std::string& strategy, int world) {
+  const Json* rows = estimate.find("rows");
+  if (rows == nullptr || rows->elements() == nullptr) return nullptr;
+  for (const auto& row : *rows->elements()) {
+    const Json* s = row.find("strategy");
+    const Json* n = row.find("world_size");
+    if (s != nullptr && n != nullptr && s->string_or("") == strategy && static_cast<int>(n->number_or(0)) == world)
+      return &row;
+  }
+  return nullptr;
+}
+
+double number(const Json& j, const std::string& path) {
+  const Json* v = j.at_path(path);
+  return v != nullptr ? v->number_or(NAN) : NAN;
+}
+
+std::string percent(double e) { return std::isfinite(e) ? fmt::format("{:+.1f}%", 100 * e) : "n/a"; }
+
+std::string mib(double b) { return std::isfinite(b) ? fmt::format("{:.2f}", b / (1024.0 * 1024.0)) : "n/a"; }
+
+}  // namespace
+
+Accuracy accuracy(const std::vector<ReportCell>& cells, const Json& estimate) {
+  Accuracy a;
+  std::vector<double> time_errors, memory_errors;
+  for (const auto& cell : cells) {
+    if (cell.ok == 0) continue;
+    const Json* p = predicted_row(estimate, cell.series, cell.world_size);
+    if (p == nullptr) {
+      a.unmatched.push_back(cell.name());
+      continue;
+    }
+    if (const Json* applicable = p->find("applicable"); applicable != nullptr && !applicable->bool_or(true)) continue;
+    AccuracyRow r;
+    r.strategy = cell.series;
+    r.world_size = cell.world_size;
+    r.predicted_s = number(*p, "step_time_s");
+    r.measured_s = cell.step_time_s.median;
+    const double process = number(*p, "memory.process_peak_bytes");
+    r.process_bytes = std::isfinite(process) && process > 0;
+    r.predicted_bytes = r.process_bytes ? process : number(*p, "memory.peak_bytes");
+    r.measured_bytes = cell.peak_tensor_bytes.n > 0 ? cell.peak_tensor_bytes.median : NAN;
+    if (const Json* coarse = p->find("coarse")) r.coarse = coarse->bool_or(false);
+    if (r.world_size > 1) {
+      if (std::isfinite(r.time_error())) time_errors.push_back(std::fabs(r.time_error()));
+      if (std::isfinite(r.memory_error())) memory_errors.push_back(std::fabs(r.memory_error()));
+    }
+    a.rows.push_back(r);
+  }
+  a.counted = time_errors.size();
+  a.median_time_error = time_errors.empty() ? NAN : stats::spread(time_errors).median;
+  a.median_memory_error = memory_errors.empty() ? NAN : stats::spread(memory_errors).median;
+  return a;
+}
+
+std::string accuracy_markdown(const Accuracy& a) {
+  std::string md =
+      "| strategy | N | predicted ms | measured ms | error | predicted MiB | measured MiB | error |\n"
+      "|:---------|--:|------:|------:|------:|------:|------:|------:|\n";
+  for (const auto& r : a.rows)
+    md += fmt::format("| {}{} | {} | {:.2f} | {:.2f} | {} | {}{} | {} | {} |\n", r.strategy, r.coarse ? " ~" : "",
+                      r.world_size, 1e3 * r.predicted_s, 1e3 * r.measured_s, percent(r.time_error()),
+                      mib(r.predicted_bytes), r.process_bytes ? " (process)" : "", mib(r.measured_bytes),
+                      percent(r.memory_error()));
+  md += fmt::format("\nMedian absolute error over the {} cells above world size 1: step time {}, peak memory {}.\n",
+                    a.counted, std::isfinite(a.median_time_error) ? fmt::format("{:.1f}%", 100 * a.median_time_error) : "n/a",
+                    std::isfinite(a.median_memory_error) ? fmt::format("{:.1f}%", 100 * a.median_memory_error) : "n/a");
+  auto worst = [&](auto error, const char* what) {
+    std::vector<const AccuracyRow*> rows;
+    for (const auto& r : a.rows)
+      if (r.world_size > 1 && std::isfinite(error(r))) rows.push_back(&r);
+    std::sort(rows.begin(), rows.end(), [&](auto* x, auto* y) { return std::fabs(error(*x)) > std::fabs(error(*y)); });
+    std::string list;
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, rows.size()); ++i)
+      list += fmt::format("{}{}@{} ({})", i ? ", " : "", rows[i]->strategy, rows[i]->world_size, percent(error(*rows[i])));
+    return list.empty() ? std::string() : fmt::format("Worst {}: {}.\n", what, list);
+  };
+  md += worst([](const AccuracyRow& r) { return r.time_error(); }, "step time");
+  md += worst([](const AccuracyRow& r) { return r.memory_error(); }, "memory");
+  if (!a.unmatched.empty()) {
+    md += "Not predicted (a cell of another axis than strategy and world size): ";
+    for (std::size_t i = 0; i < a.unmatched.size(); ++i) md += (i ? ", " : "") + a.unmatched[i];
+    md += ".\n";
+  }
+  return md;
+}
+
+std::string accuracy_csv(const Accuracy& a) {
+  std::string csv =
+      "strategy,world_size,predicted_step_time_s,measured_step_time_s,step_time_error,predicted_peak_bytes,"
+      "measured_peak_bytes,memory_error,process_bytes,coarse\n";
+  for (const auto& r : a.rows)
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", r.strategy, r.world_size, r.predicted_s, r.measured_s,
+                       r.time_error(), r.predicted_bytes, r.measured_bytes, r.memory_error(), r.process_bytes, r.coarse);
+  return csv;
+}
+
+}  // namespace strata

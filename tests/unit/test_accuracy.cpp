@@ -1,0 +1,77 @@
+// `strata compare --estimate`: predictions paired with measured cells, and the errors reported.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "compare/accuracy.hpp"
+
+namespace {
+
+strata::ReportCell cell(const std::string& series, int world, std::vector<double> times, double peak) {
+  strata::ReportCell c;
+  c.series = series;
+  c.world_size = world;
+  c.runs = c.ok = times.size();
+  c.step_time_s = strata::stats::spread(std::move(times));
+  c.peak_tensor_bytes = strata::stats::spread({peak});
+  return c;
+}
+
+strata::Json row(const std::string& strategy, int world, double step, double peak, double process = 0,
+                 bool applicable = true) {
+  strata::Json r = strata::Json::object();
+  r["strategy"] = strategy;
+  r["world_size"] = world;
+  r["applicable"] = applicable;
+  r["step_time_s"] = step;
+  r["memory"] = strata::Json::object();
+  r["memory"]["peak_bytes"] = peak;
+  if (process > 0) r["memory"]["process_peak_bytes"] = process;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("accuracy: each cell's prediction against its median, medians over world sizes above 1") {
+  strata::Json e = strata::Json::object();
+  e["rows"] = strata::Json::array();
+  e["rows"].push_back(row("single", 1, 0.010, 1000));
+  e["rows"].push_back(row("ddp", 2, 0.011, 1100));          // +10% time, +10% memory
+  e["rows"].push_back(row("zero3", 2, 0.015, 600));         // -25% time, -40% memory
+  e["rows"].push_back(row("dp", 2, 0.012, 800, 1500));      // the process's figure is the one compared
+  e["rows"].push_back(row("ddp", 3, 0.020, 900, 0, false)); // not applicable: no row
+  const std::vector<strata::ReportCell> cells = {
+      cell("single", 1, {0.009, 0.010, 0.012}, 1000), cell("ddp", 2, {0.010, 0.011, 0.009}, 1000),
+      cell("zero3", 2, {0.020}, 1000), cell("dp", 2, {0.012}, 1500), cell("ddp", 3, {0.02}, 900),
+      cell("ddp, lr=0.1", 2, {0.01}, 1000)};
+  const auto a = strata::accuracy(cells, e);
+  REQUIRE(a.rows.size() == 4);
+  CHECK(a.rows[0].time_error() == doctest::Approx(0.0));
+  CHECK(a.rows[1].time_error() == doctest::Approx(0.10));
+  CHECK(a.rows[1].memory_error() == doctest::Approx(0.10));
+  CHECK(a.rows[2].time_error() == doctest::Approx(-0.25));
+  CHECK(a.rows[3].process_bytes);
+  CHECK(a.rows[3].memory_error() == doctest::Approx(0.0));
+  // Over ddp@2, zero3@2 and dp@2 (single@1 is the profile's own cell): |errors| 0.10, 0.25, 0.
+  CHECK(a.counted == 3);
+  CHECK(a.median_time_error == doctest::Approx(0.10));
+  CHECK(a.median_memory_error == doctest::Approx(0.10));
+  REQUIRE(a.unmatched.size() == 1);
+  CHECK(a.unmatched[0] == "ddp, lr=0.1@2");
+  const std::string md = strata::accuracy_markdown(a);
+  CHECK(md.find("| zero3 | 2 | 15.00 | 20.00 | -25.0% |") != std::string::npos);
+  CHECK(md.find("step time 10.0%, peak memory 10.0%") != std::string::npos);
+  CHECK(md.find("Worst step time: zero3@2 (-25.0%), ddp@2 (+10.0%), dp@2 (+0.0%).") != std::string::npos);
+  CHECK(md.find("| dp | 2 | 12.00 | 12.00 | +0.0% | 0.00 (process) |") != std::string::npos);
+  CHECK(strata::accuracy_csv(a).find("zero3,2,0.015,0.02,-0.25") != std::string::npos);
+}
+
+TEST_CASE("accuracy: no cell above world size 1 leaves the medians undefined, not zero") {
+  strata::Json e = strata::Json::object();
+  e["rows"] = strata::Json::array();
+  e["rows"].push_back(row("single", 1, 0.010, 1000));
+  const auto a = strata::accuracy({cell("single", 1, {0.01}, 1000)}, e);
+  CHECK(a.counted == 0);
+  CHECK(std::isnan(a.median_time_error));
+  CHECK(strata::accuracy_markdown(a).find("step time n/a, peak memory n/a") != std::string::npos);
+}
