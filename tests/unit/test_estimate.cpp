@@ -243,7 +243,16 @@ TEST_CASE("estimate: memory per rank by the strategies' sharding") {
   CHECK(z1.state() == doctest::Approx(8 * psi + 8 * psi / 3));
   const auto z2 = run("zero2", p, 3).memory;
   CHECK(z2.state() == doctest::Approx(4 * psi + 12 * psi / 3));
-  CHECK(z2.buffers == doctest::Approx(600 * 4.0));  // the larger unit's gradients, before they are reduced
+  // The larger unit's gradients, before they are reduced; on the CPU also Gloo's clone of the group
+  // a reduce-scatter into a separate chunk all-reduces (one group of 900 here).
+  CHECK(z2.buffers == doctest::Approx(600 * 4.0 + 900 * 4.0));
+  auto gpu = p;
+  gpu.device = "cuda";
+  CHECK(run("zero2", gpu, 3).memory.buffers == doctest::Approx(600 * 4.0));
+  CHECK(run("zero1", gpu, 3).memory.buffers == 0.0);
+  CHECK(run("zero1", p, 3).memory.buffers == doctest::Approx(900 * 4.0));
+  // At world size 1 a unit is not gathered, only its gradients staged: 600 x 4 bytes.
+  CHECK(run("zero3", p, 1).memory.gathered == doctest::Approx(600 * 4.0));
   const auto z3 = run("zero3", p, 3).memory;
   CHECK(z3.state() == doctest::Approx(16 * psi / 3));
   // In backward: unit 1 (300) gathered with its gradients plus unit 0 (600) prefetched, or unit 0
@@ -320,6 +329,15 @@ TEST_CASE("estimate: CPU ranks share their host's threads, GPU ranks compute alo
   // So a CPU host's step compute stays what the profile measured in strong scaling: 9 ms.
   p.threads = 8;
   CHECK(run("ddp", p, 4).compute_s == doctest::Approx(9e-3 + 1e-3 * 4.0));  // the optimizer step on 4x fewer threads
+  // [train] threads = 1 fixes every rank's threads: 4 ranks use 4 of the 8 cores, each 8x slower
+  // than the 8-thread profile (linear, unmeasured), no time-sharing.
+  auto fixed = p;
+  fixed.rank_threads = 1;
+  CHECK(es::rank_threads(fixed, one_host, 4) == 1);
+  CHECK(es::host_compute_factor(fixed, one_host, 4) == doctest::Approx(8.0));
+  fixed.compute_by_threads[1] = 50e-3;  // measured: 50 ms at 1 thread against the profile's 10 ms
+  CHECK(es::host_compute_factor(fixed, one_host, 4) == doctest::Approx(5.0));
+  CHECK(es::host_compute_factor(fixed, one_host, 16) == doctest::Approx(10.0));  // 16 one-thread ranks: 2 rounds
   // GPUs, and profiles that do not say their threads: one device per rank.
   auto gpu = p;
   gpu.device = "cuda";

@@ -144,6 +144,55 @@ fs::path run_profile(const EstimateTarget& t, const EstimateRequest& r, const Ex
   return dir;
 }
 
+/// The profile: the run (RUN_DIR, or one started now), the model's units timed one by one, and on
+/// the CPU a run for each thread count the ranks will use that differs from the run's.
+estimate::Profile measure_profile(const EstimateTarget& target, const EstimateRequest& r, const Experiment& e,
+                                  const estimate::Network& network, const fs::path& out) {
+  const fs::path profile_dir = r.profile.empty() ? run_profile(target, r, e, out) : r.profile;
+  estimate::Profile profile = estimate::read_profile(profile_dir, e);
+  try {
+    estimate::UnitTiming timing;
+    timing.device = profile.device;
+    timing.threads = profile.threads;
+    std::cout << fmt::format("profile: the model's units one by one on {}", profile.device) << std::endl;
+    estimate::attach_units(profile, estimate::model_units(e, &timing));
+  } catch (const std::exception& ex) {
+    profile.notes.push_back(std::string("the model's units could not be profiled here (") + ex.what() + ")");
+    estimate::attach_units(profile, {});
+  }
+  if (profile.device == "cpu" && profile.threads > 0 && profile.host_threads > 0) {
+    // CPU ranks compute with fewer threads than the profile did: how much slower, measured rather
+    // than assumed, by short runs with each such count between two with the profile's own count,
+    // so that the ratio compares runs of one moment of a shared machine.
+    std::vector<int> counts;
+    for (int n : target.world_sizes) {
+      const int threads = estimate::rank_threads(profile, network, n);
+      if (threads != profile.threads && std::find(counts.begin(), counts.end(), threads) == counts.end())
+        counts.push_back(threads);
+    }
+    if (!counts.empty()) {
+      auto work = [&](int threads, const std::string& dir) {
+        const auto p = estimate::read_profile(run_profile(target, r, e, out / dir, threads), e);
+        return p.compute_s + p.optimizer_s + p.data_s;
+      };
+      const double before = work(profile.threads, "before");
+      std::map<int, double> measured;
+      for (int threads : counts) measured[threads] = work(threads, "");
+      const double reference = (before + work(profile.threads, "after")) / 2;
+      const double own = profile.compute_s + profile.optimizer_s + profile.data_s;
+      for (const auto& [threads, seconds] : measured) {
+        profile.compute_by_threads[threads] = own * seconds / reference;
+        profile.notes.push_back(fmt::format("at {} thread{} the step's work takes {:.2f}x as long as at {} (runs of their own, "
+                                            "{:.3g} ms against {:.3g} ms)",
+                                            threads, threads == 1 ? "" : "s", seconds / reference, profile.threads,
+                                            1e3 * seconds, 1e3 * reference));
+      }
+    }
+  }
+
+  return profile;
+}
+
 Json memory_json(const estimate::MemoryEstimate& m) {
   Json j = Json::object();
   j["params"] = m.params;
@@ -195,32 +244,7 @@ int estimate_experiment(const EstimateRequest& r) {
   if (out.empty()) out = fs::path(e.experiment.out_dir) / e.experiment.name / ("estimate-" + utc_time("%Y%m%dT%H%M%SZ"));
   fs::create_directories(out);
 
-  const fs::path profile_dir = r.profile.empty() ? run_profile(target, r, e, out) : r.profile;
-  estimate::Profile profile = estimate::read_profile(profile_dir, e);
-  try {
-    estimate::UnitTiming timing;
-    timing.device = profile.device;
-    timing.threads = profile.threads;
-    std::cout << fmt::format("profile: the model's units one by one on {}", profile.device) << std::endl;
-    estimate::attach_units(profile, estimate::model_units(e, &timing));
-  } catch (const std::exception& ex) {
-    profile.notes.push_back(std::string("the model's units could not be profiled here (") + ex.what() + ")");
-    estimate::attach_units(profile, {});
-  }
-  if (profile.device == "cpu" && profile.threads > 0 && profile.host_threads > 0) {
-    // CPU ranks compute with fewer threads than the profile did: how much slower, measured by a
-    // short run with each such count rather than assumed.
-    for (int n : target.world_sizes) {
-      const int local = network.gpus_per_node > 0 ? std::min(n, network.gpus_per_node) : n;
-      const int threads = std::max(1, profile.host_threads / std::max(1, local));
-      if (threads == profile.threads || profile.compute_by_threads.count(threads)) continue;
-      const auto again = estimate::read_profile(run_profile(target, r, e, out, threads), e);
-      profile.compute_by_threads[threads] = again.compute_s + again.optimizer_s + again.data_s;
-      profile.notes.push_back(fmt::format("at {} thread{} the profile's work took {:.3g} ms against {:.3g} ms at {} (a run of its own)",
-                                          threads, threads == 1 ? "" : "s", 1e3 * profile.compute_by_threads[threads],
-                                          1e3 * (profile.compute_s + profile.optimizer_s + profile.data_s), profile.threads));
-    }
-  }
+  const estimate::Profile profile = measure_profile(target, r, e, network, out);
 
   double device_memory = r.device_memory_gib * 1024.0 * 1024.0 * 1024.0;
   std::string memory_source = "--device-memory";

@@ -24,6 +24,7 @@ Network one_host() {
 Profile profile_of(const FitRequest& r) {
   Profile p;
   p.source = "the model's estimate";
+  p.device = r.shared_memory ? "cpu" : "cuda";  // CPU ranks share the host's memory; GPU ranks have their own
   p.parameters = r.parameters;
   double units = 0;
   for (std::size_t u = 0; u < r.unit_parameters.size(); ++u) {

@@ -51,6 +51,7 @@ Profile read_profile(const std::filesystem::path& run_dir, const Experiment& e) 
   p.step_s = number_at(j, "steady_step_time_s", number_at(j, "step_time_s", 0));
   p.threads = static_cast<int>(number_at(j, "threads", 0));
   p.host_threads = static_cast<int>(number_at(j, "host_threads", 0));
+  p.rank_threads = static_cast<int>(e.train.threads);
   // The steady step's phases (medians over the steps steady_step_time_s covers); older summaries
   // have the mean over every step only, which the first steps inflate.
   const bool steady = j.at_path("time_breakdown_steady_s.compute") != nullptr &&

@@ -258,6 +258,16 @@ StrategyEstimate build_replicated(const std::string& name, Replicated kind, cons
     for (const auto& g : groups) largest_group = std::max(largest_group, g.elements);
     e.memory.buffers = std::min(sh.largest_unit(), in_flight * largest_group) * 4.0;
   }
+  if (!ddp && sh.p.device == "cpu" && n > 1) {
+    // Gloo reduce-scatters into a separate chunk by all-reducing a clone of the input
+    // (dist/process_group.cpp): the reductions in flight each hold a copy of their group.
+    std::vector<double> sizes;
+    for (const auto& g : groups) sizes.push_back(g.elements);
+    std::sort(sizes.rbegin(), sizes.rend());
+    const std::size_t alive = std::min<std::size_t>(sizes.size(), static_cast<std::size_t>(in_flight));
+    e.memory.buffers += std::accumulate(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(alive), 0.0) *
+                        sh.reduce_bytes;
+  }
   e.memory.transient_step = owned * 4.0;
   return finish(std::move(e), sh, *in.network, 1.0 / n);
 }
@@ -338,18 +348,20 @@ StrategyEstimate build_sharded(const std::string& name, const ShardedPlan& plan,
   e.memory.grads = owned * 4.0;
   e.memory.optimizer = owned * sh.opt_bytes;
   e.memory.activations = sh.activations();
-  if (!plan.replicated && g > 1) {  // a shard of one rank is the whole unit: nothing is gathered
+  if (!plan.replicated) {
+    // A shard of one rank is the whole unit: nothing is gathered, but its gradients are still staged.
+    const double gather = g > 1 ? sh.gather_bytes : 0.0;
     if (!plan.gather_in_backward) {
       // SHARD_GRAD_OP: every unit stays gathered from its forward to its backward.
-      e.memory.gathered = psi * sh.gather_bytes + sh.largest_unit() * 4.0;
+      e.memory.gathered = psi * gather + sh.largest_unit() * 4.0;
     } else {
       // In backward, a unit holds its gathered parameters and its full gradients while the next
       // `prefetch` units (in backward order) are gathered.
       double worst = 0;
       for (std::size_t k = unit.size(); k-- > 0;) {
-        double held = unit[k] * (sh.gather_bytes + 4.0);
+        double held = unit[k] * (gather + 4.0);
         for (int a = 1; a <= plan.backward_prefetch && static_cast<int>(k) - a >= 0; ++a)
-          held += unit[k - static_cast<std::size_t>(a)] * sh.gather_bytes;
+          held += unit[k - static_cast<std::size_t>(a)] * gather;
         worst = std::max(worst, held);
       }
       e.memory.gathered = worst;
@@ -431,10 +443,16 @@ StrategyEstimate build_declared(const std::string& name, const EstimateInput& in
 
 }  // namespace
 
+int rank_threads(const Profile& p, const Network& net, int world) {
+  if (p.rank_threads > 0) return p.rank_threads;
+  const int local = net.gpus_per_node > 0 ? std::min(world, net.gpus_per_node) : world;
+  return std::max(1, p.host_threads / std::max(1, local));
+}
+
 double host_compute_factor(const Profile& p, const Network& net, int world) {
   if (p.device != "cpu" || p.threads <= 0 || p.host_threads <= 0) return 1.0;
   const int local = net.gpus_per_node > 0 ? std::min(world, net.gpus_per_node) : world;
-  const int threads = std::max(1, p.host_threads / std::max(1, local));
+  const int threads = rank_threads(p, net, world);
   // L ranks of `threads` threads on T hardware threads run in ceil(L x threads / T) rounds: a rank's
   // threads are scheduled whole, so 3 one-thread ranks on 2 cores take two rounds, not one and a half.
   const double oversubscribed =

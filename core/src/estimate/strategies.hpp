@@ -39,6 +39,7 @@ struct Profile {
   int micro_batches = 1;
   int threads = 0;                 ///< CPU: the intra-op threads the profile computed with (0: unknown)
   int host_threads = 0;            ///< CPU: the hardware threads of its host (0: unknown)
+  int rank_threads = 0;            ///< CPU: [train] threads, what every rank computes with (0: the host's over its ranks)
   /// CPU: compute + optimizer + data of the same step measured with fewer threads (threads -> seconds);
   /// a count not here is taken to scale linearly from `threads`.
   std::map<int, double> compute_by_threads;
@@ -122,10 +123,13 @@ struct EstimateInput {
 /// How much longer a rank's computation takes at `world` than the profile's on one device, for the
 /// same work: 1 on GPUs (a device per rank). On the CPU the ranks of a host share its hardware
 /// threads: a rank computes with max(1, T / L) threads (T the host's threads, L its ranks there, as
-/// `strata run` sets them) where the profile had `threads`, and L x that above T time-shares the
+/// `strata run` sets them; Profile::rank_threads when [train] threads fixes them) where the
+/// profile had `threads`, and L x that above T time-shares the
 /// cores in ceil(L x threads / T) rounds (a rank's threads are scheduled whole). The step's work at a rank's thread count is Profile::compute_by_threads's where measured,
 /// else taken to scale linearly (a host's throughput then is what the profile measured).
 double host_compute_factor(const Profile& profile, const Network& network, int world);
+/// The threads a rank computes with at `world` on the CPU (see host_compute_factor).
+int rank_threads(const Profile& profile, const Network& network, int world);
 
 using Builder = std::function<StrategyEstimate(const EstimateInput&)>;
 
