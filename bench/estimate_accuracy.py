@@ -35,7 +35,7 @@ WORKLOADS = {
             {"train.steps": 200, "train.global_batch_size": 48, "eval.every": 0, "eval.batches": 4}),
     "mlp10m": ("MLP 3072-2048-2048-10 (10.5M parameters) on synthetic data, batch 192, AdamW", None,
                {"train.steps": 30}),
-    "llama": ("Llama 4 layers, hidden 128 (0.9M parameters), byte tokens, seq 128, batch 24, AdamW",
+    "llama": ("Llama 4 layers, hidden 128 (0.80M parameters), byte tokens, seq 128, batch 24, AdamW",
               os.path.join(ROOT, "experiments", "llama_text.toml"),
               {"train.steps": 30, "train.global_batch_size": 24, "eval.every": 0, "eval.batches": 1,
                "train.warmup_steps": 5, "train.timing_warmup_steps": 5}),

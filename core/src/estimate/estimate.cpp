@@ -202,6 +202,7 @@ Json memory_json(const estimate::MemoryEstimate& m) {
   j["gathered"] = m.gathered;
   j["buffers"] = m.buffers;
   j["optimizer_step_transient"] = m.transient_step;
+  j["after_backward"] = m.after_backward;
   j["model_state_bytes"] = m.state();
   j["peak_bytes"] = m.peak();
   return j;

@@ -260,13 +260,15 @@ StrategyEstimate build_replicated(const std::string& name, Replicated kind, cons
   }
   if (!ddp && sh.p.device == "cpu" && n > 1) {
     // Gloo reduce-scatters into a separate chunk by all-reducing a clone of the input
-    // (dist/process_group.cpp): the reductions in flight each hold a copy of their group.
+    // (dist/process_group.cpp): the reductions in flight at the end of backward each hold a copy
+    // of their group, and zero2's its staged input besides (zero1's input is the gradients).
     std::vector<double> sizes;
     for (const auto& g : groups) sizes.push_back(g.elements);
     std::sort(sizes.rbegin(), sizes.rend());
     const std::size_t alive = std::min<std::size_t>(sizes.size(), static_cast<std::size_t>(in_flight));
-    e.memory.buffers += std::accumulate(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(alive), 0.0) *
-                        sh.reduce_bytes;
+    const double in_flight_elements =
+        std::accumulate(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(alive), 0.0);
+    e.memory.after_backward = in_flight_elements * (sh.reduce_bytes + (kind == Replicated::kZero2 ? 4.0 : 0.0));
   }
   e.memory.transient_step = owned * 4.0;
   return finish(std::move(e), sh, *in.network, 1.0 / n);
@@ -466,7 +468,7 @@ double host_compute_factor(const Profile& p, const Network& net, int world) {
 }
 
 double MemoryEstimate::peak() const {
-  return state() + std::max(activations + gathered + buffers, transient_step);
+  return state() + std::max({activations + gathered + buffers, after_backward, transient_step});
 }
 
 double StrategyOptions::number(const std::string& key, double fallback) const {

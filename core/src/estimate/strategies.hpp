@@ -84,8 +84,12 @@ struct MemoryEstimate {
   double gathered = 0;     ///< zero3/fsdp: units gathered at once (the one running, prefetched ones, its gradients)
   double buffers = 0;      ///< communication buffers: staged gradients, buckets
   double transient_step = 0;  ///< the optimizer step's temporaries (when they outweigh activations)
+  /// Reductions that run once backward has freed the activations (zero1's after the last
+  /// micro-batch, zero2's last groups): their inputs and the backend's copies of them.
+  double after_backward = 0;
   double state() const { return params + grads + optimizer; }
-  /// The peak: the state plus the larger of backward's (activations, gathered, buffers) and the step's.
+  /// The peak: the state plus the largest of backward's (activations, gathered, buffers), the
+  /// reductions after it, and the step's temporaries.
   double peak() const;
 };
 

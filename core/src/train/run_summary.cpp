@@ -47,22 +47,18 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
                              step_time > 0 ? static_cast<double>(t.global_batch_size) / step_time / devices_ : 0.0,
                              mfu_peak_);
   if (breakdown_) {
-    const auto b = breakdown_->total(/*wait_for_device=*/status == "ok");
-    Json& d = s["time_breakdown_s"];
-    d = Json::object();
-    d["data"] = b.data;
-    d["compute"] = b.compute;
-    d["comm_wait"] = b.comm_wait;
-    d["optimizer"] = b.optimizer;
+    const auto phases = [](const StepBreakdown::Seconds& b) {
+      Json d = Json::object();
+      d["data"] = b.data;
+      d["compute"] = b.compute;
+      d["comm_wait"] = b.comm_wait;
+      d["optimizer"] = b.optimizer;
+      return d;
+    };
+    s["time_breakdown_s"] = phases(breakdown_->total(/*wait_for_device=*/status == "ok"));
     // The steady step's phases: each phase's median over the steps steady_step_time_s covers.
     const auto warm = static_cast<std::int64_t>(current.find("timing_warmup_steps")->number_or(0));
-    const auto m = breakdown_->steady(warm, /*wait_for_device=*/status == "ok");
-    Json& steady = s["time_breakdown_steady_s"];
-    steady = Json::object();
-    steady["data"] = m.data;
-    steady["compute"] = m.compute;
-    steady["comm_wait"] = m.comm_wait;
-    steady["optimizer"] = m.optimizer;
+    s["time_breakdown_steady_s"] = phases(breakdown_->steady(warm, /*wait_for_device=*/status == "ok"));
   } else {
     s["time_breakdown_s"] = Json();  // before the loop was set up
     s["time_breakdown_steady_s"] = Json();
