@@ -3,6 +3,7 @@
 
     bench/estimate_accuracy.py [--workloads cnn,mlp10m,llama] [--world-sizes 2,3,4] [--repeats 3]
                                [--strategies single,dp,ddp,zero1,zero2,zero3,fsdp] [--out DIR]
+                               [--reestimate]
 
 For each workload: `strata compare` of every strategy at world size 1 and each of --world-sizes
 (strong scaling, --repeats interleaved rounds), with `--estimate` and the network measured here by
@@ -10,7 +11,9 @@ For each workload: `strata compare` of every strategy at world size 1 and each o
 (`single` at world size 1); nothing else of the measurements reaches the prediction. Prints, per
 workload and over all, the median absolute error of step time and of peak memory per rank over
 the cells above world size 1, the worst cells, and each cell's figures (markdown, for
-BENCHMARKS.md); writes DIR/accuracy.json.
+BENCHMARKS.md); writes DIR/accuracy.json and DIR/accuracy.md. --reestimate keeps the comparisons
+already in DIR and only estimates them again (the same profile run and network files), to measure a
+change to the estimator against the same measurements.
 """
 
 import argparse
