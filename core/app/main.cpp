@@ -81,17 +81,13 @@ std::optional<po::variables_map> parse(const std::string& command, const std::ve
 /// --network FILE[,FILE...]: the files, in order.
 std::vector<std::filesystem::path> network_files(const std::string& text) {
   std::vector<std::filesystem::path> files;
-  std::size_t start = 0;
-  for (;;) {
-    const auto comma = text.find(',', start);
-    const std::string file = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const auto& file : strata::split_commas(text)) {
     if (file.empty())
       throw CommandLineError("--network " + text + " has an empty file name.",
                              "Write `--network comms2.json,comms4.json` (`strata bench comms --json` files) or one cluster spec.");
     files.emplace_back(file);
-    if (comma == std::string::npos) return files;
-    start = comma + 1;
   }
+  return files;
 }
 
 /// `strata bench comms|gemm [options]`.

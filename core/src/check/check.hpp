@@ -12,6 +12,8 @@
 
 namespace strata {
 
+/// The items of a comma-separated list, as written (empty ones included).
+std::vector<std::string> split_commas(const std::string& text);
 /// "1,2,3" -> {1, 2, 3}, sorted, without repeats. Throws UsageError for anything but a
 /// comma-separated list of positive integers.
 std::vector<int> parse_world_sizes(const std::string& text);

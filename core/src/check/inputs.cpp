@@ -15,9 +15,6 @@
 
 namespace strata {
 
-namespace {
-
-/// The items of a comma-separated list, as written (empty ones included).
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> items;
   for (std::size_t start = 0;;) {
@@ -27,8 +24,6 @@ std::vector<std::string> split_commas(const std::string& text) {
     start = end + 1;
   }
 }
-
-}  // namespace
 
 std::vector<int> parse_world_sizes(const std::string& text) {
   const UsageError bad(fmt::format("--world-sizes takes a comma-separated list of positive integers, got '{}'.", text),

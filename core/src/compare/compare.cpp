@@ -13,9 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -418,19 +416,7 @@ void estimate_beside(const CompareRequest& request, const CompareRecord& record)
   e.out = record.dir / "estimate";
   e.profile = profile_run(record);
   std::cout << "\n";
-  if (estimate_experiment(e) != 0) return;
-  const fs::path file = e.out / "estimate.json";
-  Json predicted;
-  try {
-    std::ifstream in(file, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    predicted = Json::parse(text.str());
-  } catch (const std::exception& ex) {
-    throw Error(fmt::format("--estimate: {} could not be read: {}", file.string(), ex.what()),
-                "Run `strata estimate` of the sweep by itself to see why.");
-  }
-  const Accuracy a = accuracy(record.aggregate.cells, predicted);
+  const Accuracy a = accuracy(record.aggregate.cells, run_estimate(e));
   const std::string md = accuracy_markdown(a);
   write_file_atomically(record.dir / "accuracy.md",
                         "# Predicted against measured\n\nThe predictions of `strata estimate` (estimate/estimate.json, "

@@ -76,16 +76,9 @@ struct EstimateTarget {
   std::vector<std::string> notes;
 };
 
-EstimateTarget target_of(const EstimateRequest& r) {
-  EstimateTarget t;
-  t.strategies = r.strategies;
-  t.world_sizes = r.world_sizes;
-  if (!is_sweep_file(r.file)) {
-    t.experiment = r.file;
-    t.overrides = r.overrides;
-    if (t.world_sizes.empty()) t.world_sizes = {1, 2, 4, 8};
-    return t;
-  }
+/// A sweep's target: its base, [compare.set] and axes (command-line strategies and world sizes
+/// take precedence).
+void take_sweep(EstimateTarget& t, const EstimateRequest& r) {
   const Sweep sweep = parse_sweep(r.file, r.overrides);
   t.experiment = sweep.base;
   for (const auto& o : sweep.set) t.overrides.push_back(o.key + "=" + o.toml);
@@ -108,6 +101,18 @@ EstimateTarget target_of(const EstimateRequest& r) {
   for (const auto& [key, value] : sweep.baseline) {
     if (key == "strategy") t.baseline_strategy = value;
     if (key == "world_size") t.baseline_world = std::stoi(value);
+  }
+}
+
+EstimateTarget target_of(const EstimateRequest& r) {
+  EstimateTarget t;
+  t.strategies = r.strategies;
+  t.world_sizes = r.world_sizes;
+  if (is_sweep_file(r.file)) {
+    take_sweep(t, r);
+  } else {
+    t.experiment = r.file;
+    t.overrides = r.overrides;
   }
   if (t.world_sizes.empty()) t.world_sizes = {1, 2, 4, 8};
   return t;
@@ -172,14 +177,13 @@ estimate::Profile measure_profile(const EstimateTarget& target, const EstimateRe
     }
     if (!counts.empty()) {
       auto work = [&](int threads, const std::string& dir) {
-        const auto p = estimate::read_profile(run_profile(target, r, e, out / dir, threads), e);
-        return p.compute_s + p.optimizer_s + p.data_s;
+        return estimate::read_profile(run_profile(target, r, e, out / dir, threads), e).work_s();
       };
       const double before = work(profile.threads, "before");
       std::map<int, double> measured;
       for (int threads : counts) measured[threads] = work(threads, "");
       const double reference = (before + work(profile.threads, "after")) / 2;
-      const double own = profile.compute_s + profile.optimizer_s + profile.data_s;
+      const double own = profile.work_s();
       for (const auto& [threads, seconds] : measured) {
         profile.compute_by_threads[threads] = own * seconds / reference;
         profile.notes.push_back(fmt::format("at {} thread{} the step's work takes {:.2f}x as long as at {} (runs of their own, "
@@ -210,7 +214,7 @@ Json memory_json(const estimate::MemoryEstimate& m) {
 
 }  // namespace
 
-int estimate_experiment(const EstimateRequest& r) {
+Json run_estimate(const EstimateRequest& r) {
   require_single_process("estimate");
   EstimateTarget target = target_of(r);
   Experiment e = load_experiment(target.experiment, target.overrides);
@@ -291,6 +295,7 @@ int estimate_experiment(const EstimateRequest& r) {
   auto speedup_of = [&](const StrategyEstimate& row, double base) {
     return weak ? base / row.step_s * row.world_size / target.baseline_world : base / row.step_s;
   };
+  auto efficiency_of = [&](double speedup, int world) { return speedup * target.baseline_world / world; };
   double baseline = 0;
   for (const auto& row : rows)
     if (row.strategy == target.baseline_strategy && row.world_size == target.baseline_world) baseline = row.step_s;
@@ -333,7 +338,7 @@ int estimate_experiment(const EstimateRequest& r) {
       }
       const double speedup = speedup_of(row, baseline);
       line += fmt::format(" {:.3g}{} | {:.2f} | {:.0f}% | {} | {} | {} |", row.step_s * 1e3, row.coarse ? "~" : "", speedup,
-                          100 * speedup * target.baseline_world / row.world_size, bytes_text(row.memory.peak()), bytes_text(row.bus_bytes),
+                          100 * efficiency_of(speedup, row.world_size), bytes_text(row.memory.peak()), bytes_text(row.bus_bytes),
                           fits(row) ? "yes" : "NO");
     }
     std::cout << line << "\n";
@@ -399,7 +404,7 @@ int estimate_experiment(const EstimateRequest& r) {
       "bus_bytes_per_step,payload_bytes_per_step,collectives_per_step,fits,note\n";
   for (const auto& row : rows) {
     const double speedup = row.applicable ? speedup_of(row, baseline) : 0.0;
-    const double efficiency = speedup * target.baseline_world / row.world_size;
+    const double efficiency = efficiency_of(speedup, row.world_size);
     Json o = Json::object();
     o["strategy"] = row.strategy;
     o["world_size"] = row.world_size;
@@ -431,6 +436,11 @@ int estimate_experiment(const EstimateRequest& r) {
   write_file_atomically(out / "estimate.json", j.dump() + "\n");
   write_file_atomically(out / "estimate.csv", csv);
   std::cout << fmt::format("\nwritten: {} and {}\n", (out / "estimate.json").string(), (out / "estimate.csv").string());
+  return j;
+}
+
+int estimate_experiment(const EstimateRequest& request) {
+  run_estimate(request);
   return 0;
 }
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "strata/json.hpp"
+
 namespace strata {
 
 struct EstimateRequest {
@@ -23,8 +25,12 @@ struct EstimateRequest {
   int profile_steps = 40;
 };
 
-/// Returns the exit code (0; 1 when the profile run failed). Throws UsageError (exit 2) for an
-/// unknown strategy, a bad network file or a bad profile.
+/// Estimates, prints the table and writes estimate.json and estimate.csv; returns what
+/// estimate.json holds. Throws UsageError (exit 2) for an unknown strategy, a bad network file or a
+/// bad profile, Error (exit 1) when the profile run fails.
+Json run_estimate(const EstimateRequest& request);
+
+/// `strata estimate`: run_estimate(); returns the exit code (0).
 int estimate_experiment(const EstimateRequest& request);
 
 }  // namespace strata

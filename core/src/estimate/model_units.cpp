@@ -8,7 +8,6 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <torch/autograd.h>
-#include <torch/cuda.h>
 
 #include "config/experiment.hpp"
 #include "dist/stream_waits.hpp"
@@ -18,6 +17,7 @@
 #include "strata/model.hpp"
 #include "strata/precision.hpp"
 #include "strata/registry.hpp"
+#include "train/median.hpp"
 #include "train/tensor_memory.hpp"
 
 namespace strata::estimate {
@@ -64,13 +64,6 @@ class Stopwatch {
   std::vector<Pending> pending_;
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
 struct Pass {
   std::vector<double> forward, backward, held;
 };
@@ -86,12 +79,10 @@ Pass one_pass(Model& model, const Batch& batch, const BatchContext& context, tor
   torch::Tensor x = batch.inputs;
   for (std::size_t u = 0; u < n; ++u) {
     torch::Tensor in = u > 0 && x.is_floating_point() ? x.detach().requires_grad_(true) : x;
-    if (device.is_cuda()) torch::cuda::synchronize(device.index());
-    const auto before = tensor_memory::live_bytes(device);
+    const auto before = tensor_memory::live_bytes(device);  // the allocator counts on the host: no sync
     watch.start();
     torch::Tensor out = model.run_unit(u, in, context);
     watch.stop(&pass.forward[u]);
-    if (device.is_cuda()) torch::cuda::synchronize(device.index());
     pass.held[u] = static_cast<double>(tensor_memory::live_bytes(device) - before);
     inputs.push_back(in);
     outputs.push_back(out);

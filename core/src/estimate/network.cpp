@@ -110,6 +110,15 @@ double Network::seconds(Collective c, double bytes, int n, int per_node) const {
 
 namespace {
 
+/// "measured by `strata bench comms` (gloo cpu, 2, 3 ranks): ..." for a network of bench tables.
+std::string measured_description(const Network& net) {
+  std::vector<int> ranks;
+  for (const auto& [n, tables] : net.measured) ranks.push_back(n);
+  return fmt::format("measured by `strata bench comms` ({}, {} ranks): bus bandwidth by collective and size, every rank "
+                     "on one host",
+                     net.measured_with, fmt::join(ranks, ", "));
+}
+
 [[noreturn]] void bad_network(const std::string& source, const std::string& what) {
   throw UsageError(
       fmt::format("network description {}: {}", source, what),
@@ -154,10 +163,8 @@ Network network_from_bench_json(const std::string& text, const std::string& sour
   for (auto& [c, table] : measured) std::sort(table.points.begin(), table.points.end());
   const Json* backend = j.find("backend");
   const Json* device = j.find("device");
-  net.description = fmt::format("measured by `strata bench comms` ({} {}, {} ranks): bus bandwidth by collective and "
-                                "size, every rank on one host",
-                                backend ? backend->string_or("?") : "?", device ? device->string_or("?") : "?",
-                                world ? world->number_or(0) : 0);
+  net.measured_with = fmt::format("{} {}", backend ? backend->string_or("?") : "?", device ? device->string_or("?") : "?");
+  net.description = measured_description(net);
   // The intra level's figures for a collective the table lacks come from all_reduce's table.
   return net;
 }
@@ -218,7 +225,7 @@ Network load_network(const std::filesystem::path& file) {
 Network load_network(const std::vector<std::filesystem::path>& files) {
   if (files.size() == 1) return load_network(files.front());
   Network net;
-  std::vector<std::string> names, sizes;
+  std::vector<std::string> names;
   for (const auto& file : files) {
     Network one = load_network(file);
     if (one.measured.empty())
@@ -227,17 +234,13 @@ Network load_network(const std::vector<std::filesystem::path>& files) {
       if (net.measured.count(ranks))
         bad_network(file.string(), fmt::format("a second table measured at {} ranks: give one per world size.", ranks));
       net.measured[ranks] = std::move(tables);
-      sizes.push_back(std::to_string(ranks));
     }
-    if (names.empty()) net.description = one.description;
+    if (names.empty()) net.measured_with = one.measured_with;
     names.push_back(file.string());
   }
   net.gpus_per_node = 0;
-  net.name = "bench comms " + fmt::format("{}", fmt::join(names, ", "));
-  const auto cut = net.description.find(", ");
-  const auto rest = net.description.find("):");
-  if (cut != std::string::npos && rest != std::string::npos && cut < rest)  // "(gloo cpu, 4 ranks):" -> "(gloo cpu, 2, 3, 4 ranks):"
-    net.description.replace(cut + 2, rest - cut - 2, fmt::format("{} ranks", fmt::join(sizes, ", ")));
+  net.name = fmt::format("bench comms {}", fmt::join(names, ", "));
+  net.description = measured_description(net);
   return net;
 }
 

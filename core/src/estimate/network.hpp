@@ -48,6 +48,7 @@ struct Network {
   Link inter;
   /// Intra-node, from `bench comms`, by the world size each table was measured at (may be empty).
   std::map<int, std::map<Collective, BusbwTable>> measured;
+  std::string measured_with;  ///< what `bench comms` measured with ("gloo cpu"), for the description
 
   /// Seconds for collective `c` of `bytes` (S, as nccl-tests counts it) over `n` ranks: consecutive
   /// ranks packed on nodes of gpus_per_node, or `per_node` of the group on each node (1: every rank

@@ -54,8 +54,8 @@ Profile read_profile(const std::filesystem::path& run_dir, const Experiment& e) 
   p.rank_threads = static_cast<int>(e.train.threads);
   // The steady step's phases (medians over the steps steady_step_time_s covers); older summaries
   // have the mean over every step only, which the first steps inflate.
-  const bool steady = j.at_path("time_breakdown_steady_s.compute") != nullptr &&
-                      j.at_path("time_breakdown_steady_s.compute")->is_number();
+  const Json* steady_compute = j.at_path("time_breakdown_steady_s.compute");
+  const bool steady = steady_compute != nullptr && steady_compute->is_number();
   const std::string breakdown = steady ? "time_breakdown_steady_s." : "time_breakdown_s.";
   p.compute_s = number_at(j, breakdown + "compute", -1);
   p.optimizer_s = number_at(j, breakdown + "optimizer", 0);
@@ -64,7 +64,7 @@ Profile read_profile(const std::filesystem::path& run_dir, const Experiment& e) 
     p.compute_s = std::max(0.0, p.step_s - p.optimizer_s - p.data_s);
     p.notes.push_back("the profile has no time breakdown: the whole step counts as compute");
   }
-  const double phases = p.compute_s + p.optimizer_s + p.data_s;
+  const double phases = p.work_s();
   if (phases > p.step_s && phases > 0) {
     // Medians (or means) of the phases need not add up to the median step: scaled to it.
     const double f = p.step_s / phases;

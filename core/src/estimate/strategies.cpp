@@ -445,21 +445,27 @@ StrategyEstimate build_declared(const std::string& name, const EstimateInput& in
 
 }  // namespace
 
+namespace {
+/// Ranks of a job of `world` on one host: all of them, or a node's on a cluster.
+int ranks_on_host(const Network& net, int world) {
+  return std::max(1, net.gpus_per_node > 0 ? std::min(world, net.gpus_per_node) : world);
+}
+}  // namespace
+
 int rank_threads(const Profile& p, const Network& net, int world) {
   if (p.rank_threads > 0) return p.rank_threads;
-  const int local = net.gpus_per_node > 0 ? std::min(world, net.gpus_per_node) : world;
-  return std::max(1, p.host_threads / std::max(1, local));
+  return std::max(1, p.host_threads / ranks_on_host(net, world));
 }
 
 double host_compute_factor(const Profile& p, const Network& net, int world) {
   if (p.device != "cpu" || p.threads <= 0 || p.host_threads <= 0) return 1.0;
-  const int local = net.gpus_per_node > 0 ? std::min(world, net.gpus_per_node) : world;
+  const int local = ranks_on_host(net, world);
   const int threads = rank_threads(p, net, world);
   // L ranks of `threads` threads on T hardware threads run in ceil(L x threads / T) rounds: a rank's
   // threads are scheduled whole, so 3 one-thread ranks on 2 cores take two rounds, not one and a half.
   const double oversubscribed =
       std::max(1.0, std::ceil(static_cast<double>(local) * threads / static_cast<double>(p.host_threads)));
-  const double work = p.compute_s + p.optimizer_s + p.data_s;
+  const double work = p.work_s();
   const auto measured = p.compute_by_threads.find(threads);
   const double slower = threads == p.threads ? 1.0
                         : measured != p.compute_by_threads.end() && work > 0 ? measured->second / work

@@ -49,6 +49,8 @@ struct Profile {
   double optimizer_s = 0;
   double data_s = 0;
   double other_s = 0;              ///< the rest of the step (fixed overheads)
+  /// The step's work on the device's threads: compute, optimizer and data.
+  double work_s() const { return compute_s + optimizer_s + data_s; }
   // Bytes:
   double state_bytes = 0;          ///< params + grads + optimizer state held between steps
   double peak_tensor_bytes = 0;    ///< the most live tensor bytes during steps

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "train/median.hpp"
+
 namespace strata {
 
 namespace {
@@ -105,10 +107,7 @@ StepBreakdown::Seconds StepBreakdown::steady(std::int64_t skip, bool wait_for_de
   for (std::size_t k = 0; k < 4; ++k) {
     std::vector<double> v;
     for (std::size_t s = from; s < to; ++s) v.push_back(per_step_[s][k]);
-    const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-    std::nth_element(v.begin(), mid, v.end());
-    medians[k] = *mid;
-    if (v.size() % 2 == 0) medians[k] = (medians[k] + *std::max_element(v.begin(), mid)) / 2;
+    medians[k] = median(std::move(v));
   }
   return {medians[0], medians[1], medians[2], medians[3]};
 }
