@@ -22,7 +22,9 @@ Dependencies (Boost, TOML++, fmt, doctest, Gloo headers) come from the Debian pa
 Environment variables:
   STRATA_GPU_PYTHON     interpreter with torch 2.11 (default: python3)
   STRATA_GPU_BUILD_DIR  build directory (default: build-gpu)
-  STRATA_GPU_DEPS       prefix the staged .deb files are unpacked into (default: .device/deps)
+  STRATA_GPU_DEPS       prefix the staged .deb files are unpacked into (default: deps in the build
+                        directory, outside .device: a device call that carries .device again replaces
+                        that folder, and with it the libraries the build links to)
   STRATA_GPU_STEPS      training steps per run of the table (default: 20)
   STRATA_GPU_TESTS      all (default) or gpu: which ctest labels to run
   STRATA_JOBS           parallel build jobs (default: nproc)
@@ -48,7 +50,7 @@ if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
   exit 1
 fi
 BUILD="$(realpath -ms -- "${STRATA_GPU_BUILD_DIR:-build-gpu}")"
-DEPS="$(realpath -ms -- "${STRATA_GPU_DEPS:-.device/deps}")"
+DEPS="$(realpath -ms -- "${STRATA_GPU_DEPS:-$BUILD/deps}")"
 JOBS="${STRATA_JOBS:-$(nproc)}"
 nvidia-smi -L
 

@@ -77,7 +77,7 @@ std::optional<NoiseFinding> identical_work_noise(const std::string& what,
   for (const auto& m : members) values.push_back(m.second);
   const double rel = spread(values).relative_range();
   if (!(rel > threshold)) return std::nullopt;
-  return NoiseFinding{what, std::move(members), rel};
+  return NoiseFinding{what, std::move(members), rel, {}};
 }
 
 }  // namespace strata::stats
