@@ -75,3 +75,23 @@ TEST_CASE("accuracy: no cell above world size 1 leaves the medians undefined, no
   CHECK(std::isnan(a.median_time_error));
   CHECK(strata::accuracy_markdown(a).find("step time n/a, peak memory n/a") != std::string::npos);
 }
+
+TEST_CASE("accuracy: a sweep of one device counts its strategies at world size 1 other than the baseline") {
+  strata::Json e = strata::Json::object();
+  e["baseline"] = "single@1";
+  e["rows"] = strata::Json::array();
+  e["rows"].push_back(row("single", 1, 0.010, 1000));
+  e["rows"].push_back(row("ddp", 1, 0.011, 1200));    // +10% time, +20% memory
+  e["rows"].push_back(row("zero3", 1, 0.009, 900));   // -40% time, -10% memory
+  e["rows"].push_back(row("fsdp", 1, 0.012, 1000));   // +20% time, 0 memory
+  const auto a = strata::accuracy({cell("single", 1, {0.02}, 2000), cell("ddp", 1, {0.01}, 1000),
+                                   cell("zero3", 1, {0.015}, 1000), cell("fsdp", 1, {0.01}, 1000)},
+                                  e);
+  CHECK(a.counted_world_1);
+  CHECK(a.counted == 3);  // single@1, the profile's own run, is left out although it is off by -50%
+  CHECK(a.median_time_error == doctest::Approx(0.20));
+  CHECK(a.median_memory_error == doctest::Approx(0.10));
+  const std::string md = strata::accuracy_markdown(a);
+  CHECK(md.find("over the 3 cells at world size 1 other than the baseline's: step time 20.0%") != std::string::npos);
+  CHECK(md.find("Worst step time: zero3@1 (-40.0%), fsdp@1 (+20.0%), ddp@1 (+10.0%).") != std::string::npos);
+}

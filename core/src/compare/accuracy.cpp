@@ -55,11 +55,22 @@ Accuracy accuracy(const std::vector<ReportCell>& cells, const Json& estimate) {
     r.predicted_bytes = r.process_bytes ? process : number(*p, "memory.peak_bytes");
     r.measured_bytes = cell.peak_tensor_bytes.n > 0 ? cell.peak_tensor_bytes.median : NAN;
     if (const Json* coarse = p->find("coarse")) r.coarse = coarse->bool_or(false);
-    if (r.world_size > 1) {
-      if (std::isfinite(r.time_error())) time_errors.push_back(std::fabs(r.time_error()));
-      if (std::isfinite(r.memory_error())) memory_errors.push_back(std::fabs(r.memory_error()));
-    }
     a.rows.push_back(r);
+  }
+  // The cells above world size 1; on one device only (every strategy at world size 1, as on one
+  // GPU), the strategies other than the baseline's, whose run is the profile itself.
+  const bool above_1 = std::any_of(a.rows.begin(), a.rows.end(), [](const AccuracyRow& r) { return r.world_size > 1; });
+  std::string baseline = "single";
+  if (const Json* b = estimate.find("baseline")) {
+    const std::string text = b->string_or("single@1");
+    baseline = text.substr(0, text.find('@'));
+  }
+  a.counted_world_1 = !above_1;
+  for (auto& r : a.rows) {
+    r.counted = above_1 ? r.world_size > 1 : r.strategy != baseline;
+    if (!r.counted) continue;
+    if (std::isfinite(r.time_error())) time_errors.push_back(std::fabs(r.time_error()));
+    if (std::isfinite(r.memory_error())) memory_errors.push_back(std::fabs(r.memory_error()));
   }
   a.counted = time_errors.size();
   a.median_time_error = time_errors.empty() ? NAN : stats::spread(time_errors).median;
@@ -76,13 +87,13 @@ std::string accuracy_markdown(const Accuracy& a) {
                       r.world_size, 1e3 * r.predicted_s, 1e3 * r.measured_s, percent(r.time_error()),
                       mib(r.predicted_bytes), r.process_bytes ? " (process)" : "", mib(r.measured_bytes),
                       percent(r.memory_error()));
-  md += fmt::format("\nMedian absolute error over the {} cells above world size 1: step time {}, peak memory {}.\n",
-                    a.counted, std::isfinite(a.median_time_error) ? fmt::format("{:.1f}%", 100 * a.median_time_error) : "n/a",
+  md += fmt::format("\nMedian absolute error over the {} cells {}: step time {}, peak memory {}.\n", a.counted,
+                    a.counted_world_1 ? "at world size 1 other than the baseline's" : "above world size 1", std::isfinite(a.median_time_error) ? fmt::format("{:.1f}%", 100 * a.median_time_error) : "n/a",
                     std::isfinite(a.median_memory_error) ? fmt::format("{:.1f}%", 100 * a.median_memory_error) : "n/a");
   auto worst = [&](auto error, const char* what) {
     std::vector<const AccuracyRow*> rows;
     for (const auto& r : a.rows)
-      if (r.world_size > 1 && std::isfinite(error(r))) rows.push_back(&r);
+      if (r.counted && std::isfinite(error(r))) rows.push_back(&r);
     std::sort(rows.begin(), rows.end(), [&](auto* x, auto* y) { return std::fabs(error(*x)) > std::fabs(error(*y)); });
     std::string list;
     for (std::size_t i = 0; i < std::min<std::size_t>(3, rows.size()); ++i)

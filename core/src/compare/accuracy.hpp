@@ -22,6 +22,7 @@ struct AccuracyRow {
   double predicted_bytes = 0, measured_bytes = 0;
   bool process_bytes = false;  ///< the predicted figure is the process's (every replica), not one rank's
   bool coarse = false;         ///< the prediction is coarse (a strategy known by its Footprint)
+  bool counted = false;        ///< among the cells the medians and the worst cases cover
   double time_error() const { return (predicted_s - measured_s) / measured_s; }
   double memory_error() const { return (predicted_bytes - measured_bytes) / measured_bytes; }
 };
@@ -29,9 +30,13 @@ struct AccuracyRow {
 struct Accuracy {
   std::vector<AccuracyRow> rows;  ///< cells with a measurement and an applicable prediction, in the cells' order
   std::vector<std::string> unmatched;  ///< cells without a prediction (another axis than strategy and world size)
-  double median_time_error = 0;        ///< of |error|, over the rows above world size 1 (NaN when none)
+  double median_time_error = 0;        ///< of |error|, over the rows above world size 1, or where
+                                       ///< there are none the baseline's others at 1 (NaN when none)
   double median_memory_error = 0;
   std::size_t counted = 0;             ///< the rows those medians cover
+  /// The medians cover world size 1 (other strategies than the baseline's): a sweep of one device
+  /// only, such as every strategy on one GPU.
+  bool counted_world_1 = false;
 };
 
 /// Pairs the measured `cells` (Aggregate::cells) with the rows of `estimate` (estimate.json).
