@@ -53,6 +53,41 @@ def estimate_matches_measured_runs():
                       "--profile", os.path.join(out, "profile"), *st.set_args(*SETS))
     st.expect_exit(reuse, 0)
     st.check(not os.path.exists(os.path.join(again, "profile")), "--profile starts no profile run")
+    st.check(os.path.isfile(os.path.join(out, "profile", "units.json")), "the units measured are kept beside the profile")
+    st.expect_stdout(reuse, "the units as measured on cpu beside the profile run")
+
+
+def a_gpu_profile_is_estimated_without_a_gpu():
+    """The worked example of BENCHMARKS.md: TinyLlama-1.1B profiled on one GPU (the run's summary.json
+    and the units measured there, examples/profiles/tinyllama_h200), estimated here on two clusters
+    of 2 GPUs per node (world size 4 is two nodes): the units are read, not re-measured, memory at
+    world size 1 is the profile's measured tensor peak, and the nodes without RDMA lose the
+    efficiency that InfiniBand keeps."""
+    profile = os.path.join(st.REPO, "examples", "profiles", "tinyllama_h200")
+    with open(os.path.join(profile, "summary.json")) as f:
+        measured_peak = json.load(f)["memory"]["peak_tensor_bytes"]
+    rows = {}
+    for network in ("2xh100_nvlink_ib400", "2xh100_nvlink_eth25"):
+        out = st.temp_dir("estimate_" + network)
+        result = st.strata("estimate", os.path.join(st.REPO, "experiments", "tinyllama_text.toml"), "--profile", profile,
+                           "--world-sizes", "1,2,4", "--strategies", "single,ddp,zero3",
+                           "--network", os.path.join(st.REPO, "examples", "clusters", network + ".toml"), "--out", out)
+        st.expect_exit(result, 0)
+        st.expect_stdout(result, "the units as measured on cuda:0 beside the profile run")
+        st.expect_stdout(result, "per-unit compute measured unit by unit")
+        with open(os.path.join(out, "estimate.json")) as f:
+            rows[network] = {(r["strategy"], r["world_size"]): r for r in json.load(f)["rows"]}
+    ib, eth = rows["2xh100_nvlink_ib400"], rows["2xh100_nvlink_eth25"]
+    st.expect_close(ib[("single", 1)]["memory"]["peak_bytes"], measured_peak, "single@1 peak against the profile's",
+                    rel=0.01)
+    for strategy in ("ddp", "zero3"):
+        # One node (2 GPUs on NVLink) is the same cluster in both specs; two nodes are not.
+        st.expect_close(eth[(strategy, 2)]["step_time_s"], ib[(strategy, 2)]["step_time_s"], f"{strategy}@2", rel=1e-9)
+        st.check(eth[(strategy, 4)]["efficiency"] < 0.5 * ib[(strategy, 4)]["efficiency"],
+                 f"{strategy}@4 over 25 Gb/s TCP keeps less than half InfiniBand's efficiency: "
+                 f"{eth[(strategy, 4)]['efficiency']:.2f} against {ib[(strategy, 4)]['efficiency']:.2f}")
+    st.check(ib[("zero3", 4)]["memory"]["peak_bytes"] < 0.5 * ib[("ddp", 4)]["memory"]["peak_bytes"],
+             "zero3@4 needs less than half of ddp@4's memory per rank")
 
 
 def bad_input_is_exit_2():
@@ -199,4 +234,4 @@ def estimate_of_a_sweep_follows_its_scaling():
 
 if __name__ == "__main__":
     st.main([estimate_matches_measured_runs, bad_input_is_exit_2, compare_estimate_puts_predictions_beside_measurements,
-             estimate_of_a_sweep_follows_its_scaling])
+             estimate_of_a_sweep_follows_its_scaling, a_gpu_profile_is_estimated_without_a_gpu])

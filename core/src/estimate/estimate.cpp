@@ -155,12 +155,19 @@ estimate::Profile measure_profile(const EstimateTarget& target, const EstimateRe
                                   const estimate::Network& network, const fs::path& out) {
   const fs::path profile_dir = r.profile.empty() ? run_profile(target, r, e, out) : r.profile;
   estimate::Profile profile = estimate::read_profile(profile_dir, e);
-  try {
+  if (auto saved = estimate::load_units(profile_dir, profile.device)) {
+    // Measured when this profile was first estimated, perhaps on a machine with its device (a GPU).
+    profile.notes.push_back(fmt::format("the units as measured on {} beside the profile run ({})", profile.device,
+                                        (profile_dir / "units.json").string()));
+    estimate::attach_units(profile, std::move(*saved));
+  } else try {
     estimate::UnitTiming timing;
     timing.device = profile.device;
     timing.threads = profile.threads;
     std::cout << fmt::format("profile: the model's units one by one on {}", profile.device) << std::endl;
-    estimate::attach_units(profile, estimate::model_units(e, &timing));
+    auto units = estimate::model_units(e, &timing);
+    estimate::save_units(profile_dir, profile.device, units);
+    estimate::attach_units(profile, std::move(units));
   } catch (const std::exception& ex) {
     profile.notes.push_back(std::string("the model's units could not be profiled here (") + ex.what() + ")");
     estimate::attach_units(profile, {});
@@ -372,19 +379,7 @@ Json run_estimate(const EstimateRequest& r) {
   pj["other_s"] = profile.other_s;
   pj["activation_bytes_per_sample"] = profile.activation_bytes_per_sample;
   pj["per_unit_times"] = profile.per_unit_times;
-  Json unit_list = Json::array();
-  for (const auto& u : profile.units) {
-    Json uj = Json::object();
-    uj["name"] = u.name;
-    uj["params"] = u.params;
-    uj["forward_s"] = u.forward_s;
-    uj["backward_s"] = u.backward_s;
-    uj["activation_bytes"] = u.activation_bytes;
-    uj["checkpointed_activation_bytes"] = u.checkpointed_bytes;
-    uj["checkpointed_backward_s"] = u.checkpointed_backward_s;
-    unit_list.push_back(std::move(uj));
-  }
-  pj["units"] = std::move(unit_list);
+  pj["units"] = estimate::units_json(profile.units);
   Json notes = Json::array();
   for (const auto& n : profile.notes) notes.push_back(n);
   pj["notes"] = std::move(notes);

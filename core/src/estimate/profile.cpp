@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -123,6 +124,59 @@ void attach_units(Profile& p, std::vector<UnitProfile> units) {
   p.notes.push_back(fmt::format("per-unit compute measured unit by unit on one micro-batch ({}), scaled to the run's "
                                 "steady compute",
                                 shares));
+}
+
+Json units_json(const std::vector<UnitProfile>& units) {
+  Json list = Json::array();
+  for (const auto& u : units) {
+    Json uj = Json::object();
+    uj["name"] = u.name;
+    uj["params"] = u.params;
+    uj["forward_s"] = u.forward_s;
+    uj["backward_s"] = u.backward_s;
+    uj["activation_bytes"] = u.activation_bytes;
+    uj["checkpointed_activation_bytes"] = u.checkpointed_bytes;
+    uj["checkpointed_backward_s"] = u.checkpointed_backward_s;
+    list.push_back(std::move(uj));
+  }
+  return list;
+}
+
+void save_units(const std::filesystem::path& run_dir, const std::string& device, const std::vector<UnitProfile>& units) {
+  Json j = Json::object();
+  j["device"] = device;
+  j["units"] = units_json(units);
+  std::ofstream out(run_dir / "units.json", std::ios::binary);
+  if (out) out << j.dump() << "\n";  // best effort: a read-only run directory keeps none
+}
+
+std::optional<std::vector<UnitProfile>> load_units(const std::filesystem::path& run_dir, const std::string& device) {
+  std::ifstream in(run_dir / "units.json", std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  Json j;
+  try {
+    j = Json::parse(text.str());
+  } catch (const std::exception&) {
+    return std::nullopt;  // unreadable: profiled again
+  }
+  const Json* d = j.find("device");
+  const Json* list = j.find("units");
+  if (d == nullptr || d->string_or("") != device || list == nullptr || list->elements() == nullptr) return std::nullopt;
+  std::vector<UnitProfile> units;
+  for (const auto& uj : *list->elements()) {
+    UnitProfile u;
+    u.name = uj.find("name") ? uj.find("name")->string_or("") : "";
+    u.params = number_at(uj, "params", 0);
+    u.forward_s = number_at(uj, "forward_s", -1);
+    u.backward_s = number_at(uj, "backward_s", -1);
+    u.activation_bytes = number_at(uj, "activation_bytes", -1);
+    u.checkpointed_bytes = number_at(uj, "checkpointed_activation_bytes", -1);
+    u.checkpointed_backward_s = number_at(uj, "checkpointed_backward_s", -1);
+    units.push_back(std::move(u));
+  }
+  return units;
 }
 
 }  // namespace strata::estimate

@@ -3,6 +3,7 @@
 // from its run directory (summary.json), with the model's units and their parameter counts.
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 
 namespace strata {
 struct Experiment;
+class Json;
 }
 
 namespace strata::estimate {
@@ -23,6 +25,14 @@ Profile read_profile(const std::filesystem::path& run_dir, const Experiment& exp
 /// step compute in their proportions; without them each unit's share of the parameters does
 /// (forward one third, backward two thirds). Either way Profile::notes says which.
 void attach_units(Profile& profile, std::vector<UnitProfile> units);
+
+/// The units as JSON (estimate.json's profile.units, and units.json).
+Json units_json(const std::vector<UnitProfile>& units);
+/// RUN_DIR/units.json: the units as model_units() measured them on `device` for this profile run,
+/// so that a profile taken on a GPU can be estimated from on a machine without one. Best effort.
+void save_units(const std::filesystem::path& run_dir, const std::string& device, const std::vector<UnitProfile>& units);
+/// The units saved beside the profile run on `device`, or nothing (none saved, another device, unreadable).
+std::optional<std::vector<UnitProfile>> load_units(const std::filesystem::path& run_dir, const std::string& device);
 
 /// How model_units() times the units: on `device` ("cpu", "cuda:0") with `threads` intra-op
 /// threads on the CPU (0: as they are), `repeats` timed passes after one untimed.
