@@ -22,6 +22,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -86,6 +87,7 @@ def reestimate(out, sweep, networks):
     with open(os.path.join(out, "estimate", "estimate.json")) as f:
         profile = json.load(f)["profile"]["run_dir"]
     again = os.path.join(out, "estimate-again")
+    shutil.rmtree(again, ignore_errors=True)  # an earlier re-estimate's runs: `strata run` keeps a run's directory
     run([STRATA, "estimate", sweep, "--profile", profile, "--network", ",".join(networks), "--out", again],
         stdout=subprocess.DEVNULL)
     with open(os.path.join(again, "estimate.json")) as f:

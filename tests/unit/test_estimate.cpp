@@ -290,6 +290,36 @@ TEST_CASE("estimate: ddp overlaps its buckets with backward, and one big bucket 
   CHECK(big.exposed_comm_s == doctest::Approx(3600 * 1.0 / 1e6));  // everything after backward
 }
 
+TEST_CASE("estimate: CPU ranks that fill their host's cores do not overlap their collectives") {
+  auto p = two_units();
+  p.device = "cpu";
+  p.threads = 4;
+  p.host_threads = 4;
+  es::Network net = flat(1e-3);  // 1 MB/s, as above: small buckets hide unit 1's 1.2 ms reduction on a GPU
+  es::EstimateInput in;
+  in.profile = &p;
+  in.network = &net;
+  in.world_size = 2;
+  in.options.values["bucket_cap_mb"] = std::to_string(1200.0 / (1024.0 * 1024.0));
+  // 2 ranks of 2 threads on 4: the host is full, so Gloo's transfers and reductions take the ranks'
+  // cores, and the step is compute plus communication.
+  CHECK(es::collectives_share_cores(p, net, 2));
+  const auto full = es::estimate_strategy("ddp", in);
+  CHECK(full.exposed_comm_s == doctest::Approx(full.comm_s));
+  CHECK(full.step_s == doctest::Approx(full.compute_s + full.comm_s + p.other_s));
+  // [train] threads = 1 leaves 2 of the 4 cores free: the collectives overlap backward again.
+  p.rank_threads = 1;
+  CHECK_FALSE(es::collectives_share_cores(p, net, 2));
+  const auto spare = es::estimate_strategy("ddp", in);
+  CHECK(spare.exposed_comm_s < 0.9 * spare.comm_s);
+  CHECK(spare.step_s < spare.compute_s + spare.comm_s);
+  // One rank, and GPUs, never.
+  CHECK_FALSE(es::collectives_share_cores(p, net, 1));
+  p.device = "cuda";
+  p.rank_threads = 0;
+  CHECK_FALSE(es::collectives_share_cores(p, net, 2));
+}
+
 TEST_CASE("estimate: a strategy known only by its Footprint is coarse") {
   const auto p = two_units();
   static const es::Network net = flat(1.0);

@@ -36,11 +36,14 @@ struct Shape {
 
   double batch_scale;  ///< this world size's global batch over the profile's
   double slowdown;     ///< host_compute_factor(): a rank's compute against the profile's, same work
+  bool shared_cores = false;  ///< collectives_share_cores(): communication does not overlap compute
 
   /// At `world` ranks (or devices) that share the global batch equally.
   Shape(const EstimateInput& in, int world)
       : Shape(*in.profile, world, in.batch_scale / world, in.batch_scale,
-              host_compute_factor(*in.profile, *in.network, world)) {}
+              host_compute_factor(*in.profile, *in.network, world)) {
+    shared_cores = collectives_share_cores(*in.profile, *in.network, world);
+  }
 
   Shape(const Profile& profile, int world, double batch_share, double global_scale, double factor)
       : p(profile), n(world), micro(std::max(1, profile.micro_batches)), batch_scale(global_scale), slowdown(factor) {
@@ -106,12 +109,18 @@ std::vector<int> forward_pass(Schedule& s, const Shape& sh, int m, std::vector<i
 
 StrategyEstimate finish(StrategyEstimate e, const Shape& sh, const Network& net, double data_share) {
   const Simulation sim = simulate(e.schedule, net);
-  // Fetching a batch computes on the rank's threads; the rest of the step (fixed host work) does not scale.
-  e.step_s = sim.step_s + sh.p.data_s * data_share * sh.batch_scale * sh.slowdown + sh.p.other_s;
   e.compute_s = sim.busy_s.count("compute") ? sim.busy_s.at("compute") : 0.0;
   e.exposed_comm_s = sim.exposed_comm_s;
   for (const auto& [stream, busy] : sim.busy_s)
     if (stream != "compute") e.comm_s += busy;
+  double step = sim.step_s;
+  if (sh.shared_cores && e.compute_s + e.comm_s > step) {
+    // The collectives need the cores the ranks compute on: the step is their sum, not their overlap.
+    step = e.compute_s + e.comm_s;
+    e.exposed_comm_s = e.comm_s;
+  }
+  // Fetching a batch computes on the rank's threads; the rest of the step (fixed host work) does not scale.
+  e.step_s = step + sh.p.data_s * data_share * sh.batch_scale * sh.slowdown + sh.p.other_s;
   e.bus_bytes = sim.bus_bytes;
   e.payload_bytes = sim.payload_bytes;
   e.collectives = sim.collectives;
@@ -455,6 +464,11 @@ int ranks_on_host(const Network& net, int world) {
 int rank_threads(const Profile& p, const Network& net, int world) {
   if (p.rank_threads > 0) return p.rank_threads;
   return std::max(1, p.host_threads / ranks_on_host(net, world));
+}
+
+bool collectives_share_cores(const Profile& p, const Network& net, int world) {
+  if (p.device != "cpu" || p.host_threads <= 0 || world <= 1) return false;
+  return ranks_on_host(net, world) * rank_threads(p, net, world) >= p.host_threads;
 }
 
 double host_compute_factor(const Profile& p, const Network& net, int world) {

@@ -136,6 +136,10 @@ struct EstimateInput {
 double host_compute_factor(const Profile& profile, const Network& network, int world);
 /// The threads a rank computes with at `world` on the CPU (see host_compute_factor).
 int rank_threads(const Profile& profile, const Network& network, int world);
+/// CPU ranks (more than one) whose threads fill their host's hardware threads (L x threads >= T):
+/// collectives then run on the cores the ranks compute on (Gloo's threads, the loopback transfers,
+/// the reductions), so they take their time from the step rather than overlap it. False on GPUs.
+bool collectives_share_cores(const Profile& profile, const Network& network, int world);
 
 using Builder = std::function<StrategyEstimate(const EstimateInput&)>;
 
