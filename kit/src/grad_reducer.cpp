@@ -59,6 +59,11 @@ GradReducer::~GradReducer() {
       if (r->work) r->work->wait();
     } catch (...) {
     }
+  for (auto& w : average_works_)
+    try {
+      w->wait();
+    } catch (...) {
+    }
 }
 
 bool GradReducer::communicates(MicroStep micro) const {
@@ -72,6 +77,7 @@ void GradReducer::begin_backward(MicroStep micro) {
   std::fill(param_arrived_.begin(), param_arrived_.end(), false);
   round_open_ = communicates(micro) && options_.overlap;
   if (round_open_) schedule_.start_round();
+  average_now_ = micro.last() && holding_ == GradHolding::kShard && issues(options_.replicate);
 }
 
 void GradReducer::grad_ready(std::size_t g, std::size_t k, std::size_t i) {
@@ -159,6 +165,10 @@ void GradReducer::complete_oldest() {
       group.master().grad().add_(r->output.narrow(0, offset, group.chunk()));
       offset += group.chunk();
     }
+    // The step's shard of these groups is complete: averaged over the replicas now, overlapping
+    // the rest of backward, rather than all of them after it.
+    if (average_now_)
+      for (auto g : r->groups) average_shard(g);
     return;
   }
   auto& group = *groups_[r->groups.front()];
@@ -185,7 +195,9 @@ void GradReducer::end_backward(MicroStep micro) {
     if (!options_.allow_missing) {
       std::vector<std::string> missing;
       for (auto i : schedule_.missing()) missing.push_back(param_names_[i]);
+      average_now_ = false;  // no new collective on the way out
       complete_all();  // collectives already launched must complete on every rank before failing
+      complete_averages();
       schedule_.end_round();
       round_open_ = false;
       ready_.clear();
@@ -202,25 +214,33 @@ void GradReducer::end_backward(MicroStep micro) {
   complete_all();
   schedule_.end_round();
   round_open_ = false;
-  if (micro.last() && holding_ == GradHolding::kShard && issues(options_.replicate)) average_shards();
+  average_now_ = false;
+  complete_averages();
 }
 
-void GradReducer::average_shards() {
+void GradReducer::average_shard(std::size_t group) {
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> wire;
-  std::vector<std::shared_ptr<CommWork>> works;
-  for (auto* g : groups_) {
-    wire.push_back(precision_.wire(g->master().grad()));
-    works.push_back(options_.replicate->all_reduce(wire.back(), ReduceOp::kAvg, /*async=*/true));
+  averaging_.push_back(group);
+  average_wire_.push_back(precision_.wire(groups_[group]->master().grad()));
+  average_works_.push_back(options_.replicate->all_reduce(average_wire_.back(), ReduceOp::kAvg, /*async=*/true));
+}
+
+void GradReducer::complete_averages() {
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < averaging_.size(); ++i) {
+    average_works_[i]->wait();
+    auto& grad = groups_[averaging_[i]]->master().grad();
+    if (!average_wire_[i].is_same(grad)) grad.copy_(average_wire_[i]);
   }
-  for (std::size_t i = 0; i < groups_.size(); ++i) {
-    works[i]->wait();
-    if (!wire[i].is_same(groups_[i]->master().grad())) groups_[i]->master().grad().copy_(wire[i]);
-  }
+  averaging_.clear();
+  average_wire_.clear();
+  average_works_.clear();
 }
 
 std::int64_t GradReducer::in_flight_bytes() const {
   std::vector<torch::Tensor> buffers = staged_;
+  for (std::size_t i = 0; i < averaging_.size(); ++i)  // casts for the wire; the shard itself is not a buffer
+    if (!average_wire_[i].is_same(groups_[averaging_[i]]->master().grad())) buffers.push_back(average_wire_[i]);
   for (const auto& r : pending_) {
     buffers.push_back(r->input);
     buffers.push_back(r->output);

@@ -128,3 +128,94 @@ TEST_CASE("the reducer accumulates in float32, names parameters without a gradie
   CHECK(torch::equal(g.master().grad(), torch::tensor({6.0f, 6.0f, 0.0f, 0.0f})));
   CHECK(reducer.in_flight_bytes() == 0);  // every staged buffer released
 }
+
+namespace {
+
+/// Rank 0 of a replicate group of two whose peer holds the same values: every collective is the
+/// identity (an average of equal tensors), and each call is logged when it is issued.
+class RecordingComm final : public strata::Comm {
+ public:
+  explicit RecordingComm(std::vector<std::string>* log) : log_(log) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  torch::Device device() const override { return torch::kCPU; }
+  std::shared_ptr<strata::CommWork> all_reduce(torch::Tensor& t, strata::ReduceOp, bool) override {
+    return logged("all_reduce " + std::to_string(t.numel()));
+  }
+  std::shared_ptr<strata::CommWork> reduce_scatter(torch::Tensor& out, const torch::Tensor& in, strata::ReduceOp,
+                                                   bool) override {
+    if (!out.is_same(in.narrow(0, 0, out.numel()))) out.copy_(in.narrow(0, 0, out.numel()));
+    return logged("reduce_scatter " + std::to_string(in.numel()));
+  }
+  std::shared_ptr<strata::CommWork> all_gather(torch::Tensor& out, const torch::Tensor& in, bool) override {
+    out.copy_(torch::cat({in, in}));
+    return logged("all_gather " + std::to_string(out.numel()));
+  }
+  std::shared_ptr<strata::CommWork> broadcast(torch::Tensor&, int, bool) override { return logged("broadcast"); }
+  void barrier() override {}
+  std::shared_ptr<strata::Comm> subgroup(const std::vector<int>&) override { throw std::logic_error("not here"); }
+  std::shared_ptr<strata::Comm> separate_stream() override { throw std::logic_error("not here"); }
+  void set_phase(strata::CommPhase) override {}
+  strata::CommCounters counters(strata::CommPhase) const override { return {}; }
+  void book(std::int64_t, double, double) override {}
+
+ private:
+  struct Done final : strata::CommWork {
+    void wait() override {}
+    void host_wait() override {}
+  };
+  std::shared_ptr<strata::CommWork> logged(std::string what) {
+    log_->push_back(std::move(what));
+    return std::make_shared<Done>();
+  }
+  std::vector<std::string>* log_;
+};
+
+}  // namespace
+
+TEST_CASE("sharded gradients are averaged over the replicas while backward goes on, once a step") {
+  // NO_SHARD / HYBRID_SHARD's layout: shards of one rank (kShard, shard size 1), averaged over a
+  // replicate group of two. Three groups complete in backward in the order p2, p1, p0; with one
+  // reduction in flight, launching p1's completes p2's, whose average must go out then, before
+  // p0's gradient exists, not after the whole backward.
+  auto params = make_params({3, 2, 4});
+  strata::PrecisionPolicy policy;
+  std::vector<std::unique_ptr<strata::FlatGroup>> groups;
+  for (std::size_t i = 0; i < 3; ++i)
+    groups.push_back(std::make_unique<strata::FlatGroup>(
+        std::vector<torch::Tensor>{params[i]}, std::vector<std::string>{"p" + std::to_string(i)},
+        options(0, 1, strata::Residency::kPersistent, strata::GradHolding::kShard)));
+  std::vector<std::string> log;
+  RecordingComm replicas(&log);
+  strata::GradReducerOptions o;
+  o.replicate = &replicas;
+  o.max_in_flight = 1;
+  strata::GradReducer reducer({groups[2].get(), groups[1].get(), groups[0].get()}, strata::Precision(policy), o);
+  std::size_t issued_before_p0 = 0;
+  params[0].register_hook([&](const torch::Tensor& g) {
+    issued_before_p0 = log.size();
+    return g;
+  });
+  auto loss = [&] {
+    const auto s0 = (params[0] * 2).sum();
+    const auto s1 = (params[1] * s0).sum();
+    return (params[2] * s1).sum();
+  };
+  for (int m = 0; m < 2; ++m) {
+    reducer.begin_backward({m, 2, {}});
+    loss().backward();
+    reducer.end_backward({m, 2, {}});
+    if (m == 0) CHECK(log.empty());  // the first micro-batch only accumulates
+  }
+  CHECK(issued_before_p0 == 1);
+  REQUIRE(log.size() == 3);  // one average per group and step, in the order backward completed them
+  CHECK(log[0] == "all_reduce 4");
+  CHECK(log[1] == "all_reduce 2");
+  CHECK(log[2] == "all_reduce 3");
+  // The identity over the replicas: each shard holds its two micro-batches' gradients
+  // (s0 = 2 x 6 = 12, s1 = 9 x 12 = 108, the loss 30 x 108).
+  CHECK(torch::equal(groups[0]->master().grad(), torch::full({3}, 2 * 30.0f * 9 * 2)));
+  CHECK(torch::equal(groups[1]->master().grad(), torch::full({2}, 2 * 30.0f * 12)));
+  CHECK(torch::equal(groups[2]->master().grad(), torch::full({4}, 2 * 108.0f)));
+  CHECK(reducer.in_flight_bytes() == 0);
+}

@@ -10,8 +10,9 @@
 ///   kFull   after the last micro-batch: all-reduce of the [padded] buffer over `replicate` (ddp),
 ///           or reduce-scatter over `shard` into this rank's chunk of it (zero1)
 ///   kShard  after every micro-batch: autograd's gradients staged into one [padded] tensor and
-///           reduce-scattered over `shard` (a plain copy when N = 1) into the float32 shard; after
-///           the last one the shards are averaged over `replicate` (HYBRID_SHARD, NO_SHARD)
+///           reduce-scattered over `shard` (a plain copy when N = 1) into the float32 shard; in the
+///           last one each shard is averaged over `replicate` as soon as its reduce-scatter is
+///           complete, while backward goes on (HYBRID_SHARD, NO_SHARD)
 /// Every collective averages (ReduceOp::kAvg) and carries the policy's reduce dtype; the result is
 /// accumulated in float32.
 ///
@@ -87,7 +88,8 @@ class GradReducer final : public Reducer {
   void flush(bool all);
   void complete_oldest();
   void complete_all();
-  void average_shards();
+  void average_shard(std::size_t group);
+  void complete_averages();
   bool communicates(MicroStep micro) const;
 
   std::vector<FlatGroup*> groups_;
@@ -102,6 +104,10 @@ class GradReducer final : public Reducer {
   std::vector<std::size_t> ready_;           // kShard: launched groups waiting to be coalesced
   std::vector<torch::Tensor> staged_;        // kShard, per group: its staged gradients until reduced
   std::vector<std::unique_ptr<Reduction>> pending_;
+  bool average_now_ = false;                 // kShard, last micro-batch: shards averaged over `replicate` as reduced
+  std::vector<std::size_t> averaging_;       // groups whose average over `replicate` is in flight
+  std::vector<torch::Tensor> average_wire_;  // what travels for each
+  std::vector<std::shared_ptr<CommWork>> average_works_;
   std::vector<std::unique_ptr<GradReadyHook>> hooks_;
 };
 
