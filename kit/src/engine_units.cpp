@@ -85,6 +85,12 @@ void Engine::take_over_sharded() {
     if (plan_.unit) plan_.unit(u, model_->unit_names()[u], plan);
   }
   for (std::size_t u = 0; u < units_.size(); ++u) take_over_unit(u);
+  if (plan_.keep_last_unit_gathered)
+    for (std::size_t u = units_.size(); u-- > 0;)
+      if (gathered_unit(u)) {
+        units_[u].plan.after_forward = Reshard::kNone;  // its backward follows at once
+        break;
+      }
   // Sub-groups in unit order, the same on every rank (their creation is collective).
   for (std::size_t u = 0; u < units_.size(); ++u) {
     auto& plan = units_[u].plan;

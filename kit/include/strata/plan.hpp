@@ -9,7 +9,7 @@
 ///   single, dp, local_sgd kNothing      1           no       -
 ///   ddp                   kNothing      1           yes      -
 ///   zero1 / zero2         kOptimizer / kGradients   0 (all)  yes  -
-///   zero3, FULL_SHARD     kParameters   0 (all)     yes      kShardGroup
+///   zero3, FULL_SHARD     kParameters   0 (all)     yes      kShardGroup (the last unit: kNone)
 ///   SHARD_GRAD_OP         kParameters   0 (all)     yes      kNone (stay gathered until backward)
 ///   NO_SHARD              kParameters   1           yes      kNone
 ///   HYBRID_SHARD          kParameters   k           yes      kShardGroup
@@ -82,6 +82,10 @@ struct Plan {
   int backward_prefetch = 1;
   /// kParameters: every unit's plan, unless `unit` says otherwise for one.
   UnitPlan units;
+  /// kParameters: the last unit stays gathered after its forward whatever its plan says. Only the
+  /// loss runs between its forward and its backward, so freeing it would start backward with an
+  /// all-gather of it that nothing can hide (FSDP2 leaves the root unsharded after forward).
+  bool keep_last_unit_gathered = true;
   /// The strategy option a sub-group size came from, named in errors.
   std::string subgroup_option = "subgroup_size";
   /// Optional: the plan of unit `index` (named `name`), starting from `units`.
