@@ -214,8 +214,10 @@ TEST_CASE("estimate: bus bytes per step of every built-in strategy follow DESIGN
   CHECK(run("ddp", p, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
   CHECK(run("zero1", p, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
   CHECK(run("zero2", p, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
-  CHECK(run("zero3", p, 3).bus_bytes == doctest::Approx(3.0 * 2 / 3 * psi4));
-  CHECK(run("fsdp", p, 3).bus_bytes == doctest::Approx(3.0 * 2 / 3 * psi4));
+  // Every unit gathered twice but the last (300 parameters), which stays gathered into its backward.
+  const double sharded4 = (3.0 * 900 - 300) * 4.0;
+  CHECK(run("zero3", p, 3).bus_bytes == doctest::Approx(2.0 / 3 * sharded4));
+  CHECK(run("fsdp", p, 3).bus_bytes == doctest::Approx(2.0 / 3 * sharded4));
   CHECK(run("fsdp", p, 3, {{{"sharding_strategy", "\"SHARD_GRAD_OP\""}}}).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
   CHECK(run("fsdp", p, 3, {{{"sharding_strategy", "\"NO_SHARD\""}}}).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
   CHECK(run("dp", p, 3).bus_bytes == doctest::Approx(2.0 * 2 * psi4));  // (K-1) copies each way
@@ -224,9 +226,17 @@ TEST_CASE("estimate: bus bytes per step of every built-in strategy follow DESIGN
   p2.micro_batches = 2;
   CHECK(run("ddp", p2, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
   CHECK(run("zero2", p2, 3).bus_bytes == doctest::Approx(3.0 * 2 / 3 * psi4));
-  CHECK(run("zero3", p2, 3).bus_bytes == doctest::Approx(6.0 * 2 / 3 * psi4));
+  CHECK(run("zero3", p2, 3).bus_bytes == doctest::Approx(2 * 2.0 / 3 * sharded4));
+  // SHARD_GRAD_OP frees a unit once its gradients are reduced: gathered again in every micro-batch.
+  CHECK(run("fsdp", p2, 3, {{{"sharding_strategy", "\"SHARD_GRAD_OP\""}}}).bus_bytes == doctest::Approx(2 * 2.0 * 2 / 3 * psi4));
+  // NO_SHARD and HYBRID_SHARD average across replicas once a step, in the last micro-batch: NO_SHARD
+  // as ddp; HYBRID_SHARD over 2 groups of 2 gathers and reduce-scatters in pairs every micro-batch
+  // (1/2 of S each) and all-reduces its shards (450 elements) between the pairs once (2 x 1/2 of S).
+  CHECK(run("fsdp", p2, 3, {{{"sharding_strategy", "\"NO_SHARD\""}}}).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(run("fsdp", p2, 4, {{{"sharding_strategy", "\"HYBRID_SHARD\""}, {"shard_group_size", "2"}}}).bus_bytes ==
+        doctest::Approx(2 * 0.5 * sharded4 + 1.0 * 450 * 4.0));
   // Padding to a multiple of the world size: 600 and 300 divide by 4? 300 does, 600 does; 7 pads both.
-  CHECK(run("zero3", p, 7).bus_bytes == doctest::Approx(3.0 * 6 / 7 * (602 + 301) * 4.0));
+  CHECK(run("zero3", p, 7).bus_bytes == doctest::Approx(6.0 / 7 * (3.0 * (602 + 301) - 301) * 4.0));
 }
 
 TEST_CASE("estimate: memory per rank by the strategies' sharding") {

@@ -131,6 +131,8 @@ fs::path run_profile(const EstimateTarget& t, const EstimateRequest& r, const Ex
   const std::string own = e.strategy.name;
   const bool own_ok = own == "single" || own == "ddp" || own == "zero1" || own == "zero2" || own == "zero3" || own == "fsdp";
   if (!own_ok) args.insert(args.end(), {"--set", "strategy.name=\"single\""});
+  // A shard group of several ranks (HYBRID_SHARD) does not divide one: the host's ranks (0) do.
+  if (own == "fsdp") args.insert(args.end(), {"--set", "strategy.shard_group_size=0"});
   const auto steps = std::min<std::int64_t>(e.train.steps, r.profile_steps);
   args.insert(args.end(), {"--set", "distributed.nproc=1", "--set", fmt::format("train.steps={}", steps), "--set",
                            "eval.every=0", "--set", fmt::format("train.timing_warmup_steps={}", std::max<std::int64_t>(1, steps / 4))});

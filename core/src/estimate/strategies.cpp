@@ -289,7 +289,8 @@ struct ShardedPlan {
   int shard = 1;                  ///< ranks a unit is sharded over
   int replicas = 1;               ///< groups of `shard` ranks holding the same shards (HYBRID_SHARD)
   bool shard_params = true;
-  bool gather_in_backward = true; ///< freed after forward, gathered again (reshard_after_forward)
+  bool gather_in_backward = true; ///< freed after forward, gathered again (reshard_after_forward), but
+                                  ///< the last unit (Plan::keep_last_unit_gathered)
   int forward_prefetch = 1;
   int backward_prefetch = 1;
   int in_flight = 2;
@@ -309,7 +310,7 @@ StrategyEstimate build_sharded(const std::string& name, const ShardedPlan& plan,
     std::vector<int> gathers;
     for (std::size_t u = 0; u < unit.size(); ++u) {
       std::vector<int> deps;
-      if (!plan.replicated && (m == 0 || plan.gather_in_backward)) {
+      if (!plan.replicated) {  // every micro-batch: a unit is freed once its gradients are reduced
         std::vector<int> wait;
         const auto ahead = static_cast<std::size_t>(plan.forward_prefetch) + 1;
         if (u >= ahead) wait.push_back(fwd[u - ahead]);
@@ -324,7 +325,8 @@ StrategyEstimate build_sharded(const std::string& name, const ShardedPlan& plan,
     for (std::size_t k = unit.size(); k-- > 0;) {
       const std::size_t i = unit.size() - 1 - k;  // position in backward order
       std::vector<int> deps;
-      if (!plan.replicated && plan.gather_in_backward) {
+      // The last unit stays gathered into its backward, which follows its forward at once.
+      if (!plan.replicated && plan.gather_in_backward && i > 0) {
         std::vector<int> wait;
         const auto ahead = static_cast<std::size_t>(plan.backward_prefetch) + 1;
         if (i >= ahead) wait.push_back(bwd[i - ahead]);
@@ -335,14 +337,17 @@ StrategyEstimate build_sharded(const std::string& name, const ShardedPlan& plan,
       if (pass.size() >= limit) deps.push_back(pass[pass.size() - limit]);
       bwd.push_back(e.schedule.compute(fmt::format("backward {} (micro {})", k, m), sh.backward_s[k], deps));
       if (n <= 1) continue;
+      // Shards are averaged across replicas once a step, unit by unit in the last micro-batch's backward.
+      const bool last_micro = m + 1 == sh.micro;
       if (plan.replicated) {
-        pass.push_back(e.schedule.collective(fmt::format("all_reduce {} (micro {})", k, m), Collective::kAllReduce,
-                                             unit[k] * sh.reduce_bytes, n, {bwd.back()}));
+        if (last_micro)
+          pass.push_back(e.schedule.collective(fmt::format("all_reduce {} (micro {})", k, m), Collective::kAllReduce,
+                                               unit[k] * sh.reduce_bytes, n, {bwd.back()}));
         continue;
       }
       int rs = e.schedule.collective(fmt::format("reduce_scatter {} (micro {})", k, m), Collective::kReduceScatter,
                                      unit[k] * sh.reduce_bytes, g, {bwd.back()});
-      if (plan.replicas > 1) {  // the shards averaged across the replicas, one rank of each per node
+      if (plan.replicas > 1 && last_micro) {  // the shards averaged across the replicas, one rank of each per node
         rs = e.schedule.collective(fmt::format("all_reduce {} across replicas (micro {})", k, m), Collective::kAllReduce,
                                    unit[k] / g * sh.reduce_bytes, plan.replicas, {rs});
         e.schedule.spread(rs, 1);
