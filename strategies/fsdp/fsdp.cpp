@@ -5,7 +5,8 @@
 //
 // sharding_strategy:
 //   FULL_SHARD     parameters, gradients and optimizer state sharded over all ranks; a unit is
-//                  freed after its forward and gathered again for its backward (~3 Psi traffic)
+//                  freed after its forward and gathered again for its backward (~3 Psi traffic;
+//                  the last unit stays gathered, as its backward follows at once)
 //   SHARD_GRAD_OP  as FULL_SHARD, but a unit stays gathered from its forward to the end of its
 //                  backward (reshard_after_forward = false; ~2 Psi traffic, more memory)
 //   NO_SHARD       every rank holds everything; gradients are all-reduced (DDP's traffic)
