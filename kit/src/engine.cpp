@@ -184,7 +184,7 @@ void Engine::masters_to_params() {
   for (auto& c : calls) {
     if (c.groups.size() == 1) {
       auto& g = *groups_[c.groups.front()];
-      c.input = g.gather_input();  // the output overlaps the owned chunk
+      c.input = g.gather_input();  // the owned chunk of the output: in place
       c.output = g.full();
     } else {
       std::vector<torch::Tensor> chunks;

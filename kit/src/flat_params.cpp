@@ -110,7 +110,8 @@ void FlatGroup::release_full() {
 }
 
 torch::Tensor FlatGroup::gather_input() const {
-  if (options_.residency == Residency::kPersistent) return chunk_of(full_, options_.shard_rank).clone();
+  // Persistent: the owned chunk of full() itself (the all-gather runs in place, no staging copy).
+  if (options_.residency == Residency::kPersistent) return chunk_of(full_, options_.shard_rank);
   return master_.detach().to(options_.precision.param_dtype());
 }
 

@@ -46,6 +46,12 @@ TEST_CASE("a flat group pads to the shard size, owns one chunk and keeps the par
   g.zero_grad();
   CHECK(g.full_grad().abs().sum().item<float>() == 0.0f);
   CHECK(strata::storage_bytes(g.param_tensors()) == 9 * 4);  // one storage: full and its master view
+  // zero1/zero2's all-gather after the step runs in place: its input is the owned chunk of full(),
+  // not a copy of it.
+  const auto input = g.gather_input();
+  CHECK(input.is_alias_of(g.full()));
+  CHECK(input.data_ptr<float>() == g.full().data_ptr<float>() + 3);
+  CHECK(input.numel() == 3);
 }
 
 TEST_CASE("under a bf16 policy the master is a float32 copy and gradients accumulate in float32") {

@@ -74,6 +74,8 @@ class Comm {
   virtual std::shared_ptr<CommWork> reduce_scatter(torch::Tensor& output, const torch::Tensor& input,
                                                    ReduceOp op = ReduceOp::kSum, bool async = false) = 0;
   /// `output` (numel = input.numel() * world_size) receives every rank's `input`, in rank order.
+  /// `input` may be this rank's slice of `output` itself (in place: NCCL gathers in place, Gloo
+  /// through a buffer of its own).
   virtual std::shared_ptr<CommWork> all_gather(torch::Tensor& output, const torch::Tensor& input,
                                                bool async = false) = 0;
   /// In place: every rank ends with `root`'s tensor.

@@ -117,8 +117,9 @@ class FlatGroup {
   /// group whose master is full() itself is never released.
   void allocate_full();
   void release_full();
-  /// This rank's chunk of the parameters in the parameter dtype, as a tensor that does not
-  /// overlap full(): the input of the all-gather that fills full().
+  /// This rank's chunk of the parameters in the parameter dtype: the input of the all-gather that
+  /// fills full(). Persistent: that chunk of full() itself (the all-gather runs in place);
+  /// gathered: the master in the parameter dtype, which does not overlap full().
   torch::Tensor gather_input() const;
   /// After an optimizer step: writes the master into this rank's chunk of full() (cast to the
   /// parameter dtype); nothing when they alias.
