@@ -59,9 +59,9 @@ GradReducer::~GradReducer() {
       if (r->work) r->work->wait();
     } catch (...) {
     }
-  for (auto& w : average_works_)
+  for (auto& a : averages_)
     try {
-      w->wait();
+      a.work->wait();
     } catch (...) {
     }
 }
@@ -220,27 +220,25 @@ void GradReducer::end_backward(MicroStep micro) {
 
 void GradReducer::average_shard(std::size_t group) {
   torch::NoGradGuard no_grad;
-  averaging_.push_back(group);
-  average_wire_.push_back(precision_.wire(groups_[group]->master().grad()));
-  average_works_.push_back(options_.replicate->all_reduce(average_wire_.back(), ReduceOp::kAvg, /*async=*/true));
+  Average a{group, precision_.wire(groups_[group]->master().grad()), nullptr};
+  a.work = options_.replicate->all_reduce(a.wire, ReduceOp::kAvg, /*async=*/true);
+  averages_.push_back(std::move(a));
 }
 
 void GradReducer::complete_averages() {
   torch::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < averaging_.size(); ++i) {
-    average_works_[i]->wait();
-    auto& grad = groups_[averaging_[i]]->master().grad();
-    if (!average_wire_[i].is_same(grad)) grad.copy_(average_wire_[i]);
+  for (auto& a : averages_) {
+    a.work->wait();
+    auto& grad = groups_[a.group]->master().grad();
+    if (!a.wire.is_same(grad)) grad.copy_(a.wire);
   }
-  averaging_.clear();
-  average_wire_.clear();
-  average_works_.clear();
+  averages_.clear();
 }
 
 std::int64_t GradReducer::in_flight_bytes() const {
   std::vector<torch::Tensor> buffers = staged_;
-  for (std::size_t i = 0; i < averaging_.size(); ++i)  // casts for the wire; the shard itself is not a buffer
-    if (!average_wire_[i].is_same(groups_[averaging_[i]]->master().grad())) buffers.push_back(average_wire_[i]);
+  for (const auto& a : averages_)  // casts for the wire; the shard itself is not a buffer
+    if (!a.wire.is_same(groups_[a.group]->master().grad())) buffers.push_back(a.wire);
   for (const auto& r : pending_) {
     buffers.push_back(r->input);
     buffers.push_back(r->output);

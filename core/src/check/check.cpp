@@ -152,6 +152,7 @@ class Checker {
   Checker(const RegistryEntry& entry, std::vector<int> worlds, fs::path dir, std::vector<Workload> workloads)
       : entry_(entry), worlds_(std::move(worlds)), dir_(std::move(dir)), workloads_(std::move(workloads)) {
     for (const auto& w : workloads_) files_.push_back(dir_ / (std::string(w.name) + ".toml"));
+    last_unit_.assign(workloads_.size(), -1);
     for (const auto& spec : entry_.schema.specs)
       for (auto& v : detail::violating_values(spec)) violations_.push_back({spec.name, std::move(v)});
     total_ = static_cast<int>(workloads_.size()) + 1 + static_cast<int>(violations_.size());
@@ -385,7 +386,6 @@ class Checker {
 
   /// Trainable parameters of the last unit of workload `i`'s model (built as `run` builds it).
   double last_unit_params(std::size_t i) {
-    if (last_unit_.size() != workloads_.size()) last_unit_.assign(workloads_.size(), -1);
     if (last_unit_[i] < 0) {
       const auto units = estimate::model_units(load_experiment(files_[i]));
       last_unit_[i] = units.empty() ? 0 : units.back().params;

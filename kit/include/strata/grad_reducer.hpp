@@ -104,10 +104,13 @@ class GradReducer final : public Reducer {
   std::vector<std::size_t> ready_;           // kShard: launched groups waiting to be coalesced
   std::vector<torch::Tensor> staged_;        // kShard, per group: its staged gradients until reduced
   std::vector<std::unique_ptr<Reduction>> pending_;
-  bool average_now_ = false;                 // kShard, last micro-batch: shards averaged over `replicate` as reduced
-  std::vector<std::size_t> averaging_;       // groups whose average over `replicate` is in flight
-  std::vector<torch::Tensor> average_wire_;  // what travels for each
-  std::vector<std::shared_ptr<CommWork>> average_works_;
+  bool average_now_ = false;  // kShard, last micro-batch: shards averaged over `replicate` as reduced
+  struct Average {             // a group's average over `replicate` in flight
+    std::size_t group;
+    torch::Tensor wire;        // what travels (the shard's gradient itself, or its cast)
+    std::shared_ptr<CommWork> work;
+  };
+  std::vector<Average> averages_;
   std::vector<std::unique_ptr<GradReadyHook>> hooks_;
 };
 
