@@ -34,22 +34,26 @@ struct HpzOptions {
   std::int64_t prefetch = 1;              ///< units gathered ahead of use, in forward and in backward
 };
 
+strata::Plan hpz_plan(const HpzOptions& o, const strata::Topology&) {
+  strata::Plan plan;
+  plan.owner = "hpz";
+  plan.sharded = strata::Sharded::kParameters;  // over every rank (shard_size 0)
+  plan.units.after_forward = strata::Reshard::kSubgroup;
+  plan.units.subgroup_size = static_cast<int>(o.secondary_group_size);  // 0: the mesh takes the ranks of one host
+  plan.subgroup_option = "secondary_group_size";
+  plan.group_bytes = static_cast<std::int64_t>(o.allgather_bucket_mb * kMiB);
+  plan.reduce_coalesce_bytes = static_cast<std::int64_t>(o.reduce_bucket_mb * kMiB);
+  plan.forward_prefetch = plan.backward_prefetch = static_cast<int>(o.prefetch);
+  plan.reductions_in_flight = static_cast<int>(o.reductions_in_flight);
+  return plan;
+}
+
 class HpzStrategy final : public strata::Engine {
  public:
   explicit HpzStrategy(HpzOptions options) : options_(options) {}
 
   void setup(const strata::StrategySetup& s) override {
-    strata::Plan plan;
-    plan.owner = "hpz";
-    plan.sharded = strata::Sharded::kParameters;  // over every rank (shard_size 0)
-    plan.units.after_forward = strata::Reshard::kSubgroup;
-    plan.units.subgroup_size = static_cast<int>(options_.secondary_group_size);
-    plan.subgroup_option = "secondary_group_size";
-    plan.group_bytes = static_cast<std::int64_t>(options_.allgather_bucket_mb * kMiB);
-    plan.reduce_coalesce_bytes = static_cast<std::int64_t>(options_.reduce_bucket_mb * kMiB);
-    plan.forward_prefetch = plan.backward_prefetch = static_cast<int>(options_.prefetch);
-    plan.reductions_in_flight = static_cast<int>(options_.reductions_in_flight);
-    take_over(s, plan);
+    take_over(s, hpz_plan(options_, strata::topology_of(s)));
     s.log->info("hpz: " + describe() + "; prefetch " + std::to_string(options_.prefetch));
   }
 
@@ -77,6 +81,8 @@ void register_hpz(strata::Registry& registry) {
       [](const HpzOptions& o) { return std::make_shared<HpzStrategy>(o); },
       strata::Footprint{strata::Footprint::Memory{true, true, true},
                         strata::Footprint::Traffic{0, 2}.with_subgroup(1, "secondary_group_size")});
+  // Its plan, so that `strata estimate` simulates the engine's schedule for it, not only its Footprint.
+  strata::add_plan(registry, "hpz", schema, hpz_plan);
 }
 
 }  // namespace

@@ -23,18 +23,22 @@ struct DdpOptions {
   bool find_unused_parameters = false;  ///< tolerate parameters that get no gradient in a step
 };
 
+strata::Plan ddp_plan(const DdpOptions& o, const strata::Topology&) {
+  strata::Plan plan;
+  plan.owner = "ddp";
+  plan.group_bytes = static_cast<std::int64_t>(o.bucket_cap_mb * 1024 * 1024);
+  plan.reductions_in_flight = 0;  // the buckets are the gradient buffers themselves: nothing to bound
+  plan.allow_missing = o.find_unused_parameters;
+  plan.missing_fix = "Set `find_unused_parameters = true` in [strategy] if the model legitimately skips them.";
+  return plan;
+}
+
 class DdpStrategy final : public strata::Engine {
  public:
   explicit DdpStrategy(DdpOptions options) : options_(options) {}
 
   void setup(const strata::StrategySetup& s) override {
-    strata::Plan plan;
-    plan.owner = "ddp";
-    plan.group_bytes = static_cast<std::int64_t>(options_.bucket_cap_mb * 1024 * 1024);
-    plan.reductions_in_flight = 0;  // the buckets are the gradient buffers themselves: nothing to bound
-    plan.allow_missing = options_.find_unused_parameters;
-    plan.missing_fix = "Set `find_unused_parameters = true` in [strategy] if the model legitimately skips them.";
-    take_over(s, plan);
+    take_over(s, ddp_plan(options_, strata::topology_of(s)));
     s.log->info(fmt::format("ddp: {} parameters in {} gradient buckets of <= {} MiB, world {}", params_.size(),
                             groups_.size(), options_.bucket_cap_mb, comm_->world_size()));
   }
@@ -51,6 +55,7 @@ void register_ddp(strata::Registry& registry) {
   registry.add_strategy("ddp", "distributed data parallel: replicas, bucketed all-reduce overlapped with backward",
                         schema, [](const DdpOptions& o) { return std::make_shared<DdpStrategy>(o); },
                         strata::Footprint{strata::Footprint::Memory{}, strata::Footprint::Traffic{2, 0}});
+  strata::add_plan(registry, "ddp", schema, ddp_plan);
 }
 
 }  // namespace

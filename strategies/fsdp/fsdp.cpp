@@ -31,28 +31,33 @@ struct FsdpOptions {
 
 /// Every sharding strategy is a plan over a mesh: which ranks shard a unit (all, one, or groups
 /// of shard_group_size) and whether a unit is freed after its forward.
+strata::Plan fsdp_plan(const FsdpOptions& o, const strata::Topology& t) {
+  const auto& how = o.sharding_strategy;
+  strata::Plan plan;
+  plan.owner = "fsdp";
+  plan.sharded = strata::Sharded::kParameters;
+  plan.group_bytes = 0;  // one flat parameter per unit
+  plan.shard_size = how == "NO_SHARD"       ? 1
+                    : how == "HYBRID_SHARD" ? static_cast<int>(o.shard_group_size > 0 ? o.shard_group_size : t.local_world_size)
+                                            : 0;
+  const bool reshard = how != "SHARD_GRAD_OP" && how != "NO_SHARD" && o.reshard_after_forward;
+  plan.units.after_forward = reshard ? strata::Reshard::kShardGroup : strata::Reshard::kNone;
+  plan.forward_prefetch = o.forward_prefetch ? 1 : 0;
+  plan.backward_prefetch = o.backward_prefetch ? 1 : 0;
+  plan.reductions_in_flight = static_cast<int>(o.reductions_in_flight);
+  return plan;
+}
+
 class FsdpStrategy final : public strata::Engine {
  public:
   explicit FsdpStrategy(FsdpOptions options) : options_(std::move(options)) {}
 
   void setup(const strata::StrategySetup& s) override {
-    const auto& how = options_.sharding_strategy;
-    strata::Plan plan;
-    plan.owner = "fsdp";
-    plan.sharded = strata::Sharded::kParameters;
-    plan.group_bytes = 0;  // one flat parameter per unit
-    plan.shard_size = how == "NO_SHARD"       ? 1
-                      : how == "HYBRID_SHARD" ? static_cast<int>(options_.shard_group_size > 0 ? options_.shard_group_size
-                                                                                             : s.local_world_size)
-                                              : 0;
-    const bool reshard = how != "SHARD_GRAD_OP" && how != "NO_SHARD" && options_.reshard_after_forward;
-    plan.units.after_forward = reshard ? strata::Reshard::kShardGroup : strata::Reshard::kNone;
-    plan.forward_prefetch = options_.forward_prefetch ? 1 : 0;
-    plan.backward_prefetch = options_.backward_prefetch ? 1 : 0;
-    plan.reductions_in_flight = static_cast<int>(options_.reductions_in_flight);
-    take_over(s, plan);
-    s.log->info(fmt::format("fsdp {}: {}; reshard_after_forward {}, prefetch forward {} backward {}", how, describe(),
-                            reshard, options_.forward_prefetch, options_.backward_prefetch));
+    take_over(s, fsdp_plan(options_, strata::topology_of(s)));
+    s.log->info(fmt::format("fsdp {}: {}; reshard_after_forward {}, prefetch forward {} backward {}",
+                            options_.sharding_strategy, describe(),
+                            plan_.units.after_forward == strata::Reshard::kShardGroup, options_.forward_prefetch,
+                            options_.backward_prefetch));
   }
 
  private:
@@ -79,6 +84,7 @@ void register_fsdp(strata::Registry& registry) {
                         schema, [](const FsdpOptions& o) { return std::make_shared<FsdpStrategy>(o); },
                         // FULL_SHARD, the default: everything sharded, two gathers and a reduce-scatter per micro-batch.
                         strata::Footprint{strata::Footprint::Memory{true, true, true}, strata::Footprint::Traffic{0, 3}});
+  strata::add_plan(registry, "fsdp", schema, fsdp_plan);
 }
 
 }  // namespace

@@ -11,16 +11,25 @@ namespace {
 /// like for every other plugin.
 struct SingleOptions {};
 
+/// Replicas of one rank whose gradients stay local.
+strata::Plan single_plan(const SingleOptions&, const strata::Topology&) {
+  strata::Plan plan;
+  plan.owner = "single";
+  plan.reduce = false;
+  return plan;
+}
+
 class SingleStrategy final : public strata::Engine {
  public:
-  void setup(const strata::StrategySetup& s) override { take_over(s); }
+  void setup(const strata::StrategySetup& s) override { take_over(s, single_plan({}, strata::topology_of(s))); }
 };
 
 void register_single(strata::Registry& registry) {
-  registry.add_strategy("single", "one process, one device: the baseline (no communication)",
-                        strata::Schema<SingleOptions>{},
+  const strata::Schema<SingleOptions> schema;
+  registry.add_strategy("single", "one process, one device: the baseline (no communication)", schema,
                         [](const SingleOptions&) { return std::make_shared<SingleStrategy>(); },
                         {strata::Placement::one_device(), {}, strata::Footprint{strata::Footprint::Memory{}, strata::Footprint::Traffic{}}});
+  strata::add_plan(registry, "single", schema, single_plan);
 }
 
 }  // namespace

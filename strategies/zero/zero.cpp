@@ -71,7 +71,7 @@ class ZeroStrategy final : public strata::Engine {
   strata::Plan plan_of_stage_;
 };
 
-strata::Plan zero_plan(const ZeroOptions& o, int stage) {
+strata::Plan zero_plan(const ZeroOptions& o, int stage) {  // the same at every topology
   strata::Plan plan;
   plan.owner = fmt::format("zero{}", stage);
   plan.sharded = stage == 1 ? strata::Sharded::kOptimizer : strata::Sharded::kGradients;
@@ -135,6 +135,9 @@ void register_zero(strata::Registry& registry) {
   registry.add_strategy("zero3", "ZeRO-3: parameters, gradients and optimizer state sharded, gathered per unit",
                         schema3, [](const Zero3Options& o) { return std::make_shared<ZeroStrategy>(zero3_plan(o)); },
                         strata::Footprint{strata::Footprint::Memory{true, true, true}, strata::Footprint::Traffic{0, 3}});
+  strata::add_plan(registry, "zero1", schema1, [](const ZeroOptions& o, const strata::Topology&) { return zero_plan(o, 1); });
+  strata::add_plan(registry, "zero2", schema2, [](const ZeroOptions& o, const strata::Topology&) { return zero_plan(o, 2); });
+  strata::add_plan(registry, "zero3", schema3, [](const Zero3Options& o, const strata::Topology&) { return zero3_plan(o); });
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 /// more entries, each with a one-line description and an options schema. Names are unique per
 /// kind: a second registration of a name fails loudly, naming both libraries.
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -111,6 +112,42 @@ struct Footprint {
   std::optional<Traffic> traffic;
 };
 
+/// The ranks a strategy's plan is made for: the world size and the ranks of one host.
+struct Topology {
+  int world_size = 1;
+  int local_world_size = 1;
+};
+
+/// A strategy of the kit (kit/include/strata/plan.hpp) as data the host reads: `strata estimate`
+/// and validate's fit check simulate the schedule the kit's engine runs for it, instead of a
+/// description of their own. The kit makes it from its Plan (strata::outline) and registers it
+/// with Registry::set_plan; a strategy without one is estimated from its Footprint, coarser.
+struct PlanOutline {
+  enum class Sharded { kNothing, kOptimizer, kGradients, kParameters };  ///< the kit's Sharded
+  enum class Reshard { kNone, kShardGroup, kSubgroup };                  ///< the kit's Reshard
+  struct Unit {
+    Reshard after_forward = Reshard::kShardGroup;
+    int subgroup_size = 0;  ///< kSubgroup: ranks of the sub-group, 0: the ranks of one host
+  };
+  std::string owner;
+  Sharded sharded = Sharded::kNothing;
+  int shard_size = 0;                   ///< ranks per shard group: 0 every rank, 1 none, k hybrid
+  bool reduce = true;                   ///< gradients averaged over the ranks
+  std::int64_t group_bytes = 0;         ///< flat groups (buckets) of about this many bytes; kParameters: cuts a unit
+  bool overlap = true;                  ///< reductions launched during backward
+  std::int64_t reduce_coalesce_bytes = 0;
+  int reductions_in_flight = 2;         ///< 0: every group
+  std::int64_t allgather_bytes = 0;     ///< kOptimizer/kGradients: groups gathered together after the step
+  int forward_prefetch = 1;
+  int backward_prefetch = 1;
+  Unit units;                           ///< every unit's plan unless `unit` changes one
+  bool keep_last_unit_gathered = true;
+  /// Optional: the plan of unit `index` named `name`, starting from `units`.
+  std::function<void(std::size_t index, const std::string& name, Unit& unit)> unit;
+};
+/// A strategy's plan for its options at a topology.
+using StrategyPlanner = std::function<PlanOutline(const Options&, const Topology&)>;
+
 /// What the host needs to know about a strategy besides its options.
 struct StrategyTraits {
   StrategyTraits() = default;
@@ -136,6 +173,7 @@ struct RegistryEntry {
   StrategyTraits traits;  ///< strategies only
   ModelEstimator estimator;  ///< models only; empty when the plugin declares none
   ModelMemoryEstimator memory_estimator;  ///< models only; empty when the plugin declares none
+  StrategyPlanner planner;  ///< strategies of the kit only (ABI 10.1): its plan as data; empty otherwise
 };
 
 class Registry {
@@ -203,6 +241,14 @@ class Registry {
     if (it == entries_.end()) throw_not_added("set_memory_estimator", name);
     it->second.memory_estimator = std::move(estimator);
   }
+  /// Declares strategy `name` (added before) a plan of the kit: `plan(const T& options, const
+  /// Topology&)` returns its PlanOutline without building anything (the kit's strata::add_plan
+  /// calls this with the Plan the strategy's setup takes over).
+  template <class T, class P>
+  void set_plan(const std::string& name, Schema<T> schema, P plan) {
+    set_planner(name, [schema, plan](const Options& o, const Topology& t) -> PlanOutline { return plan(schema.bind(o), t); });
+  }
+  void set_planner(const std::string& name, StrategyPlanner planner);
   /// Sets the traits of strategy `name` (added before); checks them against its schema.
   void set_traits(const std::string& name, StrategyTraits traits);
   /// The entry of `name`, or nullptr.

@@ -96,6 +96,14 @@ void Registry::set_estimator(const std::string& name, ModelEstimator estimator) 
   it->second.estimator = std::move(estimator);
 }
 
+void Registry::set_planner(const std::string& name, StrategyPlanner planner) {
+  auto it = entries_.find({PluginKind::kStrategy, name});
+  if (it == entries_.end())
+    throw PluginError(current_library_, "set_plan: no strategy '" + name + "' was added.",
+                      "Add the strategy before its plan.");
+  it->second.planner = std::move(planner);
+}
+
 void Registry::set_traits(const std::string& name, StrategyTraits traits) {
   auto it = entries_.find({PluginKind::kStrategy, name});
   if (it == entries_.end())

@@ -57,6 +57,11 @@
 
 namespace strata::inline kit_v2 {
 
+/// The topology a strategy's setup makes its plan for (add_plan, plan.hpp).
+inline Topology topology_of(const StrategySetup& setup) {
+  return {setup.comm != nullptr ? setup.comm->world_size() : 1, setup.local_world_size};
+}
+
 /// Overwrites every parameter and buffer of `module` with rank 0's (booked to the current phase,
 /// setup): the same starting point on every rank, whatever each rank's initialization did.
 void broadcast_module(torch::nn::Module& module, Comm& comm);

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "strata/kit.hpp"
+#include "strata/registry.hpp"
 
 namespace strata::inline kit_v2 {
 
@@ -98,5 +99,20 @@ struct Plan {
   /// The fix named in that error.
   std::string missing_fix = "every trainable parameter must take part in every forward";
 };
+
+/// The plan as the host reads it (strata::PlanOutline, registry.hpp): what `strata estimate` and
+/// validate's fit check simulate.
+PlanOutline outline(const Plan& plan);
+
+/// Declares strategy `name` (added to `registry` before) a plan of the kit, so that the host
+/// estimates it from the schedule the engine runs: `plan_of(const T& options, const Topology&)`
+/// returns the Plan its setup takes over (the same function, called with
+/// topology_of(setup), engine.hpp).
+template <class T, class F>
+void add_plan(Registry& registry, const std::string& name, const Schema<T>& schema, F plan_of) {
+  registry.set_plan(name, schema, [plan_of](const T& options, const Topology& topology) {
+    return outline(plan_of(options, topology));
+  });
+}
 
 }  // namespace strata::inline kit_v2
