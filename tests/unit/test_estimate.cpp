@@ -181,6 +181,7 @@ TEST_CASE("estimate: the shipped cluster specs load") {
 
 // ---- the built-in strategies' schedules and memory ---------------------------------------------------
 
+#include "bundled_plugins.hpp"
 #include "estimate/strategies.hpp"
 
 namespace {
@@ -196,14 +197,23 @@ es::Profile two_units() {
   p.activation_bytes_per_sample = 100;
   return p;
 }
-es::StrategyEstimate run(const std::string& name, const es::Profile& p, int n, es::StrategyOptions o = {}) {
+/// [strategy] options, as an experiment gives them.
+strata::Options options(std::vector<std::pair<std::string, strata::OptionValue>> values) {
+  strata::Options o;
+  for (auto& [key, value] : values) o.set(key, std::move(value));
+  return o;
+}
+/// The strategy as the estimator reads it from this build's plugins: its plan for `o` at `n` ranks on one host.
+es::StrategyModel model(const std::string& name, int n, const strata::Options& o = {}) {
+  return es::strategy_model(strata::test::bundled_plugins(), name, o, {n, n});
+}
+es::StrategyEstimate run(const std::string& name, const es::Profile& p, int n, const strata::Options& o = {}) {
   static const es::Network net = flat(1.0);
   es::EstimateInput in;
   in.profile = &p;
   in.network = &net;
   in.world_size = n;
-  in.options = std::move(o);
-  return es::estimate_strategy(name, in);
+  return es::estimate_strategy(name, in, model(name, n, o));
 }
 }  // namespace
 
@@ -218,8 +228,8 @@ TEST_CASE("estimate: bus bytes per step of every built-in strategy follow DESIGN
   const double sharded4 = (3.0 * 900 - 300) * 4.0;
   CHECK(run("zero3", p, 3).bus_bytes == doctest::Approx(2.0 / 3 * sharded4));
   CHECK(run("fsdp", p, 3).bus_bytes == doctest::Approx(2.0 / 3 * sharded4));
-  CHECK(run("fsdp", p, 3, {{{"sharding_strategy", "\"SHARD_GRAD_OP\""}}}).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
-  CHECK(run("fsdp", p, 3, {{{"sharding_strategy", "\"NO_SHARD\""}}}).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(run("fsdp", p, 3, options({{"sharding_strategy", std::string("SHARD_GRAD_OP")}})).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(run("fsdp", p, 3, options({{"sharding_strategy", std::string("NO_SHARD")}})).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
   CHECK(run("dp", p, 3).bus_bytes == doctest::Approx(2.0 * 2 * psi4));  // (K-1) copies each way
   // Accumulation: zero2 reduce-scatters every micro-batch, ddp only the last.
   auto p2 = p;
@@ -228,15 +238,68 @@ TEST_CASE("estimate: bus bytes per step of every built-in strategy follow DESIGN
   CHECK(run("zero2", p2, 3).bus_bytes == doctest::Approx(3.0 * 2 / 3 * psi4));
   CHECK(run("zero3", p2, 3).bus_bytes == doctest::Approx(2 * 2.0 / 3 * sharded4));
   // SHARD_GRAD_OP frees a unit once its gradients are reduced: gathered again in every micro-batch.
-  CHECK(run("fsdp", p2, 3, {{{"sharding_strategy", "\"SHARD_GRAD_OP\""}}}).bus_bytes == doctest::Approx(2 * 2.0 * 2 / 3 * psi4));
+  CHECK(run("fsdp", p2, 3, options({{"sharding_strategy", std::string("SHARD_GRAD_OP")}})).bus_bytes == doctest::Approx(2 * 2.0 * 2 / 3 * psi4));
   // NO_SHARD and HYBRID_SHARD average across replicas once a step, in the last micro-batch: NO_SHARD
   // as ddp; HYBRID_SHARD over 2 groups of 2 gathers and reduce-scatters in pairs every micro-batch
   // (1/2 of S each) and all-reduces its shards (450 elements) between the pairs once (2 x 1/2 of S).
-  CHECK(run("fsdp", p2, 3, {{{"sharding_strategy", "\"NO_SHARD\""}}}).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
-  CHECK(run("fsdp", p2, 4, {{{"sharding_strategy", "\"HYBRID_SHARD\""}, {"shard_group_size", "2"}}}).bus_bytes ==
+  CHECK(run("fsdp", p2, 3, options({{"sharding_strategy", std::string("NO_SHARD")}})).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(run("fsdp", p2, 4, options({{"sharding_strategy", std::string("HYBRID_SHARD")}, {"shard_group_size", std::int64_t{2}}})).bus_bytes ==
         doctest::Approx(2 * 0.5 * sharded4 + 1.0 * 450 * 4.0));
   // Padding to a multiple of the world size: 600 and 300 divide by 4? 300 does, 600 does; 7 pads both.
   CHECK(run("zero3", p, 7).bus_bytes == doctest::Approx(6.0 / 7 * (3.0 * (602 + 301) - 301) * 4.0));
+}
+
+TEST_CASE("estimate: a plugin's plan is read, not its Footprint: hpz's backward gathers inside its sub-group") {
+  const auto p = two_units();
+  // hpz at 4 ranks with sub-groups of 2, per micro-batch: both units gathered over 4 in forward
+  // (3/4 x 3600 bytes), unit 0 gathered again over its sub-group of 2 in backward (1/2 x 2400; the
+  // last unit stays gathered), gradients reduce-scattered over 4 (3/4 x 3600).
+  const auto hpz = run("hpz", p, 4, options({{"secondary_group_size", std::int64_t{2}}}));
+  CHECK_FALSE(hpz.coarse);
+  CHECK(hpz.bus_bytes == doctest::Approx(2700.0 + 1200.0 + 2700.0));
+  // zero3 gathers unit 0 from all 4 in backward; hpz with a sub-group of 4 moves zero3's bytes.
+  CHECK(run("zero3", p, 4).bus_bytes == doctest::Approx(2700.0 + 1800.0 + 2700.0));
+  CHECK(run("hpz", p, 4, options({{"secondary_group_size", std::int64_t{4}}})).bus_bytes ==
+        doctest::Approx(run("zero3", p, 4).bus_bytes));
+  // A sub-group of one rank keeps the unit whole (SHARD_GRAD_OP's bytes); one that does not divide
+  // the shard group is refused, as the engine refuses it.
+  CHECK(run("hpz", p, 4, options({{"secondary_group_size", std::int64_t{1}}})).bus_bytes == doctest::Approx(2700.0 * 2));
+  CHECK_FALSE(run("hpz", p, 4, options({{"secondary_group_size", std::int64_t{3}}})).applicable);
+  // Between its forward and the end of its backward a unit keeps its sub-group's share. Without
+  // prefetch, unit 0 runs backward gathered with its gradients (600 x 8 bytes) beside its own half
+  // (300 x 4), where zero3 holds 600 x 8 only.
+  const auto no_prefetch = options({{"secondary_group_size", std::int64_t{2}}, {"prefetch", std::int64_t{0}}});
+  CHECK(run("hpz", p, 4, no_prefetch).memory.gathered == doctest::Approx(600 * 8.0 + 300 * 4.0));
+  CHECK(run("zero3", p, 4, options({{"prefetch", std::int64_t{0}}})).memory.gathered == doctest::Approx(600 * 8.0));
+  // With the larger unit last (300 then 600 parameters), backward starts with unit 1 gathered with
+  // its gradients (600 x 8) beside unit 0's half (150 x 4).
+  auto last_big = p;
+  last_big.units = {{"u0", 300}, {"u1", 600}};
+  CHECK(run("hpz", last_big, 4, no_prefetch).memory.gathered == doctest::Approx(600 * 8.0 + 150 * 4.0));
+  CHECK(run("zero3", last_big, 4, options({{"prefetch", std::int64_t{0}}})).memory.gathered == doctest::Approx(600 * 8.0));
+}
+
+TEST_CASE("estimate: a plan's own unit plans, and a last unit it does not keep gathered") {
+  const auto p = two_units();
+  es::StrategyModel m;
+  strata::PlanOutline plan;
+  plan.sharded = strata::PlanOutline::Sharded::kParameters;
+  plan.keep_last_unit_gathered = false;
+  plan.unit = [](std::size_t, const std::string& name, strata::PlanOutline::Unit& u) {
+    if (name == "u0") u.after_forward = strata::PlanOutline::Reshard::kNone;  // by the profile's unit names
+  };
+  m.plan = plan;
+  static const es::Network net = flat(1.0);
+  es::EstimateInput in;
+  in.profile = &p;
+  in.network = &net;
+  in.world_size = 3;
+  // Forward gathers both units, backward only u1 (u0 stayed gathered), the reduce-scatter both:
+  // 2/3 x (3600 + 1200 + 3600).
+  const auto e = es::estimate_strategy("mine", in, m);
+  CHECK(e.bus_bytes == doctest::Approx(2.0 / 3 * (3600 + 1200 + 3600)));
+  // At the start of backward u1 is gathered with its gradients (300 x 8), u0 kept whole (600 x 4).
+  CHECK(e.memory.gathered == doctest::Approx(300 * 8.0 + 600 * 4.0));
 }
 
 TEST_CASE("estimate: memory per rank by the strategies' sharding") {
@@ -291,10 +354,8 @@ TEST_CASE("estimate: ddp overlaps its buckets with backward, and one big bucket 
   in.network = &net;
   in.world_size = 2;
   // Buckets of 1 KiB: unit 1's 1200 bytes reduce while unit 0's backward (2 ms) runs.
-  in.options.values["bucket_cap_mb"] = std::to_string(1200.0 / (1024.0 * 1024.0));
-  const auto small = es::estimate_strategy("ddp", in);
-  in.options.values["bucket_cap_mb"] = "25";
-  const auto big = es::estimate_strategy("ddp", in);
+  const auto small = es::estimate_strategy("ddp", in, model("ddp", 2, options({{"bucket_cap_mb", 1200.0 / (1024.0 * 1024.0)}})));
+  const auto big = es::estimate_strategy("ddp", in, model("ddp", 2, options({{"bucket_cap_mb", 25.0}})));
   CHECK(small.bus_bytes == doctest::Approx(big.bus_bytes));
   CHECK(small.exposed_comm_s < big.exposed_comm_s);
   CHECK(big.exposed_comm_s == doctest::Approx(3600 * 1.0 / 1e6));  // everything after backward
@@ -310,17 +371,17 @@ TEST_CASE("estimate: CPU ranks that fill their host's cores do not overlap their
   in.profile = &p;
   in.network = &net;
   in.world_size = 2;
-  in.options.values["bucket_cap_mb"] = std::to_string(1200.0 / (1024.0 * 1024.0));
+  const auto ddp = model("ddp", 2, options({{"bucket_cap_mb", 1200.0 / (1024.0 * 1024.0)}}));
   // 2 ranks of 2 threads on 4: the host is full, so Gloo's transfers and reductions take the ranks'
   // cores, and the step is compute plus communication.
   CHECK(es::collectives_share_cores(p, net, 2));
-  const auto full = es::estimate_strategy("ddp", in);
+  const auto full = es::estimate_strategy("ddp", in, ddp);
   CHECK(full.exposed_comm_s == doctest::Approx(full.comm_s));
   CHECK(full.step_s == doctest::Approx(full.compute_s + full.comm_s + p.other_s));
   // [train] threads = 1 leaves 2 of the 4 cores free: the collectives overlap backward again.
   p.rank_threads = 1;
   CHECK_FALSE(es::collectives_share_cores(p, net, 2));
-  const auto spare = es::estimate_strategy("ddp", in);
+  const auto spare = es::estimate_strategy("ddp", in, ddp);
   CHECK(spare.exposed_comm_s < 0.9 * spare.comm_s);
   CHECK(spare.step_s < spare.compute_s + spare.comm_s);
   // One rank, and GPUs, never.
@@ -337,12 +398,13 @@ TEST_CASE("estimate: a strategy known only by its Footprint is coarse") {
   in.profile = &p;
   in.network = &net;
   in.world_size = 4;
-  es::DeclaredFootprint f;
+  es::StrategyModel declared;  // a Footprint, no plan
+  auto& f = declared.footprint;
   f.known = f.traffic_known = true;
   f.grads = f.optimizer = true;
   f.per_step = 1;
   f.per_micro_batch = 1;
-  const auto e = es::estimate_strategy("my_zero2", in, f);
+  const auto e = es::estimate_strategy("my_zero2", in, declared);
   CHECK(e.coarse);
   CHECK(e.bus_bytes == doctest::Approx(2.0 * 3 / 4 * 3600));
   CHECK(e.memory.state() == doctest::Approx(4 * 900 + 12 * 900 / 4.0));
@@ -400,9 +462,9 @@ TEST_CASE("estimate: weak scaling keeps the batch per rank, and activations with
   in.profile = &p;
   in.network = &net;
   in.world_size = 3;
-  const auto strong = es::estimate_strategy("ddp", in);
+  const auto strong = es::estimate_strategy("ddp", in, model("ddp", 3));
   in.batch_scale = 3;  // the global batch grows with the ranks
-  const auto weak = es::estimate_strategy("ddp", in);
+  const auto weak = es::estimate_strategy("ddp", in, model("ddp", 3));
   CHECK(strong.memory.activations == doctest::Approx(100.0 * 12 / 3));
   CHECK(weak.memory.activations == doctest::Approx(100.0 * 12));
   // Each rank computes the profile's whole batch: 9 ms of forward and backward.

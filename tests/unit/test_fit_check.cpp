@@ -45,6 +45,8 @@ es::FitRequest tinyllama(const std::string& strategy, int world, double device_g
   es::FitRequest r;
   r.strategy = strategy;
   r.world_size = world;
+  // Every strategy with its defaults, read from its plugin's plan, every rank on one host.
+  r.model = [](const std::string& s, int w) { return es::strategy_model(bundled(), s, {}, {w, w}); };
   r.parameters = *parameters;
   r.unit_parameters = memory->unit_parameters;
   r.activation_bytes_per_sample = memory->activation_bytes_per_sample * 0.5;

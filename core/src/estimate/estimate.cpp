@@ -118,18 +118,47 @@ EstimateTarget target_of(const EstimateRequest& r) {
   return t;
 }
 
+/// Every built-in strategy but dp is `single` at world size 1, with its options valid: a profile
+/// runs it. Any other runs `single`.
+bool profiles_as_itself(const std::string& strategy) {
+  return strategy == "single" || strategy == "ddp" || strategy == "zero1" || strategy == "zero2" || strategy == "zero3" ||
+         strategy == "fsdp";
+}
+
+/// A strategy profiled as `single` leaves its [strategy] options out of the profile run (single
+/// takes none): those given with --set are simply not passed on; those in the experiment file
+/// cannot be left out. Returns the first such key ("strategy.KEY"), or "" when nothing is in the way.
+std::string single_profile_blocked(const Experiment& e) {
+  if (profiles_as_itself(e.strategy.name)) return {};
+  // A key given with --set has no line; one the file does not set (a default) is located at [strategy].
+  const SourceLocation table = e.location("strategy");
+  for (const auto& [key, value] : e.strategy.options.values()) {
+    const SourceLocation at = e.location("strategy." + key);
+    if (at.line != 0 && (at.line != table.line || at.column != table.column)) return "strategy." + key;
+  }
+  return {};
+}
+
 /// The profile run: the experiment on one device for a few steps. Its own strategy at world size 1
-/// (every built-in one but dp is `single` there, with its options valid), else `single`.
+/// where it profiles as itself, else `single` (without the strategy's --set options).
 /// `threads` > 0: computing with that many threads (the ranks' count at some world size on the CPU),
 /// into out/profile-threads-N.
 fs::path run_profile(const EstimateTarget& t, const EstimateRequest& r, const Experiment& e, const fs::path& out,
                      int threads = 0) {
   const fs::path dir = out / (threads > 0 ? fmt::format("profile-threads-{}", threads) : std::string("profile"));
   std::vector<std::string> args{"run", t.experiment.string(), "--out", dir.string()};
-  for (const auto& o : t.overrides) args.insert(args.end(), {"--set", o});
-  if (threads > 0) args.insert(args.end(), {"--set", fmt::format("train.threads={}", threads)});
   const std::string own = e.strategy.name;
-  const bool own_ok = own == "single" || own == "ddp" || own == "zero1" || own == "zero2" || own == "zero3" || own == "fsdp";
+  const bool own_ok = profiles_as_itself(own);
+  if (const std::string blocked = single_profile_blocked(e); !blocked.empty())
+    throw e.error(blocked,
+                  fmt::format("the profile run of '{}' is `single` on one device, which takes no [strategy] options, and "
+                              "this one is in the experiment file, where it cannot be left out.",
+                              own),
+                  "Give the strategy's options with --set strategy.KEY=VALUE instead (they reach the estimate, not the "
+                  "profile run), or pass --profile RUN_DIR of a `single` run of this experiment.");
+  for (const auto& o : t.overrides)
+    if (own_ok || o.rfind("strategy.", 0) != 0) args.insert(args.end(), {"--set", o});
+  if (threads > 0) args.insert(args.end(), {"--set", fmt::format("train.threads={}", threads)});
   if (!own_ok) args.insert(args.end(), {"--set", "strategy.name=\"single\""});
   // A shard group of several ranks (HYBRID_SHARD) does not divide one: the host's ranks (0) do.
   if (own == "fsdp") args.insert(args.end(), {"--set", "strategy.shard_group_size=0"});
@@ -174,7 +203,12 @@ estimate::Profile measure_profile(const EstimateTarget& target, const EstimateRe
     profile.notes.push_back(std::string("the model's units could not be profiled here (") + ex.what() + ")");
     estimate::attach_units(profile, {});
   }
-  if (profile.device == "cpu" && profile.threads > 0 && profile.host_threads > 0) {
+  const std::string blocked = single_profile_blocked(e);
+  if (!blocked.empty() && profile.device == "cpu")
+    profile.notes.push_back(fmt::format("no runs at other thread counts ({} of '{}' in the experiment file is not `single`'s): "
+                                        "the step's work taken to scale linearly with threads",
+                                        blocked, e.strategy.name));
+  if (profile.device == "cpu" && profile.threads > 0 && profile.host_threads > 0 && blocked.empty()) {
     // CPU ranks compute with fewer threads than the profile did: how much slower, measured rather
     // than assumed, by short runs with each such count between two with the profile's own count,
     // so that the ratio compares runs of one moment of a shared machine.
@@ -274,21 +308,24 @@ Json run_estimate(const EstimateRequest& r) {
   const bool shared_host = profile.device == "cpu" && r.device_memory_gib <= 0;
 
   const bool weak = target.scaling == "weak";
-  auto input = [&](const std::string& s, int n) {
+  auto input = [&](int n) {
     estimate::EstimateInput in;
     in.profile = &profile;
     in.network = &network;
     in.world_size = n;
     in.batch_scale = weak ? static_cast<double>(n) / target.baseline_world : 1.0;
-    if (s == e.strategy.name) in.options = estimate::strategy_options(e);
     return in;
+  };
+  // A strategy's plan with the experiment's options (its own) or its defaults, at n ranks on the network's hosts.
+  auto predict = [&](const std::string& s, int n) {
+    return estimate::estimate_strategy(
+        s, input(n), estimate::experiment_strategy_model(e, registry, s, estimate::topology_on(network, n)));
   };
   std::vector<StrategyEstimate> rows;
   for (const auto& s : strategies) {
-    const auto footprint = estimate::declared_footprint(registry, s);
     for (int n : target.world_sizes) {
-      const auto in = input(s, n);
-      rows.push_back(estimate::estimate_strategy(s, in, footprint));
+      const auto in = input(n);
+      rows.push_back(predict(s, n));
       // `strata run` refuses a global batch that the ranks' micro-batches do not divide.
       const double batch = profile.global_batch * in.batch_scale;
       const double parts = static_cast<double>(n) * std::max(1, profile.micro_batches);
@@ -309,9 +346,7 @@ Json run_estimate(const EstimateRequest& r) {
   for (const auto& row : rows)
     if (row.strategy == target.baseline_strategy && row.world_size == target.baseline_world) baseline = row.step_s;
   if (baseline <= 0)
-    baseline = estimate::estimate_strategy(target.baseline_strategy, input(target.baseline_strategy, target.baseline_world),
-                                           estimate::declared_footprint(registry, target.baseline_strategy))
-                   .step_s;
+    baseline = predict(target.baseline_strategy, target.baseline_world).step_s;
   auto fits = [&](const StrategyEstimate& row) {
     const double limit = shared_host ? device_memory / row.world_size : device_memory;
     return row.memory.peak() <= limit;

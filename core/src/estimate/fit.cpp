@@ -58,8 +58,7 @@ StrategyEstimate estimate_at(const FitRequest& r, const Profile& p, const Networ
   in.profile = &p;
   in.network = &net;
   in.world_size = world;
-  if (strategy == r.strategy) in.options = r.options;
-  return estimate_strategy(strategy, in, strategy == r.strategy ? r.footprint : DeclaredFootprint{});
+  return estimate_strategy(strategy, in, r.model ? r.model(strategy, world) : StrategyModel{});
 }
 
 std::string ranks(int n) { return fmt::format("{} rank{}", n, n == 1 ? "" : "s"); }

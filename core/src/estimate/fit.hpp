@@ -5,6 +5,7 @@
 // against the memory of the device that rank would use. When it does not fit, which built-in
 // strategies at this world size, or which larger world size of this strategy, would.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,10 @@ namespace strata::estimate {
 struct FitRequest {
   std::string strategy;
   int world_size = 1;
-  StrategyOptions options;                  ///< the experiment's [strategy] options (TOML text)
-  DeclaredFootprint footprint;              ///< for a strategy that is not built in
+  /// What the estimator knows of a strategy at a world size (strategy_model: its plan with the
+  /// experiment's options for the request's strategy, the defaults for the others); unset: every
+  /// strategy a full replica, from nothing declared.
+  std::function<StrategyModel(const std::string& strategy, int world)> model;
   double parameters = 0;                    ///< elements
   std::vector<double> unit_parameters;      ///< forward order; empty: one unit of every parameter
   double activation_bytes_per_sample = 0;   ///< held between forward and backward, in the activations' dtype

@@ -15,29 +15,9 @@ namespace {
 std::string gib(double bytes) { return fmt::format("{:.3g} GiB", bytes / (1024.0 * 1024 * 1024)); }
 }  // namespace
 
-DeclaredFootprint declared_footprint(const Registry& registry, const std::string& name) {
-  DeclaredFootprint d;
-  const RegistryEntry* entry = registry.find(PluginKind::kStrategy, name);
-  if (entry == nullptr) return d;
-  const Footprint& f = entry->traits.footprint;
-  if (f.memory) {
-    d.known = true;
-    d.params = f.memory->params;
-    d.grads = f.memory->grads;
-    d.optimizer = f.memory->optimizer;
-  }
-  if (f.traffic) {
-    d.traffic_known = true;
-    d.per_step = f.traffic->per_step;
-    d.per_micro_batch = f.traffic->per_micro_batch;
-  }
-  return d;
-}
-
-StrategyOptions strategy_options(const Experiment& e) {
-  StrategyOptions options;
-  for (const auto& [key, value] : e.strategy.options.values()) options.values[key] = to_toml(value);
-  return options;
+StrategyModel experiment_strategy_model(const Experiment& e, const Registry& registry, const std::string& name,
+                                        const Topology& topology) {
+  return strategy_model(registry, name, name == e.strategy.name ? e.strategy.options : Options{}, topology);
 }
 
 std::string check_strategy_fits(const Experiment& e, const Registry& registry, const WorldInfo& world,
@@ -54,8 +34,11 @@ std::string check_strategy_fits(const Experiment& e, const Registry& registry, c
     if (it != values.end())
       if (const auto* n = std::get_if<std::int64_t>(&it->second); n != nullptr && *n > 0) r.world_size = static_cast<int>(*n);
   }
-  r.options = strategy_options(e);
-  r.footprint = declared_footprint(registry, e.strategy.name);
+  // Every rank on one host (any world size tried), or hosts of this job's local ranks.
+  const int per_host = world.local_world_size >= r.world_size ? 0 : std::max(1, world.local_world_size);
+  r.model = [&e, &registry, per_host](const std::string& strategy, int w) {
+    return experiment_strategy_model(e, registry, strategy, Topology{w, per_host > 0 ? std::min(w, per_host) : w});
+  };
   r.parameters = parameters;
   // Activations in the parameters' dtype: the estimate counts float32 ones.
   const bool narrow = e.precision.param_dtype == "bfloat16" || e.precision.param_dtype == "float16";

@@ -1,7 +1,7 @@
 #pragma once
-// What the estimate module reads from an experiment and the registry: a strategy's declared
-// Footprint and its [strategy] options as the builders take them (`strata estimate` and the fit
-// check both), and the fit check of `strata validate` / `strata run` from an experiment.
+// What the estimate module reads from an experiment and the registry: a strategy's plan with the
+// experiment's [strategy] options (`strata estimate` and the fit check both), and the fit check of
+// `strata validate` / `strata run` from an experiment.
 
 #include <optional>
 #include <string>
@@ -18,11 +18,10 @@ struct Experiment;
 
 namespace strata::estimate {
 
-/// The Footprint `name` declared in the registry (nothing known for a name it does not hold).
-DeclaredFootprint declared_footprint(const Registry& registry, const std::string& name);
-
-/// The experiment's [strategy] options, each value as TOML text.
-StrategyOptions strategy_options(const Experiment& e);
+/// Strategy `name` of `registry` at `topology`: with the experiment's [strategy] options when it is
+/// the experiment's strategy, its defaults otherwise (strategy_model).
+StrategyModel experiment_strategy_model(const Experiment& e, const Registry& registry, const std::string& name,
+                                        const Topology& topology);
 
 /// The strategy's memory per rank (fit.hpp: model state by its sharding, activations of this
 /// rank's micro-batch from the model's memory estimate, gathered units and communication buffers)

@@ -72,15 +72,16 @@ struct Shape {
   double largest_unit() const { return *std::max_element(unit_params.begin(), unit_params.end()); }
 };
 
-/// Flat gradient groups in reverse parameter order of about `cap_bytes` (4 bytes per element),
-/// each ready when the backward of its last (lowest) unit ends. A unit larger than the cap is cut.
+/// Flat gradient groups in reverse parameter order of about `cap_bytes` of parameters (the engine
+/// fills them by the parameters' bytes), each ready when the backward of its last (lowest) unit
+/// ends. A unit larger than the cap is cut.
 struct Group {
   double elements = 0;
   std::size_t ready_unit = 0;  ///< the unit whose backward completes it
 };
 std::vector<Group> reverse_groups(const Shape& s, double cap_bytes) {
   std::vector<Group> groups;
-  const double cap = std::max(1.0, cap_bytes / 4.0);
+  const double cap = std::max(1.0, cap_bytes / s.gather_bytes);
   Group open;
   for (std::size_t k = s.units(); k-- > 0;) {
     double left = s.unit_params[k];
@@ -136,12 +137,13 @@ StrategyEstimate start(const std::string& name, const EstimateInput& in) {
 
 // ---- single and dp --------------------------------------------------------------------------------
 
-StrategyEstimate build_single(const EstimateInput& in) {
-  auto e = start("single", in);
-  const Shape sh(*in.profile, 1, 1.0, 1.0, 1.0);
-  if (in.world_size != 1) {
+/// Replicas whose gradients stay local (single): no communication. `one_device`: world size 1 only.
+StrategyEstimate build_local(const std::string& name, bool one_device, const EstimateInput& in) {
+  auto e = start(name, in);
+  const Shape sh = one_device ? Shape(*in.profile, 1, 1.0, 1.0, 1.0) : Shape(in, in.world_size);
+  if (one_device && in.world_size != 1) {
     e.applicable = false;
-    e.note = "single runs at world size 1 only";
+    e.note = name + " runs at world size 1 only";
   }
   for (int m = 0; m < sh.micro; ++m) {
     forward_pass(e.schedule, sh, m);
@@ -159,8 +161,8 @@ StrategyEstimate build_single(const EstimateInput& in) {
 
 /// dp: K replicas in one process, computing at once; gradients copied to device 0 after every
 /// micro-batch, parameters copied back to the replicas after the step.
-StrategyEstimate build_dp(const EstimateInput& in) {
-  auto e = start("dp", in);
+StrategyEstimate build_dp(const std::string& name, const EstimateInput& in) {
+  auto e = start(name, in);
   const int k = in.world_size;
   const Shape sh(in, k);
   const double psi = sh.total();
@@ -193,15 +195,16 @@ StrategyEstimate build_dp(const EstimateInput& in) {
 
 enum class Replicated { kDdp, kZero1, kZero2 };
 
-StrategyEstimate build_replicated(const std::string& name, Replicated kind, const EstimateInput& in) {
+StrategyEstimate build_replicated(const std::string& name, Replicated kind, const PlanOutline& plan, const EstimateInput& in) {
   auto e = start(name, in);
   const int n = in.world_size;
   const Shape sh(in, n);
   const bool ddp = kind == Replicated::kDdp;
-  const double cap = (ddp ? in.options.number("bucket_cap_mb", 25.0) : in.options.number("reduce_bucket_mb", 25.0)) * kMiB;
-  const bool overlap = ddp || in.options.flag("overlap", true);
-  const int in_flight = std::max<int>(1, static_cast<int>(in.options.number("reductions_in_flight", 2)));
+  const double cap = plan.group_bytes > 0 ? static_cast<double>(plan.group_bytes) : 25.0 * kMiB;
+  const bool overlap = plan.overlap;
   auto groups = reverse_groups(sh, cap);
+  // 0: every group's reduction may be in flight at once (their buffers are the gradients anyway).
+  const int in_flight = plan.reductions_in_flight > 0 ? plan.reductions_in_flight : static_cast<int>(groups.size());
   if (!ddp)
     for (auto& g : groups) g.elements = padded(g.elements, n);
   const Collective reduce = ddp ? Collective::kAllReduce : Collective::kReduceScatter;
@@ -239,7 +242,7 @@ StrategyEstimate build_replicated(const std::string& name, Replicated kind, cons
   const double owned = ddp ? psi : psi_padded / n;
   const int opt = e.schedule.compute("optimizer", sh.optimizer_s(owned / psi), reductions);
   if (!ddp) {
-    const double gather_cap = in.options.number("allgather_bucket_mb", 0.0) * kMiB;
+    const auto gather_cap = static_cast<double>(plan.allgather_bytes);
     if (gather_cap <= 0) {
       for (std::size_t k = 0; k < groups.size(); ++k)
         e.schedule.collective(fmt::format("all_gather group {}", k), Collective::kAllGather, groups[k].elements * sh.gather_bytes,
@@ -283,40 +286,70 @@ StrategyEstimate build_replicated(const std::string& name, Replicated kind, cons
   return finish(std::move(e), sh, *in.network, 1.0 / n);
 }
 
-// ---- zero3 and fsdp: units sharded, gathered when they run ----------------------------------------
+// ---- kParameters plans (zero3, fsdp, hpz): units sharded, gathered when they run --------------------
 
-struct ShardedPlan {
-  int shard = 1;                  ///< ranks a unit is sharded over
-  int replicas = 1;               ///< groups of `shard` ranks holding the same shards (HYBRID_SHARD)
-  bool shard_params = true;
-  bool gather_in_backward = true; ///< freed after forward, gathered again (reshard_after_forward), but
-                                  ///< the last unit (Plan::keep_last_unit_gathered)
-  int forward_prefetch = 1;
-  int backward_prefetch = 1;
-  int in_flight = 2;
-  bool replicated = false;        ///< NO_SHARD: all-reduce per unit, nothing gathered
-};
+/// Ranks of a job of `world` on one host: all of them, or a node's on a cluster.
+int ranks_on_host(const Network& net, int world) {
+  return std::max(1, net.gpus_per_node > 0 ? std::min(world, net.gpus_per_node) : world);
+}
 
-StrategyEstimate build_sharded(const std::string& name, const ShardedPlan& plan, const EstimateInput& in) {
+StrategyEstimate build_sharded(const std::string& name, const PlanOutline& plan, const EstimateInput& in) {
+  using Reshard = PlanOutline::Reshard;
   auto e = start(name, in);
   const int n = in.world_size;
   const Shape sh(in, n);
-  const int g = plan.replicated ? 1 : plan.shard;
+  // The mesh (kit/src/mesh.cpp): shard groups of `shard_size` consecutive ranks (0: every rank),
+  // replicated across the groups; a shard group of one rank is NO_SHARD's replica.
+  int g = plan.shard_size <= 0 ? n : std::min(plan.shard_size, n);
+  if (n % g != 0) {
+    e.applicable = false;
+    e.note = fmt::format("a shard group of {} ranks does not divide world size {}", g, n);
+    g = n;
+  }
+  const bool replicated = g == 1 && n > 1;  // NO_SHARD: all-reduce per unit, nothing gathered
+  const int replicas = n / g;
   std::vector<double> unit(sh.units());
-  for (std::size_t u = 0; u < unit.size(); ++u) unit[u] = plan.replicated ? sh.unit_params[u] : padded(sh.unit_params[u], g);
+  for (std::size_t u = 0; u < unit.size(); ++u) unit[u] = replicated ? sh.unit_params[u] : padded(sh.unit_params[u], g);
+  // Every unit's plan as the engine makes it (Engine::take_over_sharded): the plan's, then its own,
+  // the last unit kept gathered, a sub-group of one rank kept whole, 0 the ranks of one host.
+  std::vector<PlanOutline::Unit> units(unit.size(), plan.units);
+  for (std::size_t u = 0; u < units.size(); ++u)
+    if (plan.unit) plan.unit(u, u < sh.p.units.size() ? sh.p.units[u].name : fmt::format("unit{}", u), units[u]);
+  if (plan.keep_last_unit_gathered && !units.empty()) units.back().after_forward = Reshard::kNone;
+  std::vector<int> sub(units.size(), g);  // ranks a unit's backward gathers from
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    if (units[u].after_forward != Reshard::kSubgroup) continue;
+    const int size = units[u].subgroup_size > 0 ? units[u].subgroup_size : std::min(ranks_on_host(*in.network, n), g);
+    if (size < 1 || g % size != 0) {
+      e.applicable = false;
+      e.note = fmt::format("a sub-group of {} ranks does not divide the shard group of {}", size, g);
+    }
+    sub[u] = std::max(1, std::min(size, g));
+    if (sub[u] == 1) units[u].after_forward = Reshard::kNone;
+  }
+  // A unit of more than group_bytes is gathered as several flat groups, one collective each.
+  auto pieces = [&](std::size_t u) {
+    if (plan.group_bytes <= 0) return 1.0;
+    return std::max(1.0, std::ceil(sh.unit_params[u] * sh.gather_bytes / static_cast<double>(plan.group_bytes)));
+  };
+  auto gather = [&](const std::string& what, std::size_t u, int ranks, std::vector<int> wait) {
+    std::vector<int> ids;
+    const double k = pieces(u);
+    for (int piece = 0; piece < static_cast<int>(k); ++piece)
+      ids.push_back(e.schedule.collective(k > 1 ? fmt::format("{} [{}]", what, piece) : what, Collective::kAllGather,
+                                          unit[u] / k * sh.gather_bytes, ranks, wait, "gather"));
+    return ids;
+  };
   std::vector<int> reductions;
   for (int m = 0; m < sh.micro; ++m) {
     std::vector<int> fwd;
-    std::vector<int> gathers;
     for (std::size_t u = 0; u < unit.size(); ++u) {
       std::vector<int> deps;
-      if (!plan.replicated) {  // every micro-batch: a unit is freed once its gradients are reduced
+      if (!replicated) {  // every micro-batch: a unit is freed once its gradients are reduced
         std::vector<int> wait;
-        const auto ahead = static_cast<std::size_t>(plan.forward_prefetch) + 1;
+        const auto ahead = static_cast<std::size_t>(std::max(0, plan.forward_prefetch)) + 1;
         if (u >= ahead) wait.push_back(fwd[u - ahead]);
-        gathers.push_back(e.schedule.collective(fmt::format("all_gather {} (forward, micro {})", u, m), Collective::kAllGather,
-                                                unit[u] * sh.gather_bytes, g, wait, "gather"));
-        deps.push_back(gathers.back());
+        deps = gather(fmt::format("all_gather {} (forward, micro {})", u, m), u, g, wait);
       }
       fwd.push_back(e.schedule.compute(fmt::format("forward {} (micro {})", u, m), sh.forward_s[u], deps));
     }
@@ -325,21 +358,22 @@ StrategyEstimate build_sharded(const std::string& name, const ShardedPlan& plan,
     for (std::size_t k = unit.size(); k-- > 0;) {
       const std::size_t i = unit.size() - 1 - k;  // position in backward order
       std::vector<int> deps;
-      // The last unit stays gathered into its backward, which follows its forward at once.
-      if (!plan.replicated && plan.gather_in_backward && i > 0) {
+      // Freed after forward: gathered again, from the shard group or the sub-group holding its copy.
+      if (!replicated && units[k].after_forward != Reshard::kNone) {
         std::vector<int> wait;
-        const auto ahead = static_cast<std::size_t>(plan.backward_prefetch) + 1;
+        const auto ahead = static_cast<std::size_t>(std::max(0, plan.backward_prefetch)) + 1;
         if (i >= ahead) wait.push_back(bwd[i - ahead]);
-        deps.push_back(e.schedule.collective(fmt::format("all_gather {} (backward, micro {})", k, m), Collective::kAllGather,
-                                             unit[k] * sh.gather_bytes, g, wait, "gather"));
+        const bool from_sub = units[k].after_forward == Reshard::kSubgroup;
+        deps = gather(fmt::format("all_gather {} (backward{}, micro {})", k, from_sub ? " from the sub-group" : "", m), k,
+                      from_sub ? sub[k] : g, wait);
       }
-      const auto limit = static_cast<std::size_t>(std::max(1, plan.in_flight));
+      const auto limit = static_cast<std::size_t>(std::max(1, plan.reductions_in_flight));
       if (pass.size() >= limit) deps.push_back(pass[pass.size() - limit]);
       bwd.push_back(e.schedule.compute(fmt::format("backward {} (micro {})", k, m), sh.backward_s[k], deps));
       if (n <= 1) continue;
       // Shards are averaged across replicas once a step, unit by unit in the last micro-batch's backward.
       const bool last_micro = m + 1 == sh.micro;
-      if (plan.replicated) {
+      if (replicated) {
         if (last_micro)
           pass.push_back(e.schedule.collective(fmt::format("all_reduce {} (micro {})", k, m), Collective::kAllReduce,
                                                unit[k] * sh.reduce_bytes, n, {bwd.back()}));
@@ -347,9 +381,9 @@ StrategyEstimate build_sharded(const std::string& name, const ShardedPlan& plan,
       }
       int rs = e.schedule.collective(fmt::format("reduce_scatter {} (micro {})", k, m), Collective::kReduceScatter,
                                      unit[k] * sh.reduce_bytes, g, {bwd.back()});
-      if (plan.replicas > 1 && last_micro) {  // the shards averaged across the replicas, one rank of each per node
+      if (replicas > 1 && last_micro) {  // the shards averaged across the replicas, one rank of each per node
         rs = e.schedule.collective(fmt::format("all_reduce {} across replicas (micro {})", k, m), Collective::kAllReduce,
-                                   unit[k] / g * sh.reduce_bytes, plan.replicas, {rs});
+                                   unit[k] / g * sh.reduce_bytes, replicas, {rs});
         e.schedule.spread(rs, 1);
       }
       pass.push_back(rs);
@@ -357,71 +391,44 @@ StrategyEstimate build_sharded(const std::string& name, const ShardedPlan& plan,
     reductions.insert(reductions.end(), pass.begin(), pass.end());
   }
   const double psi = std::accumulate(unit.begin(), unit.end(), 0.0);
-  const double owned = psi / g;
+  const double owned = replicated ? psi : psi / g;
   e.schedule.compute("optimizer", sh.optimizer_s(owned / std::max(1.0, sh.total())), reductions);
   const double pe = element_bytes(sh.p.param_dtype);
-  e.memory.params = plan.replicated ? psi * sh.param_bytes : owned * pe + (pe < 4 ? owned * 4.0 : 0.0);
+  e.memory.params = replicated ? psi * sh.param_bytes : owned * pe + (pe < 4 ? owned * 4.0 : 0.0);
   e.memory.grads = owned * 4.0;
   e.memory.optimizer = owned * sh.opt_bytes;
   e.memory.activations = sh.activations();
-  if (!plan.replicated) {
+  if (!replicated) {
     // A shard of one rank is the whole unit: nothing is gathered, but its gradients are still staged.
-    const double gather = g > 1 ? sh.gather_bytes : 0.0;
-    if (!plan.gather_in_backward) {
-      // SHARD_GRAD_OP: every unit stays gathered from its forward to its backward.
-      e.memory.gathered = psi * gather + sh.largest_unit() * 4.0;
-    } else {
-      // In backward, a unit holds its gathered parameters and its full gradients while the next
-      // `prefetch` units (in backward order) are gathered.
-      double worst = 0;
-      for (std::size_t k = unit.size(); k-- > 0;) {
-        double held = unit[k] * (gather + 4.0);
-        for (int a = 1; a <= plan.backward_prefetch && static_cast<int>(k) - a >= 0; ++a)
-          held += unit[k - static_cast<std::size_t>(a)] * gather;
-        worst = std::max(worst, held);
+    const double full = g > 1 ? sh.gather_bytes : 0.0;
+    // Between its forward and its backward a unit keeps: all of it (kNone), its sub-group's copy
+    // (kSubgroup: 1/s of it), or its shard only (kShardGroup: counted in the parameters).
+    auto kept = [&](std::size_t j) {
+      switch (units[j].after_forward) {
+        case Reshard::kNone: return unit[j] * full;
+        case Reshard::kSubgroup: return unit[j] / sub[j] * full;
+        case Reshard::kShardGroup: break;
       }
-      e.memory.gathered = worst;
+      return 0.0;
+    };
+    // In backward, a unit holds its gathered parameters and its full gradients, the units before it
+    // what they kept, and the next `prefetch` of them (in backward order) are gathered whole. A
+    // sub-group's copy is freed with its unit's gathered parameters, once its gradients are reduced.
+    double worst = 0;
+    for (std::size_t k = unit.size(); k-- > 0;) {
+      double held = unit[k] * (full + 4.0);
+      for (std::size_t j = 0; j <= k; ++j)
+        if (j < k || units[j].after_forward == Reshard::kSubgroup) held += kept(j);
+      for (int a = 1; a <= plan.backward_prefetch && static_cast<int>(k) - a >= 0; ++a) {
+        const auto j = k - static_cast<std::size_t>(a);
+        if (units[j].after_forward != Reshard::kNone) held += unit[j] * full;
+      }
+      worst = std::max(worst, held);
     }
+    e.memory.gathered = worst;
   }
   e.memory.transient_step = owned * 4.0;
   return finish(std::move(e), sh, *in.network, 1.0 / n);
-}
-
-StrategyEstimate build_zero3(const EstimateInput& in) {
-  ShardedPlan plan;
-  plan.shard = in.world_size;
-  plan.forward_prefetch = plan.backward_prefetch = static_cast<int>(in.options.number("prefetch", 1));
-  plan.in_flight = static_cast<int>(in.options.number("reductions_in_flight", 2));
-  return build_sharded("zero3", plan, in);
-}
-
-StrategyEstimate build_fsdp(const EstimateInput& in) {
-  const std::string how = in.options.text("sharding_strategy", "FULL_SHARD");
-  const int n = in.world_size;
-  ShardedPlan plan;
-  plan.shard = n;
-  plan.forward_prefetch = in.options.flag("forward_prefetch", true) ? 1 : 0;
-  plan.backward_prefetch = in.options.flag("backward_prefetch", true) ? 1 : 0;
-  plan.in_flight = static_cast<int>(in.options.number("reductions_in_flight", 2));
-  plan.gather_in_backward = in.options.flag("reshard_after_forward", true);
-  std::string note;
-  if (how == "SHARD_GRAD_OP") {
-    plan.gather_in_backward = false;
-  } else if (how == "NO_SHARD") {
-    plan.replicated = true;
-  } else if (how == "HYBRID_SHARD") {
-    int group = static_cast<int>(in.options.number("shard_group_size", 0));
-    if (group <= 0) group = in.network->gpus_per_node > 0 ? std::min(in.network->gpus_per_node, n) : n;
-    if (n % group != 0) {
-      note = fmt::format("shard group {} does not divide world size {}: taken as {}", group, n, n);
-      group = n;
-    }
-    plan.shard = group;
-    plan.replicas = n / group;
-  }
-  auto e = build_sharded("fsdp", plan, in);
-  e.note = note.empty() ? how : how + "; " + note;
-  return e;
 }
 
 // ---- a strategy known by its Footprint only ----------------------------------------------------------
@@ -459,13 +466,6 @@ StrategyEstimate build_declared(const std::string& name, const EstimateInput& in
 
 }  // namespace
 
-namespace {
-/// Ranks of a job of `world` on one host: all of them, or a node's on a cluster.
-int ranks_on_host(const Network& net, int world) {
-  return std::max(1, net.gpus_per_node > 0 ? std::min(world, net.gpus_per_node) : world);
-}
-}  // namespace
-
 int rank_threads(const Profile& p, const Network& net, int world) {
   if (p.rank_threads > 0) return p.rank_threads;
   return std::max(1, p.host_threads / ranks_on_host(net, world));
@@ -496,55 +496,52 @@ double MemoryEstimate::peak() const {
   return state() + std::max({activations + gathered + buffers, after_backward, transient_step});
 }
 
-double StrategyOptions::number(const std::string& key, double fallback) const {
-  const auto it = values.find(key);
-  if (it == values.end()) return fallback;
-  try {
-    std::size_t used = 0;
-    const double v = std::stod(it->second, &used);
-    return used > 0 ? v : fallback;
-  } catch (const std::exception&) {
-    return fallback;
-  }
-}
-
-std::string StrategyOptions::text(const std::string& key, const std::string& fallback) const {
-  const auto it = values.find(key);
-  if (it == values.end()) return fallback;
-  std::string v = it->second;
-  if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
-  return v;
-}
-
-bool StrategyOptions::flag(const std::string& key, bool fallback) const {
-  const auto it = values.find(key);
-  if (it == values.end()) return fallback;
-  return it->second == "true" ? true : it->second == "false" ? false : fallback;
-}
-
 double optimizer_bytes_per_param(const Profile& p) {
   if (p.optimizer == "sgd") return p.momentum != 0 ? 4.0 : 0.0;
   return 8.0;
 }
 
-std::optional<Builder> builder_for(const std::string& strategy) {
-  if (strategy == "single") return Builder(build_single);
-  if (strategy == "dp") return Builder(build_dp);
-  if (strategy == "ddp") return Builder([](const EstimateInput& in) { return build_replicated("ddp", Replicated::kDdp, in); });
-  if (strategy == "zero1")
-    return Builder([](const EstimateInput& in) { return build_replicated("zero1", Replicated::kZero1, in); });
-  if (strategy == "zero2")
-    return Builder([](const EstimateInput& in) { return build_replicated("zero2", Replicated::kZero2, in); });
-  if (strategy == "zero3") return Builder(build_zero3);
-  if (strategy == "fsdp") return Builder(build_fsdp);
-  return std::nullopt;
-}
-
 std::vector<std::string> built_in_strategies() { return {"single", "dp", "ddp", "zero1", "zero2", "zero3", "fsdp"}; }
 
-StrategyEstimate estimate_strategy(const std::string& strategy, const EstimateInput& in, const DeclaredFootprint& footprint) {
-  if (const auto b = builder_for(strategy)) return (*b)(in);
-  return build_declared(strategy, in, footprint);
+Topology topology_on(const Network& network, int world) { return {world, ranks_on_host(network, world)}; }
+
+StrategyModel strategy_model(const Registry& registry, const std::string& name, const Options& options,
+                             const Topology& topology) {
+  StrategyModel m;
+  const RegistryEntry* entry = registry.find(PluginKind::kStrategy, name);
+  if (entry == nullptr) return m;
+  const auto& traits = entry->traits;
+  m.one_device = traits.placement.kind == Placement::Kind::kOneDevice;
+  m.devices_in_process = traits.placement.kind == Placement::Kind::kDevicesInProcess;
+  const Footprint& f = traits.footprint;
+  if (f.memory) {
+    m.footprint.known = true;
+    m.footprint.params = f.memory->params;
+    m.footprint.grads = f.memory->grads;
+    m.footprint.optimizer = f.memory->optimizer;
+  }
+  if (f.traffic) {
+    m.footprint.traffic_known = true;
+    m.footprint.per_step = f.traffic->per_step;
+    m.footprint.per_micro_batch = f.traffic->per_micro_batch;
+  }
+  if (entry->planner) m.plan = entry->planner(options, topology);
+  return m;
+}
+
+StrategyEstimate estimate_strategy(const std::string& strategy, const EstimateInput& in, const StrategyModel& model) {
+  // One process driving its replicas (dp): gradients copied to device 0, not a collective.
+  if (model.devices_in_process) return build_dp(strategy, in);
+  if (!model.plan) return build_declared(strategy, in, model.footprint);
+  const PlanOutline& plan = *model.plan;
+  switch (plan.sharded) {
+    case PlanOutline::Sharded::kNothing:
+      return plan.reduce ? build_replicated(strategy, Replicated::kDdp, plan, in) : build_local(strategy, model.one_device, in);
+    case PlanOutline::Sharded::kOptimizer: return build_replicated(strategy, Replicated::kZero1, plan, in);
+    case PlanOutline::Sharded::kGradients: return build_replicated(strategy, Replicated::kZero2, plan, in);
+    case PlanOutline::Sharded::kParameters: break;
+  }
+  return build_sharded(strategy, plan, in);
 }
 
 }  // namespace strata::estimate

@@ -1,8 +1,10 @@
 #pragma once
-// Each built-in strategy's step as a schedule (simulate.hpp), and its memory per rank, from a
-// profile of one run on one device. One builder per strategy name (`builder_for`): when strategies
-// describe their plans as data, the plans replace these builders. A strategy that is none of them
-// gets its memory from its Footprint and its time from its declared traffic: a coarser estimate.
+// A strategy's step as a schedule (simulate.hpp), and its memory per rank, from a profile of one
+// run on one device. A strategy of the kit is read from its plan (strata::PlanOutline, which its
+// plugin registers: the built-ins and plugins such as hpz), so the schedule simulated is the one
+// the kit's engine runs for those options; dp (replicas driven by one process) by its placement.
+// A strategy without a plan gets its memory from its Footprint and its time from its declared
+// traffic: a coarser estimate.
 
 #include <functional>
 #include <map>
@@ -12,6 +14,7 @@
 
 #include "estimate/network.hpp"
 #include "estimate/simulate.hpp"
+#include "strata/registry.hpp"
 
 namespace strata::estimate {
 
@@ -62,15 +65,8 @@ struct Profile {
   std::vector<std::string> notes;  ///< how coarse the profile is, said in the output
 };
 
-/// A strategy's options as the experiment gives them (TOML text of each value).
-struct StrategyOptions {
-  std::map<std::string, std::string> values;
-  double number(const std::string& key, double fallback) const;
-  std::string text(const std::string& key, const std::string& fallback) const;
-  bool flag(const std::string& key, bool fallback) const;
-};
-
-/// What a strategy that is not built in declares (strata::Footprint).
+/// What a strategy declares in its Footprint (strata::Footprint): what a strategy without a plan
+/// is estimated from.
 struct DeclaredFootprint {
   bool known = false;  ///< a Footprint with memory was declared
   bool params = false, grads = false, optimizer = false;  ///< sharded over the ranks
@@ -123,8 +119,23 @@ struct EstimateInput {
   /// The global batch at this world size over the profile's: 1 in strong scaling, N / the baseline's
   /// N in weak scaling (the batch per rank fixed).
   double batch_scale = 1;
-  StrategyOptions options;
 };
+
+/// What the estimator knows of a strategy: its plan at the estimate's topology (a strategy of the
+/// kit), its placement, and its Footprint.
+struct StrategyModel {
+  std::optional<PlanOutline> plan;
+  bool one_device = false;          ///< Placement::one_device (single): world size 1 only
+  bool devices_in_process = false;  ///< Placement::devices_in_process (dp): replicas of one process
+  DeclaredFootprint footprint;
+};
+
+/// Strategy `name` of `registry` with `options` (its [strategy] options; the defaults where one is
+/// not given) at `topology`; an unknown name gives an empty model (estimated as a full replica).
+StrategyModel strategy_model(const Registry& registry, const std::string& name, const Options& options,
+                             const Topology& topology);
+/// `world` ranks on `network`'s hosts (all on one host when it does not say GPUs per node).
+Topology topology_on(const Network& network, int world);
 
 /// How much longer a rank's computation takes at `world` than the profile's on one device, for the
 /// same work: 1 on GPUs (a device per rank). On the CPU the ranks of a host share its hardware
@@ -141,16 +152,12 @@ int rank_threads(const Profile& profile, const Network& network, int world);
 /// the reductions), so they take their time from the step rather than overlap it. False on GPUs.
 bool collectives_share_cores(const Profile& profile, const Network& network, int world);
 
-using Builder = std::function<StrategyEstimate(const EstimateInput&)>;
-
-/// The builder of a built-in strategy (single, dp, ddp, zero1, zero2, zero3, fsdp); nullopt for another name.
-std::optional<Builder> builder_for(const std::string& strategy);
-/// The names builder_for knows.
+/// The strategies `strata estimate` predicts unless told otherwise (single, dp, ddp, zero1, zero2,
+/// zero3, fsdp).
 std::vector<std::string> built_in_strategies();
 
-/// Estimates `strategy` at `in.world_size`: its builder, else `footprint` (coarse).
-StrategyEstimate estimate_strategy(const std::string& strategy, const EstimateInput& in,
-                                   const DeclaredFootprint& footprint = {});
+/// Estimates `strategy` at `in.world_size`: from its plan, else its Footprint (coarse).
+StrategyEstimate estimate_strategy(const std::string& strategy, const EstimateInput& in, const StrategyModel& model);
 
 /// Bytes per parameter of optimizer state (AdamW 8, SGD with momentum 4, plain SGD 0).
 double optimizer_bytes_per_param(const Profile& p);
