@@ -133,13 +133,17 @@ void FlatGroup::accumulate(std::size_t k) {
 torch::Tensor FlatGroup::take_grads(torch::ScalarType dtype) {
   torch::NoGradGuard no_grad;
   auto staged = torch::empty({padded_}, master_.options().dtype(dtype).requires_grad(false));
-  for (std::size_t k = 0; k < params_.size(); ++k) {
-    auto& grad = params_[k].mutable_grad();
-    auto slot = staged.narrow(0, offsets_[k], params_[k].numel());
-    if (grad.defined()) slot.copy_(grad.reshape({-1}));
-    else slot.zero_();
+  // One concatenation (one kernel on a GPU, casting to `dtype` as it copies) rather than a copy
+  // per parameter; a parameter without a gradient contributes zeros.
+  std::vector<torch::Tensor> pieces;
+  pieces.reserve(params_.size());
+  for (auto& p : params_) {
+    auto& grad = p.mutable_grad();
+    pieces.push_back(grad.defined() ? grad.reshape({-1}) : torch::zeros({p.numel()}, staged.options()));
     grad = torch::Tensor();
   }
+  auto filled = staged.narrow(0, 0, numel_);
+  torch::cat_out(filled, pieces);
   staged.narrow(0, numel_, padded_ - numel_).zero_();
   return staged;
 }

@@ -97,6 +97,12 @@ TEST_CASE("a gathered group frees its full parameters and stages sharded gradien
   auto staged = g.take_grads(torch::kFloat32);
   CHECK(torch::equal(staged, torch::tensor({0.0f, 0.0f, 0.0f, 5.0f, 6.0f, 0.0f})));
   CHECK_FALSE(params[1].grad().defined());
+  // Staged in the reduce dtype, cast as they are copied in.
+  params[0].mutable_grad() = torch::tensor({1.5f, 2.5f, 3.5f});
+  params[1].mutable_grad() = torch::tensor({4.5f, 5.5f});
+  const auto narrow = g.take_grads(torch::kBFloat16);
+  CHECK((narrow.scalar_type() == torch::kBFloat16));
+  CHECK(torch::equal(narrow, torch::tensor({1.5f, 2.5f, 3.5f, 4.5f, 5.5f, 0.0f}).to(torch::kBFloat16)));
   CHECK_THROWS_AS(strata::FlatGroup({torch::zeros({2}, torch::kFloat64).requires_grad_()}, {"x"},
                                     options(0, 1, strata::Residency::kPersistent, strata::GradHolding::kFull)),
                   strata::Error);
