@@ -3,10 +3,12 @@
 // RoPE, grouped-query attention, SwiGLU), so a checkpoint loaded under the names of
 // external_names() gives transformers' logits. Units: "embed", "block0".."block{L-1}" (one
 // decoder layer each, so sharding strategies gather one layer at a time) and "head". RoPE
-// tables are computed on the fly from BatchContext::positions: no buffers, the state dict holds
-// parameters only. No dropout.
+// tables are computed from BatchContext::positions, once per batch for all blocks (and their
+// recomputation under activation checkpointing), not stored: the state dict holds parameters only.
+// No dropout.
 
 #include <cmath>
+#include <tuple>
 
 #include <torch/nn/functional/linear.h>
 
@@ -102,6 +104,51 @@ torch::Tensor attention_mask(const torch::Tensor& mask) {
   return (causal & (mask.to(torch::kBool).unsqueeze(1) | torch::eye(t, options))).unsqueeze(1);
 }
 
+/// The RoPE tables and the attention mask of the batch going through, shared by every block of
+/// one model: the first block to need them computes them, the others (and a checkpointed block's
+/// recomputation in backward) reuse them while the batch's positions and mask are the same tensors,
+/// unmodified (each held, so another batch's cannot take its place in memory). Without positions
+/// (unpadded batches) the tables depend on the length, device and dtype only and last across steps.
+/// One model runs one batch at a time (dp's replicas are models of their own).
+class BatchTables {
+ public:
+  explicit BatchTables(LlamaConfig config) : config_(std::move(config)) {}
+
+  std::pair<torch::Tensor, torch::Tensor> rotary(const BatchContext& context, const torch::Tensor& like) {
+    const bool same = cos_.defined() && cos_.scalar_type() == like.scalar_type() && cos_.device() == like.device() &&
+                      cos_.size(2) == like.size(1) && same_tensor(positions_, positions_version_, context.positions);
+    if (!same) {
+      std::tie(cos_, sin_) = strata::llama::rotary(config_, context, like);
+      positions_ = context.positions;
+      positions_version_ = version(positions_);
+    }
+    return {cos_, sin_};
+  }
+
+  torch::Tensor mask(const torch::Tensor& mask) {
+    if (!mask_.defined() || !same_tensor(mask_key_, mask_version_, mask)) {
+      mask_ = attention_mask(mask);
+      mask_key_ = mask;
+      mask_version_ = version(mask);
+    }
+    return mask_;
+  }
+
+ private:
+  static std::int64_t version(const torch::Tensor& t) { return t.defined() ? static_cast<std::int64_t>(t._version()) : -1; }
+  /// `t` is `held` (both undefined, or one tensor not modified in place since).
+  static bool same_tensor(const torch::Tensor& held, std::int64_t held_version, const torch::Tensor& t) {
+    if (!held.defined() || !t.defined()) return held.defined() == t.defined();
+    return held.is_same(t) && version(t) == held_version;
+  }
+
+  LlamaConfig config_;
+  torch::Tensor positions_, cos_, sin_;
+  std::int64_t positions_version_ = -1;
+  torch::Tensor mask_key_, mask_;
+  std::int64_t mask_version_ = -1;
+};
+
 /// Token ids [n, T] -> embeddings [n, T, hidden]; the parameter is `embed.weight`.
 class EmbedUnit final : public Unit {
  public:
@@ -118,7 +165,7 @@ class EmbedUnit final : public Unit {
 /// transformers' LlamaDecoderLayer: x + attn(attn_norm(x)), then + mlp(mlp_norm(.)).
 class BlockUnit final : public Unit {
  public:
-  explicit BlockUnit(const LlamaConfig& c) : config_(c) {
+  BlockUnit(const LlamaConfig& c, std::shared_ptr<BatchTables> tables) : config_(c), tables_(std::move(tables)) {
     const auto hidden = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
     attn_norm_ = register_module("attn_norm", std::make_shared<RmsNorm>(hidden, c.rms_norm_eps));
     q_proj_ = register_module("q_proj", std::make_shared<Dense>(hidden, q, c.attention_bias));
@@ -137,7 +184,7 @@ class BlockUnit final : public Unit {
     auto q = q_proj_->forward(h).view({n, t, -1, d}).transpose(1, 2);  // [n, heads, T, d]
     auto k = k_proj_->forward(h).view({n, t, -1, d}).transpose(1, 2);  // [n, kv_heads, T, d]
     const auto v = v_proj_->forward(h).view({n, t, -1, d}).transpose(1, 2);
-    const auto [cos, sin] = rotary(config_, context, x);
+    const auto [cos, sin] = tables_->rotary(context, x);
     q = q * cos + rotate_half(q) * sin;
     k = k * cos + rotate_half(k) * sin;
     const double scale = std::pow(static_cast<double>(d), -0.5);
@@ -146,7 +193,7 @@ class BlockUnit final : public Unit {
       // As transformers' sdpa path: with a mask, SDPA's fused kernels take no GQA, so repeat K, V.
       const auto group = config_.num_heads / config_.num_kv_heads;
       attended = torch::scaled_dot_product_attention(q, repeat_kv(k, group), repeat_kv(v, group),
-                                                     attention_mask(context.mask), 0.0, false, scale);
+                                                     tables_->mask(context.mask), 0.0, false, scale);
     } else {
       attended = torch::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, scale,
                                                      /*enable_gqa=*/config_.num_kv_heads != config_.num_heads);
@@ -158,6 +205,7 @@ class BlockUnit final : public Unit {
 
  private:
   LlamaConfig config_;
+  std::shared_ptr<BatchTables> tables_;
   std::shared_ptr<RmsNorm> attn_norm_, mlp_norm_;
   std::shared_ptr<Dense> q_proj_, k_proj_, v_proj_, o_proj_, gate_proj_, up_proj_, down_proj_;
 };
@@ -256,8 +304,9 @@ std::shared_ptr<Model> make_llama(const LlamaOptions& options, const ModelContex
   auto model = std::make_shared<LlamaModel>(c);
   auto embed = std::make_shared<EmbedUnit>(c.vocab_size, c.hidden_size);
   model->add_unit("embed", embed);
+  const auto tables = std::make_shared<BatchTables>(c);  // one batch's RoPE tables and mask, for every block
   for (std::int64_t i = 0; i < c.num_layers; ++i)
-    model->add_unit("block" + std::to_string(i), std::make_shared<BlockUnit>(c));
+    model->add_unit("block" + std::to_string(i), std::make_shared<BlockUnit>(c, tables));
   // A tied lm_head registers the embedding's tensor under its own name too, so the two names
   // share one TensorImpl: replicated plans hold it once (see engine.hpp's aliases_).
   const bool tied = c.causal_lm && c.tie_word_embeddings;

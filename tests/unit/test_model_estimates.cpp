@@ -202,3 +202,82 @@ TEST_CASE("absurd sizes give a large finite estimate at once, without allocating
 
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
 }
+
+// ---- llama: RoPE tables and the attention mask once per batch ------------------------------------
+
+#include <ATen/record_function.h>
+
+namespace {
+/// ATen ops by name, counted on this thread while an OpCount lives.
+thread_local std::map<std::string, int>* counted_ops = nullptr;
+std::unique_ptr<at::ObserverContext> count_op(const at::RecordFunction& fn) {
+  if (counted_ops != nullptr) ++(*counted_ops)[fn.name()];
+  return nullptr;
+}
+struct OpCount {
+  std::map<std::string, int> ops;
+  at::CallbackHandle handle;
+  OpCount() {
+    counted_ops = &ops;
+    handle = at::addThreadLocalCallback(at::RecordFunctionCallback(count_op).scopes({at::RecordScope::FUNCTION}));
+  }
+  ~OpCount() {
+    at::removeCallback(handle);
+    counted_ops = nullptr;
+  }
+  int operator[](const std::string& name) const { return ops.count(name) ? ops.at(name) : 0; }
+};
+}  // namespace
+
+TEST_CASE("llama: every block uses one batch's RoPE tables and mask, computed once, and a new batch gets its own") {
+  torch::manual_seed(0);
+  const auto o = options("llama", {{"hidden_size", I{32}}, {"num_heads", I{4}}, {"num_kv_heads", I{2}},
+                                   {"intermediate_size", I{40}}, {"num_layers", I{3}}});
+  const auto model = bundled().create_model("llama", o, tokens(0, 50, 8));
+  const auto twin = bundled().create_model("llama", o, tokens(0, 50, 8));  // the same weights, no batch seen yet
+  {
+    torch::NoGradGuard no_grad;
+    auto to = twin->named_parameters();
+    for (const auto& p : model->named_parameters()) to[p.key()].copy_(p.value());
+  }
+  const auto ids = torch::randint(50, {2, 8}, torch::kInt64);
+  strata::Batch padded;
+  padded.inputs = ids;
+  padded.mask = torch::ones({2, 8}, torch::kBool);
+  padded.mask.index_put_({1, torch::indexing::Slice(5)}, false);
+  const auto context = strata::BatchContext::of(padded);
+  torch::Tensor first;
+  {
+    OpCount count;
+    first = model->forward(ids, context);
+    CHECK(count["aten::cos"] == 1);  // not one per block
+    CHECK(count["aten::tril"] == 1);
+  }
+  {
+    OpCount count;  // the same batch again (as a checkpointed block's recomputation sees it): nothing recomputed
+    CHECK(torch::equal(model->forward(ids, context), first));
+    CHECK(count["aten::cos"] == 0);
+    CHECK(count["aten::tril"] == 0);
+  }
+  // Another batch: its own tables and mask, so the outputs are those of a model that never saw the first.
+  strata::Batch other = padded;
+  other.mask = torch::ones({2, 8}, torch::kBool);
+  other.mask.index_put_({0, torch::indexing::Slice(0, 3)}, false);  // left padding: positions start later
+  const auto other_context = strata::BatchContext::of(other);
+  CHECK(torch::equal(model->forward(ids, other_context), twin->forward(ids, other_context)));
+  // The same tensors modified in place are another batch too.
+  strata::BatchContext edited = other_context;
+  edited.mask.fill_(true);
+  edited.positions.copy_(torch::arange(8).expand({2, 8}));
+  strata::BatchContext copied;  // the same values in tensors neither model has seen
+  copied.mask = edited.mask.clone();
+  copied.positions = edited.positions.clone();
+  CHECK(torch::equal(model->forward(ids, edited), twin->forward(ids, copied)));
+  // Unpadded batches: the tables of a length last across batches.
+  {
+    OpCount count;
+    model->forward(ids, {});
+    model->forward(torch::randint(50, {2, 8}, torch::kInt64), {});
+    CHECK(count["aten::cos"] <= 1);
+  }
+}
