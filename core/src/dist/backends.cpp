@@ -196,7 +196,10 @@ c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const 
   }
   device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
   c10::cuda::set_device(device.index());
-  auto nccl = c10d::ProcessGroupNCCL::Options::create();
+  // Collectives on high-priority streams: when compute kernels fill the SMs, the scheduler starts
+  // NCCL's kernels first, so a gather or reduction issued ahead is not queued behind the compute it
+  // is meant to overlap (FSDP2 issues its collectives from high-priority streams for this reason).
+  auto nccl = c10d::ProcessGroupNCCL::Options::create(/*is_high_priority_stream=*/true);
   nccl->timeout = o.timeout;
   name_group(*nccl, o);
   auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, o.world.rank, o.world.world_size, nccl);
