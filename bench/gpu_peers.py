@@ -123,6 +123,8 @@ def cell_config(args, name, micro_batch, steps, base):
     """The experiment of one cell, as a dict of TOML sections (Strata runs it, the peer reads it)."""
     w = WORKLOADS[name]
     model = dict(w["model"], **(w.get("quick_model", {}) if args.quick else {}))
+    if name == "llama" and args.loss_chunk_tokens > 0:
+        model["loss_chunk_tokens"] = args.loss_chunk_tokens
     dataset = dict(w["dataset"], **(w.get("quick_dataset", {}) if args.quick else {}))
     if w["sweep"]:
         global_batch, micros = micro_batch, 1
@@ -306,8 +308,9 @@ def markdown(data):
             ratio(row["ratio_eager"]), ms(row.get("compiled_step_time_s")), ratio(row.get("ratio_compiled")),
             memory(row, "strata"), memory(row, "eager"), memory(row, "compiled")))
     s = data["settings"]
-    out += ["", "Settings: AdamW %s, peer data on the %s, bfloat16 peer `%s`, device `%s`%s%s." % (
+    out += ["", "Settings: AdamW %s, peer data on the %s, bfloat16 peer `%s`, device `%s`%s%s%s." % (
         s["optimizer"], s["peer_data"], s["bf16_peer"], s["device"], ", quick shapes" if s["quick"] else "",
+        ", Strata's llama with loss_chunk_tokens = %d" % s["loss_chunk_tokens"] if s.get("loss_chunk_tokens") else "",
         "; on the CPU Strata's memory is live tensors / peak RSS and the peers report none (RSS in the JSON)"
         if s["device"] == "cpu" else "")]
     return "\n".join(out)
@@ -376,6 +379,9 @@ def parse_args():
     ap.add_argument("--bf16-peer", choices=["masters", "autocast"], default="masters",
                     help="bfloat16 cells: the peer trains bfloat16 parameters with float32 masters as Strata "
                     "does (default), or float32 parameters under torch.autocast(bfloat16)")
+    ap.add_argument("--loss-chunk-tokens", type=int, default=0,
+                    help="llama: Strata's [model] loss_chunk_tokens (lm_head fused with the cross-entropy, this many "
+                    "tokens at a time; 0: logits, then the loss, as the peers)")
     ap.add_argument("--peak-tflops", type=float, default=0.0,
                     help="Strata's [train] peak_tflops, for MFU on a GPU its table lacks (Strata refuses to run "
                     "there otherwise)")
@@ -492,7 +498,7 @@ def main():
             "machine_text": describe_machine(env, versions.get("strata")),
             "settings": {"device": args.device, "optimizer": args.optimizer, "peer_data": args.peer_data,
                          "bf16_peer": args.bf16_peer, "compile": not args.no_compile, "quick": args.quick,
-                         "repeats": args.repeats,
+                         "repeats": args.repeats, "loss_chunk_tokens": args.loss_chunk_tokens,
                          "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])},
             "results": results,
             "failures": [{"workload": w, "micro_batch": micro, "error": msg} for w, micro, msg in failures],

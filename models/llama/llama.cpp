@@ -10,6 +10,8 @@
 #include <cmath>
 #include <tuple>
 
+#include <fmt/format.h>
+#include <torch/autograd.h>
 #include <torch/nn/functional/linear.h>
 
 #include <strata/errors.hpp>
@@ -220,11 +222,67 @@ torch::Tensor last_token(const torch::Tensor& h, const torch::Tensor& mask) {
   return h.gather(1, index.view({n, 1, 1}).expand({n, 1, h.size(2)})).squeeze(1);
 }
 
+/// lm_head and cross-entropy fused: the summed loss of hidden states h [N, H] under weight w [V, H]
+/// (h in w's dtype) against targets [N] (kIgnoreIndex skipped), `chunk` rows at a time. Each
+/// chunk's logits are h_c w^T in w's dtype taken to float32, as lm_head then the float32 loss
+/// compute them; only the float32 log-sum-exp of each row is kept for backward, which computes
+/// every chunk's logits again: d logits = softmax - one_hot (times the incoming gradient), cast to
+/// w's dtype, d h_c = d logits w, d w += d logits^T h_c (summed in float32).
+class ChunkedCrossEntropy final : public torch::autograd::Function<ChunkedCrossEntropy> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h, const torch::Tensor& w,
+                               const torch::Tensor& targets, std::int64_t chunk) {
+    const auto rows = h.size(0);
+    auto lse = torch::empty({rows}, h.options().dtype(torch::kFloat32));
+    auto total = torch::zeros({}, h.options().dtype(torch::kFloat32));
+    for (std::int64_t start = 0; start < rows; start += chunk) {
+      const auto n = std::min(chunk, rows - start);
+      const auto logits = torch::mm(h.narrow(0, start, n), w.t()).to(torch::kFloat32);
+      const auto row_lse = torch::logsumexp(logits, 1);
+      lse.narrow(0, start, n).copy_(row_lse);
+      const auto t = targets.narrow(0, start, n);
+      const auto valid = t != kIgnoreIndex;
+      const auto picked = logits.gather(1, t.clamp_min(0).unsqueeze(1)).squeeze(1);
+      total += torch::where(valid, row_lse - picked, torch::zeros_like(row_lse)).sum();
+    }
+    ctx->save_for_backward({h, w, targets, lse});
+    ctx->saved_data["chunk"] = chunk;
+    return total;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &h = saved[0], &w = saved[1], &targets = saved[2], &lse = saved[3];
+    const auto chunk = ctx->saved_data["chunk"].toInt();
+    const auto rows = h.size(0);
+    const auto scale = grad_outputs[0].to(torch::kFloat32);
+    auto grad_h = torch::empty_like(h);
+    auto grad_w = torch::zeros(w.sizes(), w.options().dtype(torch::kFloat32));
+    for (std::int64_t start = 0; start < rows; start += chunk) {
+      const auto n = std::min(chunk, rows - start);
+      const auto hc = h.narrow(0, start, n);
+      auto p = torch::mm(hc, w.t()).to(torch::kFloat32).sub_(lse.narrow(0, start, n).unsqueeze(1)).exp_();
+      const auto t = targets.narrow(0, start, n);
+      const auto valid = (t != kIgnoreIndex).to(torch::kFloat32);
+      p.scatter_add_(1, t.clamp_min(0).unsqueeze(1), -valid.unsqueeze(1));  // softmax - one_hot on counted rows
+      p.mul_((valid * scale).unsqueeze(1));
+      const auto dz = p.to(w.scalar_type());
+      grad_h.narrow(0, start, n).copy_(torch::mm(dz, w));
+      grad_w.add_(torch::mm(dz.t(), hc));
+    }
+    return {grad_h, grad_w.to(w.scalar_type()), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 /// Final RMSNorm, then lm_head ([n, T, vocab] logits) or, at the last real token, score ([n, classes]).
+/// With loss_chunk_tokens, a causal LM's forward in grad mode stops at the norm: the model's loss
+/// applies lm_head fused with the cross-entropy (ChunkedCrossEntropy).
 class HeadUnit final : public Unit {
  public:
   /// `tied`: the embedding weight, shared as lm_head's (tie_word_embeddings), else undefined.
-  HeadUnit(const LlamaConfig& c, const torch::Tensor& tied) : causal_lm_(c.causal_lm) {
+  HeadUnit(const LlamaConfig& c, const torch::Tensor& tied)
+      : causal_lm_(c.causal_lm), fused_loss_(c.causal_lm && c.loss_chunk_tokens > 0) {
     norm_ = register_module("norm", std::make_shared<RmsNorm>(c.hidden_size, c.rms_norm_eps));
     if (!causal_lm_)
       out_ = register_module("score", std::make_shared<Dense>(c.hidden_size, c.num_classes, false));
@@ -235,11 +293,17 @@ class HeadUnit final : public Unit {
   }
   torch::Tensor forward(const torch::Tensor& x, const BatchContext& context) override {
     const auto h = norm_->forward(x);
+    if (fuses_loss()) return h;
     return out_->forward(causal_lm_ ? h : last_token(h, context.mask));
   }
+  /// This forward leaves lm_head to the loss: a causal LM with loss_chunk_tokens, in grad mode
+  /// (training; evaluation and inference get logits).
+  bool fuses_loss() const { return fused_loss_ && torch::GradMode::is_enabled(); }
+  const torch::Tensor& lm_head_weight() const { return out_->weight; }
 
  private:
   bool causal_lm_;
+  bool fused_loss_;
   std::shared_ptr<RmsNorm> norm_;
   std::shared_ptr<Dense> out_;
 };
@@ -248,6 +312,27 @@ class HeadUnit final : public Unit {
 class LlamaModel final : public Model {
  public:
   explicit LlamaModel(LlamaConfig config) : config_(std::move(config)) {}
+  void set_head(std::shared_ptr<HeadUnit> head) { head_ = std::move(head); }
+
+  /// With loss_chunk_tokens in training, `output` is the head's normalized hidden state (as float32):
+  /// lm_head and the cross-entropy run fused, a chunk of tokens at a time.
+  torch::Tensor loss(const torch::Tensor& output, const Batch& batch) const override {
+    if (!head_ || !head_->fuses_loss()) return Model::loss(output, batch);
+    const auto& w = head_->lm_head_weight();
+    if (output.size(-1) != config_.hidden_size || w.numel() != config_.vocab_size * config_.hidden_size)
+      throw Error(fmt::format("llama: loss_chunk_tokens = {} applies lm_head inside the loss, but {}.",
+                              config_.loss_chunk_tokens,
+                              output.size(-1) != config_.hidden_size
+                                  ? fmt::format("the output given to the loss has {} features, not the hidden size {} "
+                                                "(it came from a forward without gradients)",
+                                                output.size(-1), config_.hidden_size)
+                                  : std::string("lm_head's weight is not whole there (the strategy freed the last unit "
+                                                "after its forward)")),
+                  "Set [model] loss_chunk_tokens = 0, or use a strategy that keeps the last unit gathered into its "
+                  "backward (every built-in one does).");
+    const auto h = output.reshape({-1, output.size(-1)}).to(w.scalar_type());
+    return ChunkedCrossEntropy::apply(h, w, batch.targets.reshape({-1}), config_.loss_chunk_tokens);
+  }
 
   std::vector<std::pair<std::string, std::string>> external_names() const override {
     std::vector<std::pair<std::string, std::string>> names{{"embed.weight", "model.embed_tokens.weight"}};
@@ -283,6 +368,7 @@ class LlamaModel final : public Model {
 
  private:
   LlamaConfig config_;
+  std::shared_ptr<HeadUnit> head_;
 };
 
 /// Training FLOPs per sample by PaLM's estimate (Chowdhery et al. 2022, appendix B): per token
@@ -310,7 +396,9 @@ std::shared_ptr<Model> make_llama(const LlamaOptions& options, const ModelContex
   // A tied lm_head registers the embedding's tensor under its own name too, so the two names
   // share one TensorImpl: replicated plans hold it once (see engine.hpp's aliases_).
   const bool tied = c.causal_lm && c.tie_word_embeddings;
-  model->add_unit("head", std::make_shared<HeadUnit>(c, tied ? embed->weight : torch::Tensor()));
+  auto head = std::make_shared<HeadUnit>(c, tied ? embed->weight : torch::Tensor());
+  model->add_unit("head", head);
+  model->set_head(head);
   model->set_flops_per_sample(flops_per_sample(c), "T (6 N + 12 L H Q T) + 6 x head (PaLM appendix B: N matmul weights, L layers, H heads, Q head_dim, T tokens per sample)");
   return model;
 }

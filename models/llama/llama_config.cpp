@@ -309,7 +309,12 @@ Schema<LlamaOptions> llama_schema() {
               "lm_head shares embed.weight (false: the preset's or config's choice; llama-3.2-1b ties); zero3 and fsdp "
               "refuse tied weights")
       .option("attention_bias", &O::attention_bias,
-              "biases on q/k/v/o_proj (false: the preset's or config's choice)");
+              "biases on q/k/v/o_proj (false: the preset's or config's choice)")
+      .option("loss_chunk_tokens", &O::loss_chunk_tokens,
+              "causal_lm: lm_head and the cross-entropy fused, this many tokens at a time, so the float32 logits of "
+              "the whole micro-batch never exist (their chunks are recomputed in backward); 0: off (logits, then "
+              "cross-entropy)",
+              between(0, kMaxWidth));
   return s;
 }
 
@@ -378,6 +383,11 @@ LlamaConfig resolve_config(const LlamaOptions& o, const ModelContext& context) {
   if (!c.causal_lm && data.num_classes < 1)
     throw OptionError("task", "sequence_classification needs labeled sequences, but the dataset has no classes.",
                       "Use task = \"causal_lm\", or a dataset of labeled sequences.");
+  if (o.loss_chunk_tokens > 0 && !c.causal_lm)
+    throw OptionError("loss_chunk_tokens", "loss_chunk_tokens fuses lm_head with the loss of causal_lm; "
+                                           "sequence classification has a score head of a few classes.",
+                      "Leave loss_chunk_tokens at 0 for sequence classification.");
+  c.loss_chunk_tokens = o.loss_chunk_tokens;
   c.num_classes = data.num_classes;
   c.seq_len = data.seq_len > 0 ? data.seq_len : data.input_shape[0];
   c.max_position_embeddings = std::max(c.max_position_embeddings, c.seq_len);

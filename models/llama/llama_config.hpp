@@ -30,6 +30,10 @@ struct LlamaOptions {
   double rms_norm_eps = 0;
   bool tie_word_embeddings = false;
   bool attention_bias = false;
+  /// causal_lm: 0, lm_head's logits for the whole micro-batch, then cross-entropy on them (as
+  /// transformers); N > 0: lm_head and cross-entropy fused, N tokens at a time, so that neither the
+  /// logits nor their gradient exist for more than N tokens at once (recomputed in backward).
+  std::int64_t loss_chunk_tokens = 0;
 };
 
 /// The documented, validated schema of LlamaOptions.
@@ -63,6 +67,7 @@ struct LlamaConfig {
   bool causal_lm = true;           ///< else sequence classification
   std::int64_t num_classes = 0;    ///< sequence classification only
   std::int64_t seq_len = 0;        ///< tokens per sample
+  std::int64_t loss_chunk_tokens = 0;  ///< LlamaOptions::loss_chunk_tokens (not part of a Hugging Face config)
   std::optional<Json> pad_token_id, bos_token_id, eos_token_id;  ///< copied into external_config()
 };
 

@@ -281,3 +281,67 @@ TEST_CASE("llama: every block uses one batch's RoPE tables and mask, computed on
     CHECK(count["aten::cos"] <= 1);
   }
 }
+
+// ---- llama: lm_head and the cross-entropy fused, a chunk of tokens at a time ----------------------
+
+namespace {
+/// The gradients of `model`'s parameters by name (zeros where none arrived).
+std::map<std::string, torch::Tensor> grads_of(const strata::Model& model) {
+  std::map<std::string, torch::Tensor> g;
+  for (const auto& p : model.named_parameters())
+    g[p.key()] = p.value().grad().defined() ? p.value().grad().to(torch::kFloat32) : torch::zeros_like(p.value(), torch::kFloat32);
+  return g;
+}
+}  // namespace
+
+TEST_CASE("llama: loss_chunk_tokens gives lm_head-then-cross-entropy's loss and gradients, tensor by tensor") {
+  torch::manual_seed(1);
+  const Overrides shape{{"hidden_size", I{32}}, {"num_heads", I{4}}, {"num_kv_heads", I{2}}, {"intermediate_size", I{40}},
+                        {"num_layers", I{2}}, {"vocab_size", I{50}}};
+  Overrides chunked = shape;
+  chunked.emplace_back("loss_chunk_tokens", I{5});  // 16 tokens: chunks of 5, 5, 5 and 1
+  const auto context = tokens(0, 50, 8);
+  strata::Batch batch;
+  batch.inputs = torch::randint(50, {2, 8}, torch::kInt64);
+  batch.targets = torch::randint(50, {2, 8}, torch::kInt64);
+  batch.targets.index_put_({1, torch::indexing::Slice(6)}, strata::kIgnoreIndex);  // skipped tokens
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    CAPTURE(c10::toString(dtype));
+    const auto plain = bundled().create_model("llama", options("llama", shape), context);
+    const auto fused = bundled().create_model("llama", options("llama", chunked), context);
+    {
+      torch::NoGradGuard no_grad;
+      auto to = fused->named_parameters();
+      for (const auto& p : plain->named_parameters()) to[p.key()].copy_(p.value());
+    }
+    plain->to(dtype);
+    fused->to(dtype);
+    const auto out = fused->forward(batch.inputs);
+    CHECK(out.size(-1) == 32);  // the normalized hidden state: the loss applies lm_head
+    const auto reference = plain->loss(plain->forward(batch.inputs).to(torch::kFloat32), batch);
+    const auto loss = fused->loss(out.to(torch::kFloat32), batch);
+    const double tolerance = dtype == torch::kFloat32 ? 1e-5 : 1e-2;
+    CHECK(loss.item<double>() == doctest::Approx(reference.item<double>()).epsilon(tolerance));
+    (reference * 0.25).backward();  // as the trainer scales the summed loss
+    (loss * 0.25).backward();
+    const auto expected = grads_of(*plain), got = grads_of(*fused);
+    for (const auto& [name, g] : expected) {
+      CAPTURE(name);
+      const double error = (got.at(name) - g).norm().item<double>() / std::max(g.norm().item<double>(), 1e-12);
+      CHECK(error < tolerance);
+    }
+    // Without gradients (evaluation), logits as before; the loss refuses them in grad mode.
+    torch::Tensor logits;
+    {
+      torch::NoGradGuard no_grad;
+      logits = fused->forward(batch.inputs);
+      CHECK(torch::allclose(logits, plain->forward(batch.inputs)));
+    }
+    CHECK(logits.size(-1) == 50);
+    CHECK_THROWS_AS(fused->loss(logits.to(torch::kFloat32), batch), strata::Error);
+  }
+  // Sequence classification has no lm_head to fuse.
+  Overrides classify = chunked;
+  classify.emplace_back("task", "sequence_classification"s);
+  CHECK_THROWS_AS(bundled().create_model("llama", options("llama", classify), tokens(3, 50, 8)), strata::OptionError);
+}
