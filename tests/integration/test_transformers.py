@@ -133,6 +133,21 @@ def llama_padded_tokens_every_strategy():
     matrix("llama_left", write("llama_left", LLAMA_TOML.format(padding="left")), SGD, (2,))
 
 
+def llama_fused_loss_every_kind_of_strategy():
+    """[model] loss_chunk_tokens (lm_head fused with the cross-entropy, 7 tokens at a time: uneven
+    chunks, padding targets skipped) trains the model the unfused single run trains, through a
+    replicated strategy and a sharded one (whose head unit is gathered into the loss) at world 3
+    with 2 micro-batches."""
+    config = write("llama_fused", LLAMA_TOML.format(padding="right"))
+    _, reference = run(config, "llama_fused_reference", SGD + ["train.micro_batches=1"])
+    for name, world in (("single", 1), ("ddp", 3), ("zero3", 3)):
+        what = "llama loss_chunk_tokens=7 %s world %d, 2 micro-batches" % (name, world)
+        _, out = run(config, "llama_fused_%s" % name,
+                     SGD + ["train.micro_batches=2", "strategy.name=" + name, "model.loss_chunk_tokens=7"], world)
+        diff = st.expect_models_equal(reference, out, what, rel=RTOL)
+        print("  %s: max rel diff %.1e against unfused single" % (what, diff))
+
+
 def mrpc_uneven_padding_every_strategy():
     data = st.temp_dir("mrpc_data")
     data_files.write_mrpc(data, train_pairs=96, eval_pairs=30)
@@ -209,5 +224,6 @@ def damaged_data_files_are_named():
 
 if __name__ == "__main__":
     st.main([steps_zero_evaluates_only, vit_every_strategy, llama_padded_tokens_every_strategy,
+             llama_fused_loss_every_kind_of_strategy,
              mrpc_uneven_padding_every_strategy, damaged_data_files_are_named, vit_cifar10_runs_on_small_files,
              check_command_on_transformers])
