@@ -2,6 +2,7 @@
 // engine_units.cpp.
 #include "strata/engine.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -51,6 +52,11 @@ Engine::~Engine() {
   for (auto& w : gathers_)
     try {
       if (w) w->wait();
+    } catch (...) {
+    }
+  for (auto& g : param_gathers_)
+    try {
+      if (g.work) g.work->wait();
     } catch (...) {
     }
 }
@@ -106,6 +112,7 @@ void Engine::use_reducer(std::unique_ptr<Reducer> reducer) {
 
 torch::Tensor Engine::loss_backward(Model& model, const Batch& batch, MicroStep micro) {
   model.train();
+  if (&model != model_.get()) wait_params();  // another model is copied from these parameters
   auto output = &model == model_.get() ? run_units(batch.inputs, BatchContext::of(batch), /*train=*/true)
                                        : model.forward(precision_.compute(batch.inputs), BatchContext::of(batch));
   auto loss = model.loss(Precision::output(output), batch);
@@ -154,6 +161,7 @@ const torch::Tensor& Engine::grad_view(std::size_t i) const {
 }
 
 void Engine::masters_to_params() {
+  wait_params();  // the previous refresh (a strategy stepping twice without a forward between)
   torch::NoGradGuard no_grad;
   // A gathered group is refreshed from its master at its next gather; one that is allocated now
   // (kept gathered, or aliasing its master) is written here.
@@ -164,15 +172,13 @@ void Engine::masters_to_params() {
   // Replicated parameters with sharded masters (zero1, zero2): all-gather the owned chunks, each
   // group in place in a call of its own (allgather_bytes 0), or consecutive groups together up to
   // allgather_bytes per call through one rank-major staging buffer ([rank][group chunks]).
-  const int world = shard->world_size();
-  struct Call {
-    std::vector<std::size_t> groups;
-    torch::Tensor input, output;
-    std::shared_ptr<CommWork> work;
-  };
-  std::vector<Call> calls;
+  // Groups are laid out in reverse parameter order; per unit, they are gathered in forward order
+  // (the first unit's first), as the next forward waits for them.
+  std::vector<std::size_t> order(groups_.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = plan_.wait_params_per_unit ? order.size() - 1 - k : k;
+  auto& calls = param_gathers_;
   std::int64_t filled = 0;
-  for (std::size_t g = 0; g < groups_.size(); ++g) {
+  for (const auto g : order) {
     const auto bytes = static_cast<std::int64_t>(groups_[g]->full().nbytes());
     if (calls.empty() || plan_.allgather_bytes == 0 || filled + bytes > plan_.allgather_bytes) {
       calls.emplace_back();
@@ -181,6 +187,9 @@ void Engine::masters_to_params() {
     calls.back().groups.push_back(g);
     filled += bytes;
   }
+  gather_of_group_.assign(groups_.size(), -1);
+  for (std::size_t i = 0; i < calls.size(); ++i)
+    for (auto g : calls[i].groups) gather_of_group_[g] = static_cast<std::ptrdiff_t>(i);
   for (auto& c : calls) {
     if (c.groups.size() == 1) {
       auto& g = *groups_[c.groups.front()];
@@ -190,13 +199,19 @@ void Engine::masters_to_params() {
       std::vector<torch::Tensor> chunks;
       for (auto i : c.groups) chunks.push_back(groups_[i]->chunk_of(groups_[i]->full(), groups_[i]->shard_rank()));
       c.input = torch::cat(chunks);
-      c.output = torch::empty({c.input.numel() * world}, c.input.options());
+      c.output = torch::empty({c.input.numel() * shard->world_size()}, c.input.options());
     }
     c.work = shard->all_gather(c.output, c.input, /*async=*/true);
   }
-  for (auto& c : calls) {
-    c.work->wait();
-    if (c.groups.size() == 1) continue;
+  if (!plan_.wait_params_per_unit) wait_params();
+}
+
+void Engine::finish_param_gather(ParamGather& c) const {
+  if (!c.work) return;
+  c.work->wait();
+  c.work.reset();
+  if (c.groups.size() > 1) {
+    const auto world = static_cast<std::int64_t>(c.output.numel() / c.input.numel());
     auto rows = c.output.view({world, c.input.numel()});
     std::int64_t offset = 0;
     for (auto i : c.groups) {
@@ -205,6 +220,24 @@ void Engine::masters_to_params() {
       offset += g.chunk();
     }
   }
+  c.input = c.output = torch::Tensor();
+}
+
+void Engine::wait_params(std::size_t unit) {
+  if (param_gathers_.empty()) return;
+  if (unit >= unit_param_groups_.size()) return wait_params();
+  torch::NoGradGuard no_grad;
+  for (const auto g : unit_param_groups_[unit])
+    if (const auto i = gather_of_group_.at(g); i >= 0) finish_param_gather(param_gathers_[static_cast<std::size_t>(i)]);
+  if (std::all_of(param_gathers_.begin(), param_gathers_.end(), [](const ParamGather& c) { return !c.work; }))
+    param_gathers_.clear();
+}
+
+void Engine::wait_params() const {
+  if (param_gathers_.empty()) return;
+  torch::NoGradGuard no_grad;
+  for (auto& c : param_gathers_) finish_param_gather(c);
+  param_gathers_.clear();
 }
 
 torch::Tensor Engine::evaluate(const Batch& batch) {
@@ -232,10 +265,12 @@ ModelStateBytes Engine::memory() const {
 }
 
 StateDict Engine::full_state_dict() {
+  wait_params();
   return gathered_state_dict(groups_, master_shard(), *model_, comm_->rank() == 0, aliases_);
 }
 
 std::vector<TensorPiece> Engine::state_pieces(StateAccess access, bool optimizer) {
+  wait_params();
   PieceOwner owner;
   owner.first = comm_->rank() == 0;
   owner.replica = mesh_.replica();
@@ -252,6 +287,7 @@ void Engine::state_loaded() {
 
 std::vector<std::uint32_t> Engine::replica_digests() const {
   if (sharded_params()) return {};  // no rank holds a whole replica to compare
+  wait_params();
   std::uint32_t crc = 0;
   for (const auto& g : groups_) crc = tensor_digest(g->full(), crc);
   for (const auto& b : model_->buffers()) crc = tensor_digest(b, crc);

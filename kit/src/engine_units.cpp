@@ -1,6 +1,7 @@
 // The engine's layout (replicated buckets, or units sharded over the mesh) and the gathering of
 // sharded units around their forward and backward (engine.hpp).
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -72,6 +73,22 @@ void Engine::take_over_replicated() {
     groups_.push_back(std::make_unique<FlatGroup>(std::move(params), std::move(names),
                                                   FlatGroupOptions{r, n, Residency::kPersistent, grads, precision_}));
   }
+  // The groups each unit's forward reads (wait_params); a parameter outside every unit counts as unit 0's.
+  std::unordered_map<const void*, std::size_t> index_of;
+  for (std::size_t i = 0; i < params_.size(); ++i) index_of[params_[i].unsafeGetTensorImpl()] = i;
+  std::vector<bool> placed(params_.size(), false);
+  unit_param_groups_.assign(model_->units().size(), {});
+  auto add = [&](std::size_t u, std::size_t i) {
+    auto& list = unit_param_groups_[u];
+    if (std::find(list.begin(), list.end(), locate_[i].first) == list.end()) list.push_back(locate_[i].first);
+    placed[i] = true;
+  };
+  for (std::size_t u = 0; u < model_->units().size(); ++u)
+    for (const auto& p : model_->units()[u]->parameters())
+      if (const auto it = index_of.find(p.unsafeGetTensorImpl()); it != index_of.end()) add(u, it->second);
+  if (!unit_param_groups_.empty())
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (!placed[i]) add(0, i);
 }
 
 void Engine::take_over_sharded() {
@@ -156,6 +173,7 @@ torch::Tensor Engine::run_units(const torch::Tensor& input, const BatchContext& 
   auto x = precision_.compute(input);
   const bool backward = train && torch::GradMode::is_enabled();
   for (std::size_t u = 0; u < units_.size(); ++u) {
+    if (!param_gathers_.empty()) wait_params(u);  // not a hook: a strategy's own cannot skip it
     before_unit_forward(u);
     x = model_->run_unit(u, x, context);
     if (backward && x.requires_grad()) x.register_hook([this, u](const torch::Tensor&) { before_unit_backward(u); });

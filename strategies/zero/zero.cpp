@@ -80,6 +80,7 @@ strata::Plan zero_plan(const ZeroOptions& o, int stage) {  // the same at every 
   plan.overlap = o.overlap;
   // zero1 reduces its persistent buffers (only the chunk-sized outputs are transient).
   plan.reductions_in_flight = stage == 1 ? 0 : static_cast<int>(o.reductions_in_flight);
+  plan.wait_params_per_unit = true;  // the next forward's first units overlap the later groups' all-gathers
   plan.missing_fix = "ZeRO requires every trainable parameter to get a gradient in every step.";
   return plan;
 }

@@ -29,7 +29,9 @@
 ///   gradient_ready(g)           every gradient of flat group g arrived (autograd's thread):
 ///                               frees a gathered unit once all of its groups are ready
 ///   after_backward(micro)       after the reducer's end_backward: frees what is still gathered
-///   after_step()                after the optimizer step and the parameters' refresh
+///   after_step()                after the optimizer step and the parameters' refresh (with
+///                               Plan::wait_params_per_unit, the refresh may still be arriving:
+///                               wait_params() before reading parameters)
 ///
 /// For replicated units the gather and reshard defaults do nothing. Communication on CUDA runs on
 /// the communicators' own streams, ordered after the compute stream by c10d's events and waited
@@ -153,8 +155,13 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
   /// hooks); evaluation releases every unit after its forward.
   torch::Tensor run_units(const torch::Tensor& input, const BatchContext& context, bool train);
   /// Writes every master into its parameters (all-gathering the owned chunks of replicated,
-  /// sharded groups).
+  /// sharded groups; with Plan::wait_params_per_unit those all-gathers are left in flight).
   void masters_to_params();
+  /// Makes the compute stream wait for the all-gathers still refreshing unit's parameters (the
+  /// host does not wait on CUDA); run_units calls it before each unit's forward.
+  void wait_params(std::size_t unit);
+  /// The same for every parameter.
+  void wait_params() const;
   /// Zeroes every gradient buffer.
   void zero_grad();
   /// The float32 gradient view of parameter i of params_ (replicated groups with full gradients).
@@ -201,6 +208,19 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
   std::vector<std::shared_ptr<CommWork>> gathers_;  // per group, while its all-gather runs
   std::vector<torch::Tensor> gather_inputs_;        // per group, alive until its all-gather is waited
   std::vector<torch::Tensor> subgroup_copies_;      // per group: the sub-group part kept after forward
+
+  /// An all-gather refreshing replicated parameters after the step (one group in place, or several
+  /// through a staging buffer that is copied out once it is waited for).
+  struct ParamGather {
+    std::vector<std::size_t> groups;
+    torch::Tensor input, output;
+    std::shared_ptr<CommWork> work;  // null once waited for
+  };
+  void finish_param_gather(ParamGather& gather) const;
+  mutable std::vector<ParamGather> param_gathers_;         // issued by masters_to_params, not all waited for
+  mutable std::vector<std::ptrdiff_t> gather_of_group_;    // per group: its entry in param_gathers_, or -1
+  std::vector<std::vector<std::size_t>> unit_param_groups_;  // replicated: the groups holding each unit's
+                                                             // parameters (unit 0: also those of no unit)
 };
 
 }  // namespace strata::inline kit_v2

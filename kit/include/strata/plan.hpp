@@ -78,6 +78,12 @@ struct Plan {
   /// kOptimizer/kGradients: after the step, consecutive groups all-gathered together up to this
   /// many bytes through a staging buffer (0: each group in place).
   std::int64_t allgather_bytes = 0;
+  /// kOptimizer/kGradients: the all-gathers that refresh the parameters after the step are issued
+  /// in forward order and waited for by each unit's forward, for the groups holding that unit's
+  /// parameters, so the next forward's first units overlap the later groups' gathers (false: every
+  /// group is waited for before step() returns). A strategy that sets it and reads parameters in
+  /// after_step() calls Engine::wait_params() first.
+  bool wait_params_per_unit = false;
   /// kParameters: units whose all-gather is issued ahead of use in forward, and in backward.
   int forward_prefetch = 1;
   int backward_prefetch = 1;
