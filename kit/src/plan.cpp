@@ -24,6 +24,7 @@ PlanOutline outline(const Plan& plan) {
   o.reduce_coalesce_bytes = plan.reduce_coalesce_bytes;
   o.reductions_in_flight = plan.reductions_in_flight;
   o.allgather_bytes = plan.allgather_bytes;
+  o.wait_params_per_unit = plan.wait_params_per_unit;
   o.forward_prefetch = plan.forward_prefetch;
   o.backward_prefetch = plan.backward_prefetch;
   o.units = outline_unit(plan.units);

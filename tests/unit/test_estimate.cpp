@@ -361,6 +361,32 @@ TEST_CASE("estimate: ddp overlaps its buckets with backward, and one big bucket 
   CHECK(big.exposed_comm_s == doctest::Approx(3600 * 1.0 / 1e6));  // everything after backward
 }
 
+TEST_CASE("estimate: zero1/zero2's parameter gathers overlap the next forward when the plan waits for them per unit") {
+  auto p = two_units();
+  p.device = "cuda";
+  es::Network net = flat(1e-3);  // 1 MB/s: gathering the 3600 bytes of parameters over 2 ranks takes 1.8 ms
+  es::EstimateInput in;
+  in.profile = &p;
+  in.network = &net;
+  in.world_size = 2;
+  for (const std::string name : {"zero1", "zero2"}) {
+    CAPTURE(name);
+    // Groups of 1200 bytes: unit 1's, then unit 0's in two. Unit 0's forward waits for its two only.
+    auto per_unit = model(name, 2, options({{"reduce_bucket_mb", 1200.0 / (1024.0 * 1024.0)}}));
+    REQUIRE(per_unit.plan);
+    CHECK(per_unit.plan->wait_params_per_unit);
+    auto at_once = per_unit;
+    at_once.plan->wait_params_per_unit = false;
+    const auto overlapped = es::estimate_strategy(name, in, per_unit);
+    const auto after_step = es::estimate_strategy(name, in, at_once);
+    CHECK(overlapped.bus_bytes == doctest::Approx(after_step.bus_bytes));
+    CHECK(overlapped.collectives == after_step.collectives);
+    // After the step: the three gathers exposed (0.6 ms each). Per unit: unit 0's two (1.2 ms)
+    // delay its forward, unit 1's runs beside unit 0's 1 ms forward: 0.6 ms less.
+    CHECK(overlapped.step_s == doctest::Approx(after_step.step_s - 0.6e-3));
+  }
+}
+
 TEST_CASE("estimate: CPU ranks that fill their host's cores do not overlap their collectives") {
   auto p = two_units();
   p.device = "cpu";

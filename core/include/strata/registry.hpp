@@ -138,6 +138,7 @@ struct PlanOutline {
   std::int64_t reduce_coalesce_bytes = 0;
   int reductions_in_flight = 2;         ///< 0: every group
   std::int64_t allgather_bytes = 0;     ///< kOptimizer/kGradients: groups gathered together after the step
+  bool wait_params_per_unit = false;    ///< kOptimizer/kGradients: those gathers waited for by each unit's next forward
   int forward_prefetch = 1;
   int backward_prefetch = 1;
   Unit units;                           ///< every unit's plan unless `unit` changes one

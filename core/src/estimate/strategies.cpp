@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace strata::estimate {
 
@@ -77,7 +78,8 @@ struct Shape {
 /// ends. A unit larger than the cap is cut.
 struct Group {
   double elements = 0;
-  std::size_t ready_unit = 0;  ///< the unit whose backward completes it
+  std::size_t ready_unit = 0;  ///< the unit whose backward completes it (its first unit)
+  std::size_t last_unit = 0;   ///< its last unit (the first backward reaches)
 };
 std::vector<Group> reverse_groups(const Shape& s, double cap_bytes) {
   std::vector<Group> groups;
@@ -86,6 +88,7 @@ std::vector<Group> reverse_groups(const Shape& s, double cap_bytes) {
   for (std::size_t k = s.units(); k-- > 0;) {
     double left = s.unit_params[k];
     while (left > 0) {
+      if (open.elements == 0) open.last_unit = k;
       const double take = std::min(left, cap - open.elements);
       open.elements += take;
       open.ready_unit = k;
@@ -208,9 +211,48 @@ StrategyEstimate build_replicated(const std::string& name, Replicated kind, cons
   if (!ddp)
     for (auto& g : groups) g.elements = padded(g.elements, n);
   const Collective reduce = ddp ? Collective::kAllReduce : Collective::kReduceScatter;
+  // zero1/zero2: the all-gathers refreshing the parameters after the optimizer step, one call per
+  // group or consecutive groups together up to allgather_bytes, as the engine issues them. With
+  // wait_params_per_unit they are issued in forward order and each unit's next forward waits for
+  // its own: in the steady state they run at the start of the step, beside its first forwards.
+  struct GatherCall {
+    double bytes = 0;
+    std::vector<std::size_t> groups;
+  };
+  std::vector<GatherCall> calls;
+  const bool per_unit = !ddp && plan.wait_params_per_unit;
+  if (!ddp) {
+    double filled = 0;
+    for (std::size_t k = 0; k < groups.size(); ++k) {
+      const std::size_t g = per_unit ? groups.size() - 1 - k : k;
+      const double bytes = groups[g].elements * sh.gather_bytes;
+      if (calls.empty() || plan.allgather_bytes <= 0 || filled + bytes > static_cast<double>(plan.allgather_bytes)) {
+        calls.emplace_back();
+        filled = 0;
+      }
+      calls.back().bytes += bytes;
+      calls.back().groups.push_back(g);
+      filled += bytes;
+    }
+  }
+  auto gather_name = [](const GatherCall& c) {
+    return c.groups.size() == 1 ? fmt::format("all_gather group {}", c.groups.front())
+                                : fmt::format("all_gather groups {}", fmt::join(c.groups, ","));
+  };
+  std::vector<std::vector<int>> waits(sh.units());  // per unit: the calls its first forward waits for
+  if (per_unit && n > 1)
+    for (const auto& c : calls) {
+      const int id = e.schedule.collective(gather_name(c) + " (the previous step's)", Collective::kAllGather, c.bytes, n);
+      for (auto g : c.groups)
+        for (std::size_t u = groups[g].ready_unit; u <= groups[g].last_unit; ++u) waits[u].push_back(id);
+    }
   std::vector<int> reductions;
   for (int m = 0; m < sh.micro; ++m) {
-    forward_pass(e.schedule, sh, m);
+    if (m == 0 && per_unit)
+      for (std::size_t u = 0; u < sh.units(); ++u)
+        e.schedule.compute(fmt::format("forward {} (micro {})", u, m), sh.forward_s[u], waits[u]);
+    else
+      forward_pass(e.schedule, sh, m);
     // ddp and zero1 communicate after the last micro-batch only (no_sync); zero2 after every one.
     const bool communicate = kind == Replicated::kZero2 || m == sh.micro - 1;
     std::vector<int> backward(sh.units(), -1);
@@ -241,23 +283,8 @@ StrategyEstimate build_replicated(const std::string& name, Replicated kind, cons
                                                         [](double a, const Group& g) { return a + g.elements; });
   const double owned = ddp ? psi : psi_padded / n;
   const int opt = e.schedule.compute("optimizer", sh.optimizer_s(owned / psi), reductions);
-  if (!ddp) {
-    const auto gather_cap = static_cast<double>(plan.allgather_bytes);
-    if (gather_cap <= 0) {
-      for (std::size_t k = 0; k < groups.size(); ++k)
-        e.schedule.collective(fmt::format("all_gather group {}", k), Collective::kAllGather, groups[k].elements * sh.gather_bytes,
-                              n, {opt});
-    } else {
-      double bucket = 0;
-      for (std::size_t k = 0; k < groups.size(); ++k) {
-        bucket += groups[k].elements * sh.gather_bytes;
-        if (bucket >= gather_cap || k + 1 == groups.size()) {
-          e.schedule.collective(fmt::format("all_gather groups to {}", k), Collective::kAllGather, bucket, n, {opt});
-          bucket = 0;
-        }
-      }
-    }
-  }
+  if (!per_unit)
+    for (const auto& c : calls) e.schedule.collective(gather_name(c), Collective::kAllGather, c.bytes, n, {opt});
   // Memory: parameters whole on every rank; float32 masters of the owned chunk when narrower.
   const double pe = element_bytes(sh.p.param_dtype);
   e.memory.params = ddp ? psi * sh.param_bytes : psi_padded * pe + (pe < 4 ? owned * 4.0 : 0.0);
