@@ -2,6 +2,7 @@
 // one rank: layout and padding, aliasing of masters, float32 accumulation under a bf16 policy,
 // staging of sharded gradients, and the reducer's handling of missing gradients.
 #include "test_support.hpp"
+#include "recording_comm.hpp"
 
 #include "strata/errors.hpp"
 #include "strata/flat_params.hpp"
@@ -143,45 +144,7 @@ TEST_CASE("the reducer accumulates in float32, names parameters without a gradie
 
 namespace {
 
-/// Rank 0 of a replicate group of two whose peer holds the same values: every collective is the
-/// identity (an average of equal tensors), and each call is logged when it is issued.
-class RecordingComm final : public strata::Comm {
- public:
-  explicit RecordingComm(std::vector<std::string>* log) : log_(log) {}
-  int rank() const override { return 0; }
-  int world_size() const override { return 2; }
-  torch::Device device() const override { return torch::kCPU; }
-  std::shared_ptr<strata::CommWork> all_reduce(torch::Tensor& t, strata::ReduceOp, bool) override {
-    return logged("all_reduce " + std::to_string(t.numel()));
-  }
-  std::shared_ptr<strata::CommWork> reduce_scatter(torch::Tensor& out, const torch::Tensor& in, strata::ReduceOp,
-                                                   bool) override {
-    if (!out.is_same(in.narrow(0, 0, out.numel()))) out.copy_(in.narrow(0, 0, out.numel()));
-    return logged("reduce_scatter " + std::to_string(in.numel()));
-  }
-  std::shared_ptr<strata::CommWork> all_gather(torch::Tensor& out, const torch::Tensor& in, bool) override {
-    out.copy_(torch::cat({in, in}));
-    return logged("all_gather " + std::to_string(out.numel()));
-  }
-  std::shared_ptr<strata::CommWork> broadcast(torch::Tensor&, int, bool) override { return logged("broadcast"); }
-  void barrier() override {}
-  std::shared_ptr<strata::Comm> subgroup(const std::vector<int>&) override { throw std::logic_error("not here"); }
-  std::shared_ptr<strata::Comm> separate_stream() override { throw std::logic_error("not here"); }
-  void set_phase(strata::CommPhase) override {}
-  strata::CommCounters counters(strata::CommPhase) const override { return {}; }
-  void book(std::int64_t, double, double) override {}
-
- private:
-  struct Done final : strata::CommWork {
-    void wait() override {}
-    void host_wait() override {}
-  };
-  std::shared_ptr<strata::CommWork> logged(std::string what) {
-    log_->push_back(std::move(what));
-    return std::make_shared<Done>();
-  }
-  std::vector<std::string>* log_;
-};
+using strata::test::RecordingComm;
 
 }  // namespace
 
