@@ -527,7 +527,7 @@ toml::table parse_sweep_text(const fs::path& file) {
     return toml::parse(text, file.string());
   } catch (const toml::parse_error& err) {
     throw ConfigError({file.string(), err.source().begin.line, err.source().begin.column}, "",
-                      std::string(err.description()) + ".", "Fix the TOML syntax at this position.");
+                      detail::shown(std::string(err.description()), 400) + ".", "Fix the TOML syntax at this position.");
   }
 }
 

@@ -442,7 +442,8 @@ Experiment load_experiment(const fs::path& file, const std::vector<std::string>&
     doc->root = toml::parse(text, file.string());
   } catch (const toml::parse_error& err) {
     throw ConfigError({file.string(), err.source().begin.line, err.source().begin.column}, "",
-                      std::string(err.description()) + ".", "Fix the TOML syntax at this position.");
+                      // The parser quotes the character it saw, a newline or a control character too.
+                      detail::shown(std::string(err.description()), 400) + ".", "Fix the TOML syntax at this position.");
   }
   for (std::size_t i = 0; i < overrides.size(); ++i)
     apply_override(*doc, overrides[i],

@@ -11,6 +11,7 @@
 #include <toml++/toml.h>
 
 #include "strata/errors.hpp"
+#include "text/suggest.hpp"
 #include "strata/json.hpp"
 
 namespace strata::estimate {
@@ -174,7 +175,7 @@ Network network_from_toml(const std::string& text, const std::string& source) {
   try {
     t = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
-    bad_network(source, fmt::format("line {}: {}", e.source().begin.line, e.description()));
+    bad_network(source, fmt::format("line {}: {}", e.source().begin.line, detail::shown(std::string(e.description()), 400)));
   }
   const auto* cluster = t["cluster"].as_table();
   if (cluster == nullptr) bad_network(source, "no [cluster] table.");
