@@ -121,8 +121,8 @@ EstimateTarget target_of(const EstimateRequest& r) {
 /// Every built-in strategy but dp is `single` at world size 1, with its options valid: a profile
 /// runs it. Any other runs `single`.
 bool profiles_as_itself(const std::string& strategy) {
-  return strategy == "single" || strategy == "ddp" || strategy == "zero1" || strategy == "zero2" || strategy == "zero3" ||
-         strategy == "fsdp";
+  const auto built_in = estimate::built_in_strategies();
+  return strategy != "dp" && std::find(built_in.begin(), built_in.end(), strategy) != built_in.end();
 }
 
 /// A strategy profiled as `single` leaves its [strategy] options out of the profile run (single
