@@ -276,8 +276,8 @@ class ChunkedCrossEntropy final : public torch::autograd::Function<ChunkedCrossE
 };
 
 /// Final RMSNorm, then lm_head ([n, T, vocab] logits) or, at the last real token, score ([n, classes]).
-/// With loss_chunk_tokens, a causal LM's forward in grad mode stops at the norm: the model's loss
-/// applies lm_head fused with the cross-entropy (ChunkedCrossEntropy).
+/// With loss_chunk_tokens, a causal LM's forward of an input that requires grad (training) stops at
+/// the norm: the model's loss applies lm_head fused with the cross-entropy (ChunkedCrossEntropy).
 class HeadUnit final : public Unit {
  public:
   /// `tied`: the embedding weight, shared as lm_head's (tie_word_embeddings), else undefined.
@@ -293,17 +293,21 @@ class HeadUnit final : public Unit {
   }
   torch::Tensor forward(const torch::Tensor& x, const BatchContext& context) override {
     const auto h = norm_->forward(x);
-    if (fuses_loss()) return h;
+    // Decided by the input, not by the grad mode: activation checkpointing runs a unit's forward with
+    // gradients off, then again with them on in backward, and both must return the same tensor.
+    returned_hidden_ = fused_loss_ && x.requires_grad();
+    if (returned_hidden_) return h;
     return out_->forward(causal_lm_ ? h : last_token(h, context.mask));
   }
-  /// This forward leaves lm_head to the loss: a causal LM with loss_chunk_tokens, in grad mode
-  /// (training; evaluation and inference get logits).
-  bool fuses_loss() const { return fused_loss_ && torch::GradMode::is_enabled(); }
+  /// The last forward left lm_head to the loss: a causal LM with loss_chunk_tokens, given an input
+  /// that requires grad (training; evaluation and inference get logits).
+  bool returned_hidden() const { return returned_hidden_; }
   const torch::Tensor& lm_head_weight() const { return out_->weight; }
 
  private:
   bool causal_lm_;
   bool fused_loss_;
+  bool returned_hidden_ = false;
   std::shared_ptr<RmsNorm> norm_;
   std::shared_ptr<Dense> out_;
 };
@@ -317,14 +321,14 @@ class LlamaModel final : public Model {
   /// With loss_chunk_tokens in training, `output` is the head's normalized hidden state (as float32):
   /// lm_head and the cross-entropy run fused, a chunk of tokens at a time.
   torch::Tensor loss(const torch::Tensor& output, const Batch& batch) const override {
-    if (!head_ || !head_->fuses_loss()) return Model::loss(output, batch);
+    if (!head_ || !head_->returned_hidden()) return Model::loss(output, batch);
     const auto& w = head_->lm_head_weight();
     if (output.size(-1) != config_.hidden_size || w.numel() != config_.vocab_size * config_.hidden_size)
       throw Error(fmt::format("llama: loss_chunk_tokens = {} applies lm_head inside the loss, but {}.",
                               config_.loss_chunk_tokens,
                               output.size(-1) != config_.hidden_size
                                   ? fmt::format("the output given to the loss has {} features, not the hidden size {} "
-                                                "(it came from a forward without gradients)",
+                                                "(it is not the output of the model's last forward)",
                                                 output.size(-1), config_.hidden_size)
                                   : std::string("lm_head's weight is not whole there (the strategy freed the last unit "
                                                 "after its forward)")),

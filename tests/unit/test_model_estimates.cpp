@@ -330,15 +330,32 @@ TEST_CASE("llama: loss_chunk_tokens gives lm_head-then-cross-entropy's loss and 
       const double error = (got.at(name) - g).norm().item<double>() / std::max(g.norm().item<double>(), 1e-12);
       CHECK(error < tolerance);
     }
-    // Without gradients (evaluation), logits as before; the loss refuses them in grad mode.
-    torch::Tensor logits;
+    // Without gradients (evaluation), logits as before, and the loss of logits.
     {
       torch::NoGradGuard no_grad;
-      logits = fused->forward(batch.inputs);
+      const auto logits = fused->forward(batch.inputs);
       CHECK(torch::allclose(logits, plain->forward(batch.inputs)));
+      CHECK(logits.size(-1) == 50);
+      CHECK(fused->loss(logits.to(torch::kFloat32), batch).item<double>() ==
+            doctest::Approx(reference.item<double>()).epsilon(tolerance));
     }
-    CHECK(logits.size(-1) == 50);
-    CHECK_THROWS_AS(fused->loss(logits.to(torch::kFloat32), batch), strata::Error);
+    // Under activation checkpointing every unit's first forward runs with gradients off: the head
+    // still leaves lm_head to the loss, as its recomputation in backward does.
+    for (const auto& model : {plain, fused}) {
+      model->zero_grad();
+      model->set_activation_checkpointing(1);
+    }
+    const auto checkpointed = fused->forward(batch.inputs);
+    CHECK(checkpointed.size(-1) == 32);
+    (fused->loss(checkpointed.to(torch::kFloat32), batch) * 0.25).backward();
+    (plain->loss(plain->forward(batch.inputs).to(torch::kFloat32), batch) * 0.25).backward();
+    const auto expected_checkpointed = grads_of(*plain), got_checkpointed = grads_of(*fused);
+    for (const auto& [name, g] : expected_checkpointed) {
+      CAPTURE(name);
+      const double error =
+          (got_checkpointed.at(name) - g).norm().item<double>() / std::max(g.norm().item<double>(), 1e-12);
+      CHECK(error < tolerance);
+    }
   }
   // Sequence classification has no lm_head to fuse.
   Overrides classify = chunked;
