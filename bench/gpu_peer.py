@@ -169,9 +169,10 @@ def vit_model(o, shape, classes):
 
 def llama_config(o, data_vocab, seq_len):
     """Strata's resolve_config for a preset and explicit options (config_from is not mirrored)."""
-    # loss_chunk_tokens is how Strata computes the loss (lm_head fused with it), not a shape: the
-    # peer computes the logits, then the loss, as transformers does.
-    known(o, "model", {"name", "preset", "task", "loss_chunk_tokens"} | set(LLAMA_DEFAULTS) - {"max_position_embeddings"})
+    # loss_chunk_tokens and fused_ops are how Strata computes (lm_head fused with the loss; its own
+    # kernels), not shapes: the peer runs transformers' ops, the logits, then the loss.
+    known(o, "model", {"name", "preset", "task", "loss_chunk_tokens", "fused_ops"}
+          | set(LLAMA_DEFAULTS) - {"max_position_embeddings"})
     preset = o.get("preset", "")
     if preset not in LLAMA_PRESETS:
         raise PeerError("[model] preset %r is not mirrored (known: %s)" % (preset, ", ".join(map(repr, LLAMA_PRESETS))))

@@ -125,6 +125,8 @@ def cell_config(args, name, micro_batch, steps, base):
     model = dict(w["model"], **(w.get("quick_model", {}) if args.quick else {}))
     if name == "llama" and args.loss_chunk_tokens > 0:
         model["loss_chunk_tokens"] = args.loss_chunk_tokens
+    if name == "llama" and args.fused_ops:
+        model["fused_ops"] = True
     dataset = dict(w["dataset"], **(w.get("quick_dataset", {}) if args.quick else {}))
     if w["sweep"]:
         global_batch, micros = micro_batch, 1
@@ -310,7 +312,8 @@ def markdown(data):
     s = data["settings"]
     out += ["", "Settings: AdamW %s, peer data on the %s, bfloat16 peer `%s`, device `%s`%s%s%s." % (
         s["optimizer"], s["peer_data"], s["bf16_peer"], s["device"], ", quick shapes" if s["quick"] else "",
-        ", Strata's llama with loss_chunk_tokens = %d" % s["loss_chunk_tokens"] if s.get("loss_chunk_tokens") else "",
+        (", Strata's llama with loss_chunk_tokens = %d" % s["loss_chunk_tokens"] if s.get("loss_chunk_tokens") else "")
+        + (", Strata's llama with fused_ops" if s.get("fused_ops") else ""),
         "; on the CPU Strata's memory is live tensors / peak RSS and the peers report none (RSS in the JSON)"
         if s["device"] == "cpu" else "")]
     return "\n".join(out)
@@ -382,6 +385,9 @@ def parse_args():
     ap.add_argument("--loss-chunk-tokens", type=int, default=0,
                     help="llama: Strata's [model] loss_chunk_tokens (lm_head fused with the cross-entropy, this many "
                     "tokens at a time; 0: logits, then the loss, as the peers)")
+    ap.add_argument("--fused-ops", action="store_true",
+                    help="llama: Strata's [model] fused_ops (RMSNorm with its residual add, RoPE in place and SwiGLU "
+                    "as its CUDA kernels; the peers run transformers' ops, eager or compiled)")
     ap.add_argument("--peak-tflops", type=float, default=0.0,
                     help="Strata's [train] peak_tflops, for MFU on a GPU its table lacks (Strata refuses to run "
                     "there otherwise)")
@@ -499,6 +505,7 @@ def main():
             "settings": {"device": args.device, "optimizer": args.optimizer, "peer_data": args.peer_data,
                          "bf16_peer": args.bf16_peer, "compile": not args.no_compile, "quick": args.quick,
                          "repeats": args.repeats, "loss_chunk_tokens": args.loss_chunk_tokens,
+                         "fused_ops": args.fused_ops,
                          "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])},
             "results": results,
             "failures": [{"workload": w, "micro_batch": micro, "error": msg} for w, micro, msg in failures],

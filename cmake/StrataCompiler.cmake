@@ -7,6 +7,7 @@ if(STRATA_USE_CCACHE)
     set(CMAKE_CXX_COMPILER_LAUNCHER
         "${CMAKE_COMMAND}" -E env "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime"
         "${STRATA_CCACHE}")
+    set(CMAKE_CUDA_COMPILER_LAUNCHER "${STRATA_CCACHE}")  # the fused model kernels (models/common)
   endif()
 endif()
 

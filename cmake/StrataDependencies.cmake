@@ -11,6 +11,10 @@ if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
   set(TORCH_CUDA_ARCH_LIST "9.0")
 endif()
 
+# enable_language(CUDA) (the fused model kernels, top-level CMakeLists.txt) caches
+# CMAKE_CUDA_ARCHITECTURES, which LibTorch's config warns about and ignores on every later
+# configure; those kernels take their architectures from STRATA_CUDA_ARCHITECTURES instead.
+unset(CMAKE_CUDA_ARCHITECTURES CACHE)
 find_package(Torch QUIET)
 if(NOT Torch_FOUND)
   if(NOT STRATA_PYTHON)

@@ -5,7 +5,8 @@
 // decoder layer each, so sharding strategies gather one layer at a time) and "head". RoPE
 // tables are computed from BatchContext::positions, once per batch for all blocks (and their
 // recomputation under activation checkpointing), not stored: the state dict holds parameters only.
-// No dropout.
+// No dropout. With `fused_ops`, RMSNorm (with the residual add before it), RoPE and SwiGLU are the
+// fused ops of models/common (same math, less kept for backward, CUDA kernels on a GPU).
 
 #include <cmath>
 #include <tuple>
@@ -18,6 +19,7 @@
 #include <strata/model.hpp>
 #include <strata/plugin.hpp>
 
+#include "fused_ops.hpp"
 #include "llama_config.hpp"
 
 namespace strata::llama {
@@ -40,18 +42,29 @@ class Dense final : public torch::nn::Module {
 };
 
 /// transformers' LlamaRMSNorm: normalized in float32, cast back to the input dtype, then scaled.
+/// `fused`: as one op (fused::rms_norm), with the residual add before it when given one.
 class RmsNorm final : public torch::nn::Module {
  public:
-  RmsNorm(std::int64_t dim, double eps) : eps_(eps) { weight = register_parameter("weight", torch::ones({dim})); }
+  RmsNorm(std::int64_t dim, double eps, bool fused) : eps_(eps), fused_(fused) {
+    weight = register_parameter("weight", torch::ones({dim}));
+  }
   torch::Tensor forward(const torch::Tensor& x) const {
+    if (fused_) return fused::rms_norm(x, weight, eps_);
     const auto h = x.to(torch::kFloat32);
     return weight * (h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_)).to(x.scalar_type());
+  }
+  /// {x + residual, forward(x + residual)}.
+  std::pair<torch::Tensor, torch::Tensor> add_forward(const torch::Tensor& x, const torch::Tensor& residual) const {
+    if (fused_) return fused::add_rms_norm(x, residual, weight, eps_);
+    auto y = x + residual;
+    return {y, forward(y)};
   }
 
   torch::Tensor weight;
 
  private:
   double eps_;
+  bool fused_;
 };
 
 /// RoPE inverse frequencies [head_dim / 2], float32, as transformers' default and llama3 rope
@@ -169,12 +182,12 @@ class BlockUnit final : public Unit {
  public:
   BlockUnit(const LlamaConfig& c, std::shared_ptr<BatchTables> tables) : config_(c), tables_(std::move(tables)) {
     const auto hidden = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
-    attn_norm_ = register_module("attn_norm", std::make_shared<RmsNorm>(hidden, c.rms_norm_eps));
+    attn_norm_ = register_module("attn_norm", std::make_shared<RmsNorm>(hidden, c.rms_norm_eps, c.fused_ops));
     q_proj_ = register_module("q_proj", std::make_shared<Dense>(hidden, q, c.attention_bias));
     k_proj_ = register_module("k_proj", std::make_shared<Dense>(hidden, kv, c.attention_bias));
     v_proj_ = register_module("v_proj", std::make_shared<Dense>(hidden, kv, c.attention_bias));
     o_proj_ = register_module("o_proj", std::make_shared<Dense>(q, hidden, c.attention_bias));
-    mlp_norm_ = register_module("mlp_norm", std::make_shared<RmsNorm>(hidden, c.rms_norm_eps));
+    mlp_norm_ = register_module("mlp_norm", std::make_shared<RmsNorm>(hidden, c.rms_norm_eps, c.fused_ops));
     gate_proj_ = register_module("gate_proj", std::make_shared<Dense>(hidden, c.intermediate_size, false));
     up_proj_ = register_module("up_proj", std::make_shared<Dense>(hidden, c.intermediate_size, false));
     down_proj_ = register_module("down_proj", std::make_shared<Dense>(c.intermediate_size, hidden, false));
@@ -182,13 +195,18 @@ class BlockUnit final : public Unit {
 
   torch::Tensor forward(const torch::Tensor& x, const BatchContext& context) override {
     const auto n = x.size(0), t = x.size(1), d = config_.head_dim;
+    const bool fused = config_.fused_ops;
     const auto h = attn_norm_->forward(x);
-    auto q = q_proj_->forward(h).view({n, t, -1, d}).transpose(1, 2);  // [n, heads, T, d]
-    auto k = k_proj_->forward(h).view({n, t, -1, d}).transpose(1, 2);  // [n, kv_heads, T, d]
+    auto q = q_proj_->forward(h), k = k_proj_->forward(h);  // [n, T, heads * d], [n, T, kv_heads * d]
     const auto v = v_proj_->forward(h).view({n, t, -1, d}).transpose(1, 2);
     const auto [cos, sin] = tables_->rotary(context, x);
-    q = q * cos + rotate_half(q) * sin;
-    k = k * cos + rotate_half(k) * sin;
+    if (fused) std::tie(q, k) = fused::rope_(q, k, cos, sin, d);
+    q = q.view({n, t, -1, d}).transpose(1, 2);  // [n, heads, T, d]
+    k = k.view({n, t, -1, d}).transpose(1, 2);  // [n, kv_heads, T, d]
+    if (!fused) {
+      q = q * cos + rotate_half(q) * sin;
+      k = k * cos + rotate_half(k) * sin;
+    }
     const double scale = std::pow(static_cast<double>(d), -0.5);
     torch::Tensor attended;
     if (context.mask.defined()) {
@@ -200,9 +218,9 @@ class BlockUnit final : public Unit {
       attended = torch::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, scale,
                                                      /*enable_gqa=*/config_.num_kv_heads != config_.num_heads);
     }
-    const auto y = x + o_proj_->forward(attended.transpose(1, 2).reshape({n, t, -1}));
-    const auto m = mlp_norm_->forward(y);
-    return y + down_proj_->forward(torch::silu(gate_proj_->forward(m)) * up_proj_->forward(m));
+    const auto [y, m] = mlp_norm_->add_forward(x, o_proj_->forward(attended.transpose(1, 2).reshape({n, t, -1})));
+    const auto gate = gate_proj_->forward(m), up = up_proj_->forward(m);
+    return y + down_proj_->forward(fused ? fused::swiglu(gate, up) : torch::silu(gate) * up);
   }
 
  private:
@@ -283,7 +301,7 @@ class HeadUnit final : public Unit {
   /// `tied`: the embedding weight, shared as lm_head's (tie_word_embeddings), else undefined.
   HeadUnit(const LlamaConfig& c, const torch::Tensor& tied)
       : causal_lm_(c.causal_lm), fused_loss_(c.causal_lm && c.loss_chunk_tokens > 0) {
-    norm_ = register_module("norm", std::make_shared<RmsNorm>(c.hidden_size, c.rms_norm_eps));
+    norm_ = register_module("norm", std::make_shared<RmsNorm>(c.hidden_size, c.rms_norm_eps, c.fused_ops));
     if (!causal_lm_)
       out_ = register_module("score", std::make_shared<Dense>(c.hidden_size, c.num_classes, false));
     else if (tied.defined())

@@ -314,7 +314,11 @@ Schema<LlamaOptions> llama_schema() {
               "causal_lm: lm_head and the cross-entropy fused, this many tokens at a time, so the float32 logits of "
               "the whole micro-batch never exist (their chunks are recomputed in backward); 0: off (logits, then "
               "cross-entropy)",
-              between(0, kMaxWidth));
+              between(0, kMaxWidth))
+      .option("fused_ops", &O::fused_ops,
+              "fused ops: RMSNorm with its residual add, rotary embeddings applied in place, SwiGLU, each one CUDA "
+              "kernel forward and one backward on a GPU (same values on the CPU, by ATen ops); false: the unfused "
+              "ops of transformers");
   return s;
 }
 
@@ -388,6 +392,7 @@ LlamaConfig resolve_config(const LlamaOptions& o, const ModelContext& context) {
                                            "sequence classification has a score head of a few classes.",
                       "Leave loss_chunk_tokens at 0 for sequence classification.");
   c.loss_chunk_tokens = o.loss_chunk_tokens;
+  c.fused_ops = o.fused_ops;
   c.num_classes = data.num_classes;
   c.seq_len = data.seq_len > 0 ? data.seq_len : data.input_shape[0];
   c.max_position_embeddings = std::max(c.max_position_embeddings, c.seq_len);

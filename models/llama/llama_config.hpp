@@ -34,6 +34,9 @@ struct LlamaOptions {
   /// transformers); N > 0: lm_head and cross-entropy fused, N tokens at a time, so that neither the
   /// logits nor their gradient exist for more than N tokens at once (recomputed in backward).
   std::int64_t loss_chunk_tokens = 0;
+  /// RMSNorm with its residual add, RoPE in place and SwiGLU as fused ops (models/common/fused_ops.hpp:
+  /// CUDA kernels on a GPU); false: transformers' unfused ops.
+  bool fused_ops = false;
 };
 
 /// The documented, validated schema of LlamaOptions.
@@ -68,6 +71,7 @@ struct LlamaConfig {
   std::int64_t num_classes = 0;    ///< sequence classification only
   std::int64_t seq_len = 0;        ///< tokens per sample
   std::int64_t loss_chunk_tokens = 0;  ///< LlamaOptions::loss_chunk_tokens (not part of a Hugging Face config)
+  bool fused_ops = false;              ///< LlamaOptions::fused_ops (neither)
   std::optional<Json> pad_token_id, bos_token_id, eos_token_id;  ///< copied into external_config()
 };
 

@@ -3,6 +3,7 @@
 // caching allocator's figures behind peak_tensor_bytes. Without a CUDA device every case says so
 // and exits 77 (CTest: skipped).
 #include "test_support.hpp"
+#include "gpu_support.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -29,22 +30,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-/// Exits 77 (skipped) with the reason when this machine has no CUDA device.
-/// Skips (exit 77: ctest's Skipped) where this machine shows no GPU at all; a GPU that is there
-/// but that LibTorch cannot use is a failure, not a skip.
-void require_gpu() {
-  if (torch::cuda::is_available()) return;
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  const bool hidden = visible != nullptr && (std::string(visible).empty() || std::string(visible) == "-1");
-  if (!hidden && std::filesystem::exists("/dev/nvidia0"))
-    FAIL("a GPU is present (/dev/nvidia0) but LibTorch sees no CUDA device (torch::cuda::is_available() is "
-         "false): check the driver and the CUDA build of LibTorch");
-  std::printf("skipped: no GPU on this machine (%s)\n",
-              hidden ? "CUDA_VISIBLE_DEVICES hides them" : "no /dev/nvidia0, and LibTorch sees no CUDA device");
-  std::fflush(stdout);
-  std::_Exit(77);
-}
+using strata::test::require_gpu;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 

@@ -137,7 +137,7 @@ def llama_fused_loss_every_kind_of_strategy():
     """[model] loss_chunk_tokens (lm_head fused with the cross-entropy, 7 tokens at a time: uneven
     chunks, padding targets skipped) trains the model the unfused single run trains, through a
     replicated strategy and a sharded one (whose head unit is gathered into the loss) at world 3
-    with 2 micro-batches."""
+    with 2 micro-batches; and so does [model] fused_ops with it, under activation checkpointing."""
     config = write("llama_fused", LLAMA_TOML.format(padding="right"))
     _, reference = run(config, "llama_fused_reference", SGD + ["train.micro_batches=1"])
     for name, world in (("single", 1), ("ddp", 3), ("zero3", 3)):
@@ -146,6 +146,14 @@ def llama_fused_loss_every_kind_of_strategy():
                      SGD + ["train.micro_batches=2", "strategy.name=" + name, "model.loss_chunk_tokens=7"], world)
         diff = st.expect_models_equal(reference, out, what, rel=RTOL)
         print("  %s: max rel diff %.1e against unfused single" % (what, diff))
+    # [model] fused_ops too (RMSNorm with its residual add, RoPE in place, SwiGLU), under activation
+    # checkpointing: every block's forward runs again in backward, rotating fresh projections in place.
+    what = "llama fused_ops and loss_chunk_tokens=7, activation checkpointing, zero3 world 3, 2 micro-batches"
+    _, out = run(config, "llama_fused_ops", SGD + ["train.micro_batches=2", "strategy.name=zero3",
+                                                    "model.loss_chunk_tokens=7", "model.fused_ops=true",
+                                                    "train.activation_checkpointing=full"], 3)
+    diff = st.expect_models_equal(reference, out, what, rel=RTOL)
+    print("  %s: max rel diff %.1e against unfused single" % (what, diff))
 
 
 def mrpc_uneven_padding_every_strategy():

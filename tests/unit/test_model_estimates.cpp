@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "plugin_loader.hpp"
@@ -361,4 +362,77 @@ TEST_CASE("llama: loss_chunk_tokens gives lm_head-then-cross-entropy's loss and 
   Overrides classify = chunked;
   classify.emplace_back("task", "sequence_classification"s);
   CHECK_THROWS_AS(bundled().create_model("llama", options("llama", classify), tokens(3, 50, 8)), strata::OptionError);
+}
+
+// ---- llama: fused_ops (RMSNorm with its residual add, RoPE in place, SwiGLU) -------------------
+
+namespace {
+/// The names of the autograd nodes behind `t`, each once.
+std::set<std::string> graph_nodes(const torch::Tensor& t) {
+  std::set<std::string> names;
+  std::set<const torch::autograd::Node*> seen;
+  std::vector<torch::autograd::Node*> stack{t.grad_fn().get()};
+  while (!stack.empty()) {
+    auto* node = stack.back();
+    stack.pop_back();
+    if (node == nullptr || !seen.insert(node).second) continue;
+    names.insert(node->name());
+    for (const auto& edge : node->next_edges()) stack.push_back(edge.function.get());
+  }
+  return names;
+}
+bool has_node(const std::set<std::string>& names, const std::string& part) {
+  return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n.find(part) != std::string::npos; });
+}
+}  // namespace
+
+TEST_CASE("llama: fused_ops gives the unfused model's logits and gradients, parameter by parameter") {
+  torch::manual_seed(2);
+  Overrides shape{{"hidden_size", I{32}}, {"num_heads", I{4}}, {"num_kv_heads", I{2}}, {"intermediate_size", I{40}},
+                  {"num_layers", I{2}}, {"vocab_size", I{50}}, {"attention_bias", true}};
+  Overrides fused_options = shape;
+  fused_options.emplace_back("fused_ops", true);
+  const auto context = tokens(0, 50, 8);
+  strata::Batch batch;
+  batch.inputs = torch::randint(50, {3, 8}, torch::kInt64);
+  batch.targets = torch::randint(50, {3, 8}, torch::kInt64);
+  strata::Batch padded = batch;  // per-sample positions: RoPE tables of one row per sample
+  padded.mask = torch::ones({3, 8}, torch::kBool);
+  padded.mask.index_put_({1, torch::indexing::Slice(0, 3)}, false);
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    for (const auto* b : {&batch, &padded}) {
+      CAPTURE(c10::toString(dtype));
+      CAPTURE(b->mask.defined());
+      const auto plain = bundled().create_model("llama", options("llama", shape), context);
+      const auto fused = bundled().create_model("llama", options("llama", fused_options), context);
+      {
+        torch::NoGradGuard no_grad;
+        auto to = fused->named_parameters();
+        for (const auto& p : plain->named_parameters()) to[p.key()].copy_(p.value());
+      }
+      plain->to(dtype);
+      fused->to(dtype);
+      const auto ctx = strata::BatchContext::of(*b);
+      const auto reference = plain->forward(b->inputs, ctx), out = fused->forward(b->inputs, ctx);
+      const double tolerance = dtype == torch::kFloat32 ? 2e-5 : 3e-2;
+      const auto relative = [](const torch::Tensor& got, const torch::Tensor& expected) {
+        const auto e = expected.to(torch::kFloat64);
+        return (got.to(torch::kFloat64) - e).abs().max().item<double>() / std::max(e.abs().max().item<double>(), 1e-12);
+      };
+      CHECK(relative(out, reference) < tolerance);
+      const auto fused_nodes = graph_nodes(out), plain_nodes = graph_nodes(reference);
+      for (const char* op : {"AddRmsNormFunction", "RmsNormFunction", "RopeFunction", "SwiGluFunction"}) {
+        CAPTURE(op);
+        CHECK(has_node(fused_nodes, op));
+        CHECK_FALSE(has_node(plain_nodes, op));
+      }
+      plain->loss(reference.to(torch::kFloat32), *b).backward();
+      fused->loss(out.to(torch::kFloat32), *b).backward();
+      const auto expected = grads_of(*plain), got = grads_of(*fused);
+      for (const auto& [name, g] : expected) {
+        CAPTURE(name);
+        CHECK(relative(got.at(name), g) < tolerance);
+      }
+    }
+  }
 }

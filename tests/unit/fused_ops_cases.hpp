@@ -1,0 +1,170 @@
+// The fused model ops (models/common/fused_ops.hpp) against transformers' unfused ops, forward and
+// backward, tensor by tensor, on a given device: the CPU unit tests run them through the ATen
+// path, the gpu tests through the CUDA kernels.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <torch/nn/functional/linear.h>
+#include <torch/types.h>
+
+#include "fused_ops.hpp"
+
+namespace strata::test::fused_cases {
+
+inline double tolerance(torch::ScalarType dtype) { return dtype == torch::kFloat32 ? 2e-5 : 2e-2; }
+
+/// max |got - expected| / max(max |expected|, 1e-6), in float64.
+inline double relative_error(const torch::Tensor& got, const torch::Tensor& expected) {
+  REQUIRE(got.defined());
+  REQUIRE(got.sizes() == expected.sizes());
+  const auto g = got.to(torch::kCPU, torch::kFloat64), e = expected.to(torch::kCPU, torch::kFloat64);
+  return (g - e).abs().max().item<double>() / std::max(e.abs().max().item<double>(), 1e-6);
+}
+
+inline void check_close(const torch::Tensor& got, const torch::Tensor& expected, torch::ScalarType dtype,
+                        const std::string& what) {
+  CAPTURE(what);
+  CHECK(std::string(c10::toString(got.scalar_type())) == c10::toString(expected.scalar_type()));
+  CHECK(relative_error(got, expected) <= tolerance(dtype));
+}
+
+/// A leaf of `shape` in `dtype` on `device`, values N(0, 1) (seeded on the CPU: the same on every device).
+inline torch::Tensor leaf(torch::IntArrayRef shape, torch::ScalarType dtype, torch::Device device, double scale = 1) {
+  return (torch::randn(shape) * scale).to(device, dtype).requires_grad_(true);
+}
+
+inline std::vector<torch::Tensor> grads(const std::vector<torch::Tensor>& leaves) {
+  std::vector<torch::Tensor> out;
+  for (const auto& t : leaves) out.push_back(t.grad().defined() ? t.grad().clone() : torch::Tensor());
+  return out;
+}
+
+inline void zero_grads(const std::vector<torch::Tensor>& leaves) {
+  for (const auto& t : leaves) t.mutable_grad() = torch::Tensor();
+}
+
+/// transformers' LlamaRMSNorm.
+inline torch::Tensor reference_rms_norm(const torch::Tensor& y, const torch::Tensor& weight, double eps) {
+  const auto h = y.to(torch::kFloat32);
+  return weight * (h * torch::rsqrt(h.pow(2).mean(-1, true) + eps)).to(y.scalar_type());
+}
+
+/// add_rms_norm and rms_norm: outputs, and the gradients of x, residual and weight when both y and
+/// the normalized output feed the loss (as in a decoder layer) and when only the output does.
+inline void check_add_rms_norm(torch::Device device, torch::ScalarType dtype, std::int64_t rows, std::int64_t cols) {
+  CAPTURE(c10::toString(dtype));
+  CAPTURE(rows);
+  CAPTURE(cols);
+  torch::manual_seed(3);
+  const double eps = 1e-5;
+  const auto x = leaf({rows, cols}, dtype, device), residual = leaf({rows, cols}, dtype, device, 0.5);
+  const auto weight = (1 + torch::randn({cols}) * 0.1).to(device, dtype).requires_grad_(true);
+  const auto coef_y = torch::randn({rows, cols}).to(device, dtype), coef_out = torch::randn({rows, cols}).to(device, dtype);
+  const std::vector<torch::Tensor> leaves{x, residual, weight};
+
+  const auto y_ref = x + residual;
+  const auto out_ref = reference_rms_norm(y_ref, weight, eps);
+  ((y_ref * coef_y).sum() + (out_ref * coef_out).sum()).backward();
+  const auto expected = grads(leaves);
+  zero_grads(leaves);
+
+  const auto [y, out] = strata::fused::add_rms_norm(x, residual, weight, eps);
+  check_close(y, y_ref, dtype, "y");
+  check_close(out, out_ref, dtype, "out");
+  ((y * coef_y).sum() + (out * coef_out).sum()).backward();
+  const auto got = grads(leaves);
+  check_close(got[0], expected[0], dtype, "grad x");
+  check_close(got[1], expected[1], dtype, "grad residual");
+  check_close(got[2], expected[2], dtype, "grad weight");
+  zero_grads(leaves);
+
+  // Plain RMSNorm: x's gradient through the norm only.
+  (reference_rms_norm(x, weight, eps) * coef_out).sum().backward();
+  const auto plain_expected = grads({x, weight});
+  zero_grads(leaves);
+  const auto plain = strata::fused::rms_norm(x, weight, eps);
+  check_close(plain, reference_rms_norm(x.detach(), weight.detach(), eps), dtype, "rms_norm");
+  (plain * coef_out).sum().backward();
+  const auto plain_got = grads({x, weight});
+  check_close(plain_got[0], plain_expected[0], dtype, "rms_norm grad x");
+  check_close(plain_got[1], plain_expected[1], dtype, "rms_norm grad weight");
+}
+
+/// cat(-x2, x1) over the halves of the last dimension.
+inline torch::Tensor rotate_half(const torch::Tensor& x) {
+  const auto half = x.size(-1) / 2;
+  return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+/// rope_ on projections' outputs (with and without bias: a view of addmm's result, or matmul's)
+/// against q * cos + rotate_half(q) * sin: the rotated q and k, rotated in place, and the gradients
+/// of the projections' inputs and weights; tables of one row (unpadded) or one per sample.
+inline void check_rope(torch::Device device, torch::ScalarType dtype, std::int64_t n, std::int64_t t,
+                       std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim) {
+  CAPTURE(c10::toString(dtype));
+  torch::manual_seed(4);
+  const auto hidden = heads * head_dim;
+  for (const bool bias : {false, true}) {
+    for (const std::int64_t table_batch : {std::int64_t{1}, n}) {
+      CAPTURE(bias);
+      CAPTURE(table_batch);
+      const auto h = leaf({n, t, hidden}, dtype, device);
+      const auto wq = leaf({hidden, hidden}, dtype, device, 0.1), wk = leaf({kv_heads * head_dim, hidden}, dtype, device, 0.1);
+      const auto bq = bias ? leaf({hidden}, dtype, device) : torch::Tensor();
+      const auto bk = bias ? leaf({kv_heads * head_dim}, dtype, device) : torch::Tensor();
+      const auto angles = torch::rand({table_batch, 1, t, head_dim / 2}) * 20;
+      const auto cos = torch::cat({angles, angles}, -1).cos().to(device, dtype);
+      const auto sin = torch::cat({angles, angles}, -1).sin().to(device, dtype);
+      const auto coef_q = torch::randn({n, heads, t, head_dim}).to(device, dtype);
+      const auto coef_k = torch::randn({n, kv_heads, t, head_dim}).to(device, dtype);
+      std::vector<torch::Tensor> leaves{h, wq, wk};
+      if (bias) leaves.insert(leaves.end(), {bq, bk});
+      const auto heads_of = [&](const torch::Tensor& x) { return x.view({n, t, -1, head_dim}).transpose(1, 2); };
+
+      auto q_ref = heads_of(torch::nn::functional::linear(h, wq, bq));
+      auto k_ref = heads_of(torch::nn::functional::linear(h, wk, bk));
+      q_ref = q_ref * cos + rotate_half(q_ref) * sin;
+      k_ref = k_ref * cos + rotate_half(k_ref) * sin;
+      ((q_ref * coef_q).sum() + (k_ref * coef_k).sum()).backward();
+      const auto expected = grads(leaves);
+      zero_grads(leaves);
+
+      const auto q_proj = torch::nn::functional::linear(h, wq, bq), k_proj = torch::nn::functional::linear(h, wk, bk);
+      const auto* q_data = q_proj.const_data_ptr();
+      const auto [q, k] = strata::fused::rope_(q_proj, k_proj, cos, sin, head_dim);
+      CHECK(q.const_data_ptr() == q_data);  // in place
+      CHECK(q_proj._version() > 0);
+      check_close(heads_of(q), q_ref.detach(), dtype, "q");
+      check_close(heads_of(k), k_ref.detach(), dtype, "k");
+      ((heads_of(q) * coef_q).sum() + (heads_of(k) * coef_k).sum()).backward();
+      const auto got = grads(leaves);
+      for (std::size_t i = 0; i < leaves.size(); ++i) check_close(got[i], expected[i], dtype, "grad " + std::to_string(i));
+    }
+  }
+}
+
+/// swiglu against silu(gate) * up.
+inline void check_swiglu(torch::Device device, torch::ScalarType dtype, std::int64_t rows, std::int64_t cols) {
+  CAPTURE(c10::toString(dtype));
+  torch::manual_seed(5);
+  const auto gate = leaf({rows, cols}, dtype, device, 3), up = leaf({rows, cols}, dtype, device);
+  const auto coef = torch::randn({rows, cols}).to(device, dtype);
+  const auto reference = torch::silu(gate) * up;
+  (reference * coef).sum().backward();
+  const auto expected = grads({gate, up});
+  zero_grads({gate, up});
+  const auto out = strata::fused::swiglu(gate, up);
+  check_close(out, reference.detach(), dtype, "out");
+  (out * coef).sum().backward();
+  const auto got = grads({gate, up});
+  check_close(got[0], expected[0], dtype, "grad gate");
+  check_close(got[1], expected[1], dtype, "grad up");
+}
+
+}  // namespace strata::test::fused_cases
