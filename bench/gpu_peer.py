@@ -153,7 +153,7 @@ class VitHead(nn.Module):
 
 
 def vit_model(o, shape, classes):
-    known(o, "model", {"name", "patch_size", "dim", "depth", "heads", "mlp_ratio", "pooling"})
+    known(o, "model", {"name", "patch_size", "dim", "depth", "heads", "mlp_ratio", "pooling", "fused_ops"})
     p, dim, depth, heads = o.get("patch_size", 4), o.get("dim", 192), o.get("depth", 6), o.get("heads", 3)
     hidden = int(round(dim * o.get("mlp_ratio", 4.0)))
     cls = o.get("pooling", "cls") == "cls"

@@ -125,7 +125,7 @@ def cell_config(args, name, micro_batch, steps, base):
     model = dict(w["model"], **(w.get("quick_model", {}) if args.quick else {}))
     if name == "llama" and args.loss_chunk_tokens > 0:
         model["loss_chunk_tokens"] = args.loss_chunk_tokens
-    if name == "llama" and args.fused_ops:
+    if model["name"] in ("llama", "vit") and args.fused_ops:
         model["fused_ops"] = True
     dataset = dict(w["dataset"], **(w.get("quick_dataset", {}) if args.quick else {}))
     if w["sweep"]:
@@ -313,7 +313,7 @@ def markdown(data):
     out += ["", "Settings: AdamW %s, peer data on the %s, bfloat16 peer `%s`, device `%s`%s%s%s." % (
         s["optimizer"], s["peer_data"], s["bf16_peer"], s["device"], ", quick shapes" if s["quick"] else "",
         (", Strata's llama with loss_chunk_tokens = %d" % s["loss_chunk_tokens"] if s.get("loss_chunk_tokens") else "")
-        + (", Strata's llama with fused_ops" if s.get("fused_ops") else ""),
+        + (", Strata's llama and vit with fused_ops" if s.get("fused_ops") else ""),
         "; on the CPU Strata's memory is live tensors / peak RSS and the peers report none (RSS in the JSON)"
         if s["device"] == "cpu" else "")]
     return "\n".join(out)
@@ -386,8 +386,9 @@ def parse_args():
                     help="llama: Strata's [model] loss_chunk_tokens (lm_head fused with the cross-entropy, this many "
                     "tokens at a time; 0: logits, then the loss, as the peers)")
     ap.add_argument("--fused-ops", action="store_true",
-                    help="llama: Strata's [model] fused_ops (RMSNorm with its residual add, RoPE in place and SwiGLU "
-                    "as its CUDA kernels; the peers run transformers' ops, eager or compiled)")
+                    help="llama and vit: Strata's [model] fused_ops (its CUDA kernels: llama's RMSNorm with the "
+                    "residual add, RoPE in place and SwiGLU; vit's residual add with LayerNorm; the peers run their "
+                    "own ops, eager or compiled)")
     ap.add_argument("--peak-tflops", type=float, default=0.0,
                     help="Strata's [train] peak_tflops, for MFU on a GPU its table lacks (Strata refuses to run "
                     "there otherwise)")

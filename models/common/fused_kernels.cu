@@ -44,67 +44,103 @@ __device__ float block_sum(float v, float* shared) {
   return v;
 }
 
-/// One block per row.
-template <typename T>
-__global__ void add_rms_norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ residual, T* y, T* out,
-                                            float* __restrict__ rstd, const T* __restrict__ weight,
-                                            std::int64_t cols, float eps) {
+/// One block per row. kCentered: LayerNorm (mean subtracted, bias added), else RMSNorm.
+template <typename T, bool kCentered>
+__global__ void norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ residual, T* y, T* out,
+                                    float* __restrict__ mean_out, float* __restrict__ rstd_out,
+                                    const T* __restrict__ weight, const T* __restrict__ bias, std::int64_t cols,
+                                    float eps) {
   __shared__ float shared[32];
   const std::int64_t offset = static_cast<std::int64_t>(blockIdx.x) * cols;
   const T* source = residual != nullptr ? y + offset : x + offset;  // the row that is normalized
-  float squares = 0.f;
+  float sum = 0.f;  // of y (LayerNorm) or of y^2 (RMSNorm)
   for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     float v;
     if (residual != nullptr) {
-      const T sum = from_float<T>(to_float(x[offset + c]) + to_float(residual[offset + c]));
-      y[offset + c] = sum;  // read back below by this same thread only
-      v = to_float(sum);
+      const T added = from_float<T>(to_float(x[offset + c]) + to_float(residual[offset + c]));
+      y[offset + c] = added;  // read back below by this same thread only
+      v = to_float(added);
     } else {
       v = to_float(x[offset + c]);
     }
-    squares += v * v;
+    sum += kCentered ? v : v * v;
   }
-  const float r = rsqrtf(block_sum(squares, shared) / static_cast<float>(cols) + eps);
-  if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+  const float n = static_cast<float>(cols);
+  float mean = 0.f, r;
+  if (kCentered) {
+    mean = block_sum(sum, shared) / n;
+    float squares = 0.f;  // a second pass over the row (in cache) rather than E[y^2] - E[y]^2
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float d = to_float(source[c]) - mean;
+      squares += d * d;
+    }
+    r = rsqrtf(block_sum(squares, shared) / n + eps);
+  } else {
+    r = rsqrtf(block_sum(sum, shared) / n + eps);
+  }
+  if (threadIdx.x == 0) {
+    rstd_out[blockIdx.x] = r;
+    if (kCentered) mean_out[blockIdx.x] = mean;
+  }
   for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float normalized = rounded<T>(to_float(source[c]) * r);
-    out[offset + c] = from_float<T>(to_float(weight[c]) * normalized);
+    if (kCentered) {  // as ATen's layer_norm: float32 throughout, rounded once
+      const float b = bias != nullptr ? to_float(bias[c]) : 0.f;
+      out[offset + c] = from_float<T>((to_float(source[c]) - mean) * r * to_float(weight[c]) + b);
+    } else {  // as transformers' LlamaRMSNorm: the normalized row rounded, then scaled
+      out[offset + c] = from_float<T>(to_float(weight[c]) * rounded<T>(to_float(source[c]) * r));
+    }
   }
 }
 
 /// Blocks stride over rows; each thread owns columns c = threadIdx.x (mod blockDim.x), so its
-/// share of dw accumulates without atomics, in shared memory when `dw_in_shared` (dynamic shared
-/// memory of cols floats) else straight in its block's row of dw_partial.
-template <typename T>
-__global__ void add_rms_norm_backward_kernel(const T* __restrict__ grad_out, const T* __restrict__ grad_y,
-                                             const T* __restrict__ y, const T* __restrict__ weight,
-                                             const float* __restrict__ rstd, T* __restrict__ grad_x,
-                                             float* __restrict__ dw_partial, std::int64_t rows, std::int64_t cols,
-                                             bool dw_in_shared) {
-  extern __shared__ float dw_shared[];
+/// share of dw (and db) accumulates without atomics, in shared memory when `in_shared` (dynamic
+/// shared memory of cols floats, twice for LayerNorm) else straight in its block's row of
+/// dw_partial (db_partial).
+template <typename T, bool kCentered>
+__global__ void norm_backward_kernel(const T* __restrict__ grad_out, const T* __restrict__ grad_y,
+                                     const T* __restrict__ y, const T* __restrict__ weight,
+                                     const float* __restrict__ mean_in, const float* __restrict__ rstd_in,
+                                     T* __restrict__ grad_x, float* __restrict__ dw_partial,
+                                     float* __restrict__ db_partial, std::int64_t rows, std::int64_t cols,
+                                     bool in_shared) {
+  extern __shared__ float partial_shared[];
   __shared__ float shared[32];
-  float* dw = dw_in_shared ? dw_shared : dw_partial + static_cast<std::int64_t>(blockIdx.x) * cols;
-  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) dw[c] = 0.f;
+  const std::int64_t block_offset = static_cast<std::int64_t>(blockIdx.x) * cols;
+  float* dw = in_shared ? partial_shared : dw_partial + block_offset;
+  float* db = kCentered ? (in_shared ? partial_shared + cols : db_partial + block_offset) : nullptr;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    dw[c] = 0.f;
+    if (kCentered) db[c] = 0.f;
+  }
+  const float count = static_cast<float>(cols);
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const std::int64_t offset = row * cols;
-    const float r = rstd[row];
-    float dot = 0.f;
+    const float r = rstd_in[row], mean = kCentered ? mean_in[row] : 0.f;
+    float dot = 0.f, sum = 0.f;  // of dn n, and of dn (LayerNorm), over the row
     for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const float n = to_float(y[offset + c]) * r, g = to_float(grad_out[offset + c]);
-      dot += g * to_float(weight[c]) * n;
+      const float n = (to_float(y[offset + c]) - mean) * r, g = to_float(grad_out[offset + c]);
+      const float dn = g * to_float(weight[c]);
+      dot += dn * n;
       dw[c] += g * n;
+      if (kCentered) {
+        sum += dn;
+        db[c] += g;
+      }
     }
-    const float mean_dot = block_sum(dot, shared) / static_cast<float>(cols);
+    const float mean_dot = block_sum(dot, shared) / count;
+    const float mean_dn = kCentered ? block_sum(sum, shared) / count : 0.f;
     for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const float n = to_float(y[offset + c]) * r;
-      float d = r * (to_float(grad_out[offset + c]) * to_float(weight[c]) - n * mean_dot);
+      const float n = (to_float(y[offset + c]) - mean) * r;
+      float d = r * (to_float(grad_out[offset + c]) * to_float(weight[c]) - mean_dn - n * mean_dot);
       if (grad_y != nullptr) d += to_float(grad_y[offset + c]);
       grad_x[offset + c] = from_float<T>(d);
     }
   }
-  if (dw_in_shared)
-    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-      dw_partial[static_cast<std::int64_t>(blockIdx.x) * cols + c] = dw[c];
+  if (in_shared)
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      dw_partial[block_offset + c] = dw[c];
+      if (kCentered) db_partial[block_offset + c] = db[c];
+    }
 }
 
 /// One thread per pair (x1, x2) of one head of one token.
@@ -157,7 +193,7 @@ __global__ void swiglu_backward_kernel(const T* __restrict__ grad, const T* __re
 
 constexpr int kElementwiseThreads = 256;
 constexpr std::int64_t kMaxGrid = 65535;
-constexpr std::int64_t kMaxSharedDwColumns = 12000;  // with block_sum's 128 bytes, under the 48 KiB a block gets without opting in
+constexpr std::int64_t kMaxSharedPartials = 12000;  // floats: with block_sum's 128 bytes, under the 48 KiB a block gets without opting in
 
 int grid_for(std::int64_t count) {
   const std::int64_t blocks = (count + kElementwiseThreads - 1) / kElementwiseThreads;
@@ -187,30 +223,45 @@ void with_type(DType dtype, F&& f) {
 
 }  // namespace
 
-const char* add_rms_norm_forward(DType dtype, const void* x, const void* residual, void* y, void* out, float* rstd,
-                                 const void* weight, std::int64_t rows, std::int64_t cols, float eps, void* stream) {
+const char* norm_forward(DType dtype, const void* x, const void* residual, void* y, void* out, float* mean,
+                         float* rstd, const void* weight, const void* bias, std::int64_t rows, std::int64_t cols,
+                         float eps, void* stream) {
   if (rows == 0) return nullptr;
   if (rows > 0x7fffffff) return "too many rows for one launch";
   with_type(dtype, [&](auto tag) {
     using T = decltype(tag);
-    add_rms_norm_forward_kernel<T><<<static_cast<unsigned>(rows), row_threads(cols), 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const T*>(x), static_cast<const T*>(residual), static_cast<T*>(y), static_cast<T*>(out), rstd,
-        static_cast<const T*>(weight), cols, eps);
+    const auto launch = [&](auto kernel) {
+      kernel<<<static_cast<unsigned>(rows), row_threads(cols), 0, static_cast<cudaStream_t>(stream)>>>(
+          static_cast<const T*>(x), static_cast<const T*>(residual), static_cast<T*>(y), static_cast<T*>(out), mean,
+          rstd, static_cast<const T*>(weight), static_cast<const T*>(bias), cols, eps);
+    };
+    if (mean != nullptr)
+      launch(norm_forward_kernel<T, true>);
+    else
+      launch(norm_forward_kernel<T, false>);
   });
   return launched();
 }
 
-const char* add_rms_norm_backward(DType dtype, const void* grad_out, const void* grad_y, const void* y,
-                                  const void* weight, const float* rstd, void* grad_x, float* dw_partial,
-                                  std::int64_t rows, std::int64_t cols, int blocks, void* stream) {
+const char* norm_backward(DType dtype, const void* grad_out, const void* grad_y, const void* y, const void* weight,
+                          const float* mean, const float* rstd, void* grad_x, float* dw_partial, float* db_partial,
+                          std::int64_t rows, std::int64_t cols, int blocks, void* stream) {
   if (rows == 0) return nullptr;
-  const bool dw_in_shared = cols <= kMaxSharedDwColumns;
-  const std::size_t shared_bytes = dw_in_shared ? static_cast<std::size_t>(cols) * sizeof(float) : 0;
+  const std::int64_t partials = mean != nullptr ? 2 * cols : cols;
+  const bool in_shared = partials <= kMaxSharedPartials;
+  const std::size_t shared_bytes = in_shared ? static_cast<std::size_t>(partials) * sizeof(float) : 0;
   with_type(dtype, [&](auto tag) {
     using T = decltype(tag);
-    add_rms_norm_backward_kernel<T><<<blocks, row_threads(cols), shared_bytes, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const T*>(grad_out), static_cast<const T*>(grad_y), static_cast<const T*>(y),
-        static_cast<const T*>(weight), rstd, static_cast<T*>(grad_x), dw_partial, rows, cols, dw_in_shared);
+    const auto launch = [&](auto kernel) {
+      kernel<<<blocks, row_threads(cols), shared_bytes, static_cast<cudaStream_t>(stream)>>>(
+          static_cast<const T*>(grad_out), static_cast<const T*>(grad_y), static_cast<const T*>(y),
+          static_cast<const T*>(weight), mean, rstd, static_cast<T*>(grad_x), dw_partial, db_partial, rows, cols,
+          in_shared);
+    };
+    if (mean != nullptr)
+      launch(norm_backward_kernel<T, true>);
+    else
+      launch(norm_backward_kernel<T, false>);
   });
   return launched();
 }

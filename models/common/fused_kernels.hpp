@@ -11,16 +11,21 @@ namespace strata::fused::cuda {
 enum class DType { kFloat32, kFloat16, kBFloat16 };
 
 /// Rows of `cols`: y = x + residual (when `residual` is not null; else y is x and not written),
-/// rstd = 1 / sqrt(mean(y^2) + eps) (float32), out = weight * (y * rstd rounded to the dtype).
-const char* add_rms_norm_forward(DType dtype, const void* x, const void* residual, void* y, void* out, float* rstd,
-                                 const void* weight, std::int64_t rows, std::int64_t cols, float eps, void* stream);
+/// then, with `mean` null, RMSNorm: rstd = 1 / sqrt(mean(y^2) + eps), out = weight * (y rstd
+/// rounded to the dtype); with `mean` given, LayerNorm: mean and rstd = 1 / sqrt(var(y) + eps)
+/// per row, out = (y - mean) rstd weight + bias (`bias` may be null). mean and rstd: float32 [rows].
+const char* norm_forward(DType dtype, const void* x, const void* residual, void* y, void* out, float* mean,
+                         float* rstd, const void* weight, const void* bias, std::int64_t rows, std::int64_t cols,
+                         float eps, void* stream);
 
-/// The backward of add_rms_norm_forward: grad_x = rstd (g w - n mean(g w n)) + grad_y (when not
-/// null), n = y rstd; and per block of rows the partial sums of g n into dw_partial [blocks, cols]
-/// (float32; the caller sums them). `blocks` at most rows.
-const char* add_rms_norm_backward(DType dtype, const void* grad_out, const void* grad_y, const void* y,
-                                  const void* weight, const float* rstd, void* grad_x, float* dw_partial,
-                                  std::int64_t rows, std::int64_t cols, int blocks, void* stream);
+/// The backward of norm_forward (LayerNorm when `mean` is not null): with n = (y - mean) rstd and
+/// dn = grad_out weight, grad_x = rstd (dn - mean(dn) - n mean(dn n)) + grad_y (mean(dn) only for
+/// LayerNorm; grad_y when not null); per block of rows, the partial sums of grad_out n into
+/// dw_partial [blocks, cols] and, for LayerNorm, of grad_out into db_partial (float32; the caller
+/// sums them). `blocks` at most rows.
+const char* norm_backward(DType dtype, const void* grad_out, const void* grad_y, const void* y, const void* weight,
+                          const float* mean, const float* rstd, void* grad_x, float* dw_partial, float* db_partial,
+                          std::int64_t rows, std::int64_t cols, int blocks, void* stream);
 
 /// Rotary embedding of `x` [rows = n T, heads * head_dim] into `out` (may be `x`: in place) with
 /// tables cos, sin [B, T, head_dim] (B = 1 or n): the halves (x1, x2) of each head become

@@ -1,6 +1,7 @@
 #include "fused_ops.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -10,6 +11,7 @@
 
 #ifdef STRATA_FUSED_CUDA
 #include <ATen/cuda/CUDAContextLight.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "fused_kernels.hpp"
@@ -44,10 +46,19 @@ bool kernel_fits(std::initializer_list<const Tensor*> tensors) {
   });
 }
 
-void* stream_of(const Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+std::atomic<std::int64_t> launches{0};
+
+/// The launch's device made current (kernels launch on the current device) and its current stream.
+struct OnDevice {
+  explicit OnDevice(const Tensor& t) : guard(t.device()), stream(c10::cuda::getCurrentCUDAStream(t.device().index())) {}
+  c10::cuda::CUDAGuard guard;
+  c10::cuda::CUDAStream stream;
+  void* handle() const { return stream.stream(); }
+};
 
 void check(const char* error, const char* kernel) {
   if (error != nullptr) throw std::runtime_error(std::string("strata fused ") + kernel + " kernel: " + error);
+  ++launches;
 }
 #else
 bool kernel_fits(std::initializer_list<const Tensor*>) { return false; }
@@ -55,52 +66,90 @@ bool kernel_fits(std::initializer_list<const Tensor*>) { return false; }
 
 [[maybe_unused]] const void* data_or_null(const Tensor& t) { return t.defined() ? t.const_data_ptr() : nullptr; }
 
-// ---- RMSNorm with its residual add ----------------------------------------------------------------
+// ---- RMSNorm and LayerNorm with the residual add before them ----------------------------------------
+
+/// LayerNorm (mean subtracted, a bias) or RMSNorm.
+enum class Norm { kRms, kLayer };
 
 struct NormForward {
-  Tensor y, out, rstd;  // rstd: float32 [rows]
+  Tensor y, out, mean, rstd;  // mean (LayerNorm only), rstd: float32 [rows]
 };
 
-NormForward norm_forward(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps) {
+/// The norm kernels take, besides kernel_fits' conditions, one weight (and bias) value per column.
+bool norm_kernel_fits(std::initializer_list<const Tensor*> tensors, const Tensor& weight, const Tensor& bias,
+                      std::int64_t cols) {
+  return kernel_fits(tensors) && weight.dim() == 1 && weight.size(0) == cols &&
+         (!bias.defined() || (bias.dim() == 1 && bias.size(0) == cols));
+}
+
+/// [rows] statistics as native_layer_norm shapes them: the input's sizes with the last one 1.
+Tensor stat_shaped(const Tensor& stat, const Tensor& like) {
+  auto sizes = like.sizes().vec();
+  sizes.back() = 1;
+  return stat.view(sizes);
+}
+
+NormForward norm_forward(Norm norm, const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                         double eps) {
   const auto cols = x.size(-1), rows = cols == 0 ? 0 : x.numel() / cols;
-  if (kernel_fits({&x, &residual, &weight}) && weight.dim() == 1 && weight.size(0) == cols &&
+  if (norm_kernel_fits({&x, &residual, &weight, &bias}, weight, bias, cols) &&
       (!residual.defined() || residual.sizes() == x.sizes())) {
 #ifdef STRATA_FUSED_CUDA
+    const OnDevice on(x);
+    const auto stats = x.options().dtype(torch::kFloat32);
     NormForward f{residual.defined() ? torch::empty_like(x) : x, torch::empty_like(x),
-                  torch::empty({rows}, x.options().dtype(torch::kFloat32))};
-    check(cuda::add_rms_norm_forward(*kernel_dtype(x.scalar_type()), x.const_data_ptr(), data_or_null(residual),
-                                     residual.defined() ? f.y.data_ptr() : nullptr, f.out.data_ptr(),
-                                     f.rstd.data_ptr<float>(), weight.const_data_ptr(), rows, cols,
-                                     static_cast<float>(eps), stream_of(x)),
-          "add_rms_norm_forward");
+                  norm == Norm::kLayer ? torch::empty({rows}, stats) : Tensor(), torch::empty({rows}, stats)};
+    check(cuda::norm_forward(*kernel_dtype(x.scalar_type()), x.const_data_ptr(), data_or_null(residual),
+                             residual.defined() ? f.y.data_ptr() : nullptr, f.out.data_ptr(),
+                             f.mean.defined() ? f.mean.data_ptr<float>() : nullptr, f.rstd.data_ptr<float>(),
+                             weight.const_data_ptr(), data_or_null(bias), rows, cols, static_cast<float>(eps),
+                             on.handle()),
+          "norm_forward");
     return f;
 #endif
   }
   const auto y = residual.defined() ? x + residual : x;
+  if (norm == Norm::kLayer) {
+    auto [out, mean, rstd] = at::native_layer_norm(y, {cols}, weight, bias, eps);
+    return {y, out, mean.reshape({rows}), rstd.reshape({rows})};
+  }
   const auto h = y.to(torch::kFloat32);
   const auto rstd = torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return {y, weight * (h * rstd).to(y.scalar_type()), rstd.reshape({rows})};
+  return {y, weight * (h * rstd).to(y.scalar_type()), Tensor(), rstd.reshape({rows})};
 }
 
-/// {grad of y (and of x and residual), grad of weight}.
-std::pair<Tensor, Tensor> norm_backward(const Tensor& grad_out, const Tensor& grad_y, const Tensor& y,
-                                        const Tensor& weight, const Tensor& rstd) {
+struct NormGrads {
+  Tensor x, weight, bias;  // x: also the residual's (and y's gradient added in)
+};
+
+NormGrads norm_backward(Norm norm, const Tensor& grad_out, const Tensor& grad_y, const Tensor& y, const Tensor& weight,
+                        const Tensor& bias, const Tensor& mean, const Tensor& rstd) {
   const auto cols = y.size(-1), rows = cols == 0 ? 0 : y.numel() / cols;
   const auto g = grad_out.contiguous().to(y.scalar_type());
   const auto gy = grad_y.defined() ? grad_y.contiguous().to(y.scalar_type()) : Tensor();
-  if (kernel_fits({&y, &g, &gy, &weight})) {
+  if (norm_kernel_fits({&y, &g, &gy, &weight, &bias}, weight, bias, cols) && rstd.numel() == rows) {
 #ifdef STRATA_FUSED_CUDA
+    const OnDevice on(y);
     auto grad_x = torch::empty_like(y);
     const auto sms = at::cuda::getDeviceProperties(y.device().index())->multiProcessorCount;
     const auto blocks = std::min<std::int64_t>(rows, 4 * static_cast<std::int64_t>(sms));
-    auto dw_partial = torch::empty({blocks, cols}, y.options().dtype(torch::kFloat32));
-    check(cuda::add_rms_norm_backward(*kernel_dtype(y.scalar_type()), g.const_data_ptr(), data_or_null(gy),
-                                      y.const_data_ptr(), weight.const_data_ptr(), rstd.const_data_ptr<float>(),
-                                      grad_x.data_ptr(), dw_partial.data_ptr<float>(), rows, cols,
-                                      static_cast<int>(blocks), stream_of(y)),
-          "add_rms_norm_backward");
-    return {grad_x, dw_partial.sum(0).to(weight.scalar_type())};
+    const auto partials = y.options().dtype(torch::kFloat32);
+    auto dw_partial = torch::empty({blocks, cols}, partials);
+    auto db_partial = norm == Norm::kLayer ? torch::empty({blocks, cols}, partials) : Tensor();
+    check(cuda::norm_backward(*kernel_dtype(y.scalar_type()), g.const_data_ptr(), data_or_null(gy), y.const_data_ptr(),
+                              weight.const_data_ptr(), mean.defined() ? mean.const_data_ptr<float>() : nullptr,
+                              rstd.const_data_ptr<float>(), grad_x.data_ptr(), dw_partial.data_ptr<float>(),
+                              db_partial.defined() ? db_partial.data_ptr<float>() : nullptr, rows, cols,
+                              static_cast<int>(blocks), on.handle()),
+          "norm_backward");
+    return {grad_x, dw_partial.sum(0).to(weight.scalar_type()),
+            bias.defined() ? db_partial.sum(0).to(bias.scalar_type()) : Tensor()};
 #endif
+  }
+  if (norm == Norm::kLayer) {
+    auto [dx, dw, db] = at::native_layer_norm_backward(g, y, {cols}, stat_shaped(mean, y), stat_shaped(rstd, y), weight,
+                                                       bias, {true, true, bias.defined()});
+    return {gy.defined() ? dx + gy : dx, dw, db};
   }
   const auto r = rstd.unsqueeze(1);
   const auto n = y.reshape({rows, cols}).to(torch::kFloat32) * r;
@@ -108,7 +157,7 @@ std::pair<Tensor, Tensor> norm_backward(const Tensor& grad_out, const Tensor& gr
   const auto dn = g32 * weight.to(torch::kFloat32);
   auto d = r * (dn - n * (dn * n).mean(-1, /*keepdim=*/true));
   if (gy.defined()) d += gy.reshape({rows, cols}).to(torch::kFloat32);
-  return {d.to(y.scalar_type()).view(y.sizes()), (g32 * n).sum(0).to(weight.scalar_type())};
+  return {d.to(y.scalar_type()).view(y.sizes()), (g32 * n).sum(0).to(weight.scalar_type()), Tensor()};
 }
 
 /// Inputs x, residual, weight; outputs y = x + residual and RMSNorm(y) * weight.
@@ -116,7 +165,7 @@ class AddRmsNormFunction final : public torch::autograd::Function<AddRmsNormFunc
  public:
   static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& residual, const Tensor& weight,
                                double eps) {
-    auto f = norm_forward(x, residual, weight, eps);
+    auto f = norm_forward(Norm::kRms, x, residual, weight, Tensor(), eps);
     ctx->save_for_backward({f.y, weight, f.rstd});
     return {f.y, f.out};
   }
@@ -125,8 +174,8 @@ class AddRmsNormFunction final : public torch::autograd::Function<AddRmsNormFunc
     const auto saved = ctx->get_saved_variables();
     const auto &grad_y = grads[0], &grad_out = grads[1];
     if (!grad_out.defined()) return {grad_y, grad_y, Tensor(), Tensor()};  // y's gradient is x's and residual's
-    auto [grad_x, grad_weight] = norm_backward(grad_out, grad_y, saved[0], saved[1], saved[2]);
-    return {grad_x, grad_x, grad_weight, Tensor()};
+    auto g = norm_backward(Norm::kRms, grad_out, grad_y, saved[0], saved[1], Tensor(), Tensor(), saved[2]);
+    return {g.x, g.x, g.weight, Tensor()};
   }
 };
 
@@ -135,15 +184,34 @@ class AddRmsNormFunction final : public torch::autograd::Function<AddRmsNormFunc
 class RmsNormFunction final : public torch::autograd::Function<RmsNormFunction> {
  public:
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, double eps) {
-    auto f = norm_forward(x, Tensor(), weight, eps);
+    auto f = norm_forward(Norm::kRms, x, Tensor(), weight, Tensor(), eps);
     ctx->save_for_backward({x, weight, f.rstd});
     return f.out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    auto [grad_x, grad_weight] = norm_backward(grads[0], Tensor(), saved[0], saved[1], saved[2]);
-    return {grad_x, grad_weight, Tensor()};
+    auto g = norm_backward(Norm::kRms, grads[0], Tensor(), saved[0], saved[1], Tensor(), Tensor(), saved[2]);
+    return {g.x, g.weight, Tensor()};
+  }
+};
+
+/// Inputs x, residual, weight, bias; outputs y = x + residual and LayerNorm(y).
+class AddLayerNormFunction final : public torch::autograd::Function<AddLayerNormFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& residual, const Tensor& weight,
+                               const Tensor& bias, double eps) {
+    auto f = norm_forward(Norm::kLayer, x, residual, weight, bias, eps);
+    ctx->save_for_backward({f.y, weight, bias, f.mean, f.rstd});
+    return {f.y, f.out};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &grad_y = grads[0], &grad_out = grads[1];
+    if (!grad_out.defined()) return {grad_y, grad_y, Tensor(), Tensor(), Tensor()};
+    auto g = norm_backward(Norm::kLayer, grad_out, grad_y, saved[0], saved[1], saved[2], saved[3], saved[4]);
+    return {g.x, g.x, g.weight, g.bias, Tensor()};
   }
 };
 
@@ -155,9 +223,10 @@ void rotate(const Tensor& x, const Tensor& out, const Tensor& cos, const Tensor&
   const auto n = x.size(0), t = x.size(1);
   if (kernel_fits({&x, &out, &cos, &sin})) {
 #ifdef STRATA_FUSED_CUDA
+    const OnDevice on(x);
     check(cuda::rope(*kernel_dtype(x.scalar_type()), x.const_data_ptr(), out.data_ptr(), cos.const_data_ptr(),
                      sin.const_data_ptr(), n, t, x.size(2) / head_dim, head_dim, cos.size(0), transpose,
-                     stream_of(x)),
+                     on.handle()),
           "rope");
     return;
 #endif
@@ -174,29 +243,25 @@ void rotate(const Tensor& x, const Tensor& out, const Tensor& cos, const Tensor&
   out.view({n, t, -1, head_dim}).copy_(rotated);
 }
 
+/// One tensor rotated in place (a function of one output: autograd lets such a function modify a
+/// view, as a projection with a bias returns, in place).
 class RopeFunction final : public torch::autograd::Function<RopeFunction> {
  public:
-  static variable_list forward(AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& cos,
-                               const Tensor& sin, std::int64_t head_dim) {
-    rotate(q, q, cos, sin, head_dim, false);
-    rotate(k, k, cos, sin, head_dim, false);
-    ctx->mark_dirty({q, k});
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                        std::int64_t head_dim) {
+    rotate(x, x, cos, sin, head_dim, false);
+    ctx->mark_dirty({x});
     ctx->save_for_backward({cos, sin});
     ctx->saved_data["head_dim"] = head_dim;
-    return {q, k};
+    return x;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto head_dim = ctx->saved_data["head_dim"].toInt();
-    variable_list out(5);
-    for (std::size_t i = 0; i < 2; ++i) {
-      if (!grads[i].defined()) continue;
-      const auto g = grads[i].contiguous();
-      out[i] = torch::empty_like(g);
-      rotate(g, out[i], saved[0], saved[1], head_dim, true);
-    }
-    return out;
+    const auto g = grads[0].contiguous();
+    auto grad = torch::empty_like(g);
+    rotate(g, grad, saved[0], saved[1], ctx->saved_data["head_dim"].toInt(), true);
+    return {grad, Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -208,9 +273,10 @@ class SwiGluFunction final : public torch::autograd::Function<SwiGluFunction> {
     ctx->save_for_backward({gate, up});
     if (kernel_fits({&gate, &up}) && gate.sizes() == up.sizes()) {
 #ifdef STRATA_FUSED_CUDA
+      const OnDevice on(gate);
       auto out = torch::empty_like(gate);
       check(cuda::swiglu_forward(*kernel_dtype(gate.scalar_type()), gate.const_data_ptr(), up.const_data_ptr(),
-                                 out.data_ptr(), gate.numel(), stream_of(gate)),
+                                 out.data_ptr(), gate.numel(), on.handle()),
             "swiglu_forward");
       return out;
 #endif
@@ -224,10 +290,11 @@ class SwiGluFunction final : public torch::autograd::Function<SwiGluFunction> {
     const auto grad = grads[0].contiguous().to(gate.scalar_type());
     if (kernel_fits({&gate, &up, &grad}) && gate.sizes() == up.sizes()) {
 #ifdef STRATA_FUSED_CUDA
+      const OnDevice on(gate);
       auto grad_gate = torch::empty_like(gate), grad_up = torch::empty_like(up);
       check(cuda::swiglu_backward(*kernel_dtype(gate.scalar_type()), grad.const_data_ptr(), gate.const_data_ptr(),
                                   up.const_data_ptr(), grad_gate.data_ptr(), grad_up.data_ptr(), gate.numel(),
-                                  stream_of(gate)),
+                                  on.handle()),
             "swiglu_backward");
       return {grad_gate, grad_up};
 #endif
@@ -250,6 +317,14 @@ bool cuda_kernels() {
 #endif
 }
 
+std::int64_t cuda_kernel_launches() {
+#ifdef STRATA_FUSED_CUDA
+  return launches.load();
+#else
+  return 0;
+#endif
+}
+
 std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps) {
   const auto out = AddRmsNormFunction::apply(x, residual, weight, eps);
   return {out[0], out[1]};
@@ -257,17 +332,25 @@ std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual, 
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) { return RmsNormFunction::apply(x, weight, eps); }
 
+std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                         const Tensor& bias, double eps) {
+  const auto out = AddLayerNormFunction::apply(x, residual, weight, bias, eps);
+  return {out[0], out[1]};
+}
+
 std::pair<Tensor, Tensor> rope_(const Tensor& q, const Tensor& k, const Tensor& cos, const Tensor& sin,
                                 std::int64_t head_dim) {
+  if (head_dim <= 0 || head_dim % 2 != 0)
+    throw std::invalid_argument("strata::fused::rope_: head_dim must be positive and even");
   for (const auto* t : {&q, &k})
-    if (t->dim() != 3 || !t->is_contiguous() || t->size(2) % head_dim != 0 || head_dim % 2 != 0)
-      throw std::invalid_argument("strata::fused::rope_: q and k must be contiguous [n, T, heads * head_dim], "
-                                  "head_dim even");
+    if (t->dim() != 3 || !t->is_contiguous() || t->size(2) % head_dim != 0 || t->size(0) != q.size(0) ||
+        t->size(1) != q.size(1))
+      throw std::invalid_argument("strata::fused::rope_: q and k must be contiguous [n, T, heads * head_dim]");
   if (cos.dim() != 4 || cos.size(1) != 1 || cos.sizes() != sin.sizes() || (cos.size(0) != 1 && cos.size(0) != q.size(0)) ||
       cos.size(2) != q.size(1) || cos.size(3) != head_dim)
     throw std::invalid_argument("strata::fused::rope_: cos and sin must be [1 or n, 1, T, head_dim]");
-  const auto out = RopeFunction::apply(q, k, cos.contiguous(), sin.contiguous(), head_dim);
-  return {out[0], out[1]};
+  const auto c = cos.contiguous(), s = sin.contiguous();
+  return {RopeFunction::apply(q, c, s, head_dim), RopeFunction::apply(k, c, s, head_dim)};
 }
 
 Tensor swiglu(const Tensor& gate, const Tensor& up) { return SwiGluFunction::apply(gate, up); }

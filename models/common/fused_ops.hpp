@@ -1,6 +1,7 @@
-// Fused transformer ops for the bundled models (llama's `fused_ops = true`), each an autograd
-// function with its own backward that keeps less for backward than the unfused ops: RMSNorm with
-// its residual add, rotary embeddings applied in place, and SwiGLU. The math is transformers'
+// Fused transformer ops for the bundled models (llama's and vit's `fused_ops = true`), each an
+// autograd function with its own backward that keeps less for backward than the unfused ops:
+// RMSNorm (llama) or LayerNorm (vit) with the residual add before it, rotary embeddings applied in
+// place, and SwiGLU. The math is transformers'
 // (RMSNorm in float32, rounded to the dtype where its ops round), so a fused model matches the
 // unfused one within float32 / bfloat16 tolerances.
 //
@@ -20,6 +21,9 @@ namespace strata::fused {
 /// Whether this build holds the CUDA kernels.
 bool cuda_kernels();
 
+/// How many of the CUDA kernels this process has launched (for tests: the kernels, not the ATen path, ran).
+std::int64_t cuda_kernel_launches();
+
 /// {y, out}: y = x + residual, out = RMSNorm(y) * weight as transformers' LlamaRMSNorm (y in
 /// float32, times 1 / sqrt(mean(y^2) + eps), rounded to y's dtype, times weight). Saves y and one
 /// float32 per row for backward.
@@ -28,6 +32,12 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, con
 
 /// RMSNorm(x) * weight, as add_rms_norm without the residual. Saves x and one float32 per row.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+/// {y, out}: y = x + residual, out = LayerNorm(y) with weight and bias as ATen's layer_norm
+/// (float32 statistics, one rounding). Saves y and two float32 per row (mean, 1 / std).
+std::pair<torch::Tensor, torch::Tensor> add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual,
+                                                       const torch::Tensor& weight, const torch::Tensor& bias,
+                                                       double eps);
 
 /// Rotates each head of q [n, T, heads * head_dim] and k [n, T, kv_heads * head_dim] in place
 /// (contiguous, as a projection's output) by the tables cos, sin [B, 1, T, head_dim] (B = 1 or n,

@@ -3,8 +3,11 @@
 // token, position embedding), one unit per encoder block ("block0".."block{depth-1}", so sharding
 // strategies gather one block at a time) and "head" (final LayerNorm, pooling, classifier).
 // No dropout and no batch statistics: the model is a deterministic function of its parameters.
+// With `fused_ops`, each block's first residual add and its second LayerNorm run as one fused op
+// (models/common/fused_ops.hpp).
 
 #include <cmath>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -18,6 +21,8 @@
 #include <strata/model.hpp>
 #include <strata/plugin.hpp>
 
+#include "fused_ops.hpp"
+
 namespace {
 
 struct VitOptions {
@@ -27,6 +32,7 @@ struct VitOptions {
   std::int64_t heads = 3;       ///< attention heads (divide dim)
   double mlp_ratio = 4.0;       ///< MLP hidden width / dim
   std::string pooling = "cls";  ///< "cls": a class token feeds the head; "mean": the mean of the tokens
+  bool fused_ops = false;       ///< each block's residual add and LayerNorm as one fused op (fused_ops.hpp)
 };
 
 constexpr double kInitStd = 0.02;
@@ -114,10 +120,12 @@ class EmbedUnit final : public strata::Unit {
   torch::Tensor cls_, pos_;
 };
 
-/// x + attn(norm1(x)), then x + mlp(norm2(x)): a pre-norm encoder block.
+/// x + attn(norm1(x)), then x + mlp(norm2(x)): a pre-norm encoder block. `fused`: the first
+/// residual add and norm2 as one op (fused::add_layer_norm: one pass where the add and the
+/// LayerNorm take two, a CUDA kernel on a GPU).
 class BlockUnit final : public strata::Unit {
  public:
-  BlockUnit(std::int64_t dim, std::int64_t heads, std::int64_t hidden) : heads_(heads) {
+  BlockUnit(std::int64_t dim, std::int64_t heads, std::int64_t hidden, bool fused) : heads_(heads), fused_(fused) {
     norm1_ = register_module("norm1", make_norm(dim));
     qkv_ = register_module("qkv", make_linear(dim, 3 * dim));
     out_ = register_module("proj", make_linear(dim, dim));
@@ -130,12 +138,21 @@ class BlockUnit final : public strata::Unit {
     // [n, T, 3, heads, head_dim] -> 3 x [n, heads, T, head_dim]
     const auto qkv = qkv_->forward(norm1_->forward(x)).view({n, t, 3, heads_, dim / heads_}).permute({2, 0, 3, 1, 4});
     const auto attended = torch::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2]);
-    auto y = x + out_->forward(attended.transpose(1, 2).reshape({n, t, dim}));
-    return y + fc2_->forward(torch::gelu(fc1_->forward(norm2_->forward(y))));
+    const auto attention = out_->forward(attended.transpose(1, 2).reshape({n, t, dim}));
+    torch::Tensor y, m;
+    if (fused_) {
+      const auto& o = norm2_->options;
+      std::tie(y, m) = strata::fused::add_layer_norm(x, attention, norm2_->weight, norm2_->bias, o.eps());
+    } else {
+      y = x + attention;
+      m = norm2_->forward(y);
+    }
+    return y + fc2_->forward(torch::gelu(fc1_->forward(m)));
   }
 
  private:
   std::int64_t heads_;
+  bool fused_;
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
   torch::nn::Linear qkv_{nullptr}, out_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
 };
@@ -167,7 +184,7 @@ std::shared_ptr<strata::Model> make_vit(const VitOptions& o, const strata::Model
   auto model = std::make_shared<strata::Model>();
   model->add_unit("embed", std::make_shared<EmbedUnit>(channels, p, o.dim, tokens, cls));
   for (std::int64_t i = 0; i < o.depth; ++i)
-    model->add_unit("block" + std::to_string(i), std::make_shared<BlockUnit>(o.dim, o.heads, hidden));
+    model->add_unit("block" + std::to_string(i), std::make_shared<BlockUnit>(o.dim, o.heads, hidden, o.fused_ops));
   model->add_unit("head", std::make_shared<HeadUnit>(o.dim, classes, cls));
 
   // Multiply-adds of every matmul of one forward pass (2 FLOPs each; backward is twice forward):
@@ -226,7 +243,10 @@ void register_vit(strata::Registry& registry) {
       .option("heads", &VitOptions::heads, "attention heads (divide dim)", strata::between(1, kMaxWidth))
       .option("mlp_ratio", &VitOptions::mlp_ratio, "MLP hidden width as a multiple of dim", strata::positive())
       .option("pooling", &VitOptions::pooling, "what feeds the head: a class token, or the mean of the tokens",
-              strata::one_of({"cls", "mean"}));
+              strata::one_of({"cls", "mean"}))
+      .option("fused_ops", &VitOptions::fused_ops,
+              "each block's residual add and second LayerNorm as one fused op (one CUDA kernel forward and one "
+              "backward on a GPU; the same values by ATen ops on the CPU); false: the unfused ops");
   registry.add_model("vit", "Vision Transformer (patch embedding, pre-norm encoder blocks, head), one unit per block",
                      schema, make_vit, estimate_vit, estimate_vit_memory);
 }

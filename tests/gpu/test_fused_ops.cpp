@@ -15,17 +15,24 @@ namespace fc = strata::test::fused_cases;
 using strata::test::require_gpu;
 
 namespace {
-void require_kernels() {
-  require_gpu();
-  REQUIRE_MESSAGE(strata::fused::cuda_kernels(),
-                  "this build has no CUDA kernels for the fused ops: configure where nvcc is found "
-                  "(STRATA_CUDA_KERNELS=ON)");
-}
+/// Skips without a GPU; fails without the kernels; and at the end of the case, fails unless the
+/// case launched them (the ATen path gives the same values, so only this tells them apart).
+struct KernelsUsed {
+  KernelsUsed() {
+    require_gpu();
+    REQUIRE_MESSAGE(strata::fused::cuda_kernels(),
+                    "this build has no CUDA kernels for the fused ops: configure where nvcc is found "
+                    "(STRATA_CUDA_KERNELS=ON)");
+    before = strata::fused::cuda_kernel_launches();
+  }
+  ~KernelsUsed() { CHECK_MESSAGE(strata::fused::cuda_kernel_launches() > before, "no fused CUDA kernel ran"); }
+  std::int64_t before = 0;
+};
 const torch::Device kCuda(torch::kCUDA, 0);
 }  // namespace
 
 TEST_CASE("fused ops on CUDA: add_rms_norm and rms_norm kernels are transformers' RMSNorm, forward and backward") {
-  require_kernels();
+  const KernelsUsed kernels;
   for (const auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16}) {
     fc::check_add_rms_norm(kCuda, dtype, 7, 48);
     fc::check_add_rms_norm(kCuda, dtype, 3000, 2048);  // more rows than the backward's blocks
@@ -34,8 +41,18 @@ TEST_CASE("fused ops on CUDA: add_rms_norm and rms_norm kernels are transformers
   fc::check_add_rms_norm(kCuda, torch::kFloat32, 5, 33);       // a width that is no multiple of a warp
 }
 
+TEST_CASE("fused ops on CUDA: the add_layer_norm kernels are the residual add, then ATen's layer_norm") {
+  const KernelsUsed kernels;
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16}) {
+    fc::check_add_layer_norm(kCuda, dtype, 7, 48);
+    fc::check_add_layer_norm(kCuda, dtype, 3000, 768);  // more rows than the backward's blocks
+  }
+  fc::check_add_layer_norm(kCuda, torch::kBFloat16, 40, 6500);  // dw and db partial sums in global memory
+  fc::check_add_layer_norm(kCuda, torch::kFloat32, 5, 33);
+}
+
 TEST_CASE("fused ops on CUDA: the rope_ kernel rotates q and k in place, forward and backward") {
-  require_kernels();
+  const KernelsUsed kernels;
   for (const auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16}) {
     fc::check_rope(kCuda, dtype, 2, 5, 4, 2, 8);
     fc::check_rope(kCuda, dtype, 3, 300, 8, 2, 64);
@@ -43,7 +60,7 @@ TEST_CASE("fused ops on CUDA: the rope_ kernel rotates q and k in place, forward
 }
 
 TEST_CASE("fused ops on CUDA: the swiglu kernels are silu(gate) * up, forward and backward") {
-  require_kernels();
+  const KernelsUsed kernels;
   for (const auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16}) {
     fc::check_swiglu(kCuda, dtype, 6, 40);
     fc::check_swiglu(kCuda, dtype, 512, 5632);
@@ -51,7 +68,7 @@ TEST_CASE("fused ops on CUDA: the swiglu kernels are silu(gate) * up, forward an
 }
 
 TEST_CASE("fused ops on CUDA: the kernels give the ATen path's values on the same inputs") {
-  require_kernels();
+  const KernelsUsed kernels;
   torch::manual_seed(6);
   const auto x = torch::randn({64, 256}), residual = torch::randn({64, 256}), weight = torch::randn({256});
   const auto [y_cpu, out_cpu] = strata::fused::add_rms_norm(x, residual, weight, 1e-6);
@@ -63,7 +80,7 @@ TEST_CASE("fused ops on CUDA: the kernels give the ATen path's values on the sam
 }
 
 TEST_CASE("fused ops on CUDA: a llama with fused_ops has the unfused model's logits and gradients") {
-  require_kernels();
+  const KernelsUsed kernels;
   const auto& registry = strata::test::bundled_plugins();
   strata::ModelContext context;
   context.data.input_shape = {128};

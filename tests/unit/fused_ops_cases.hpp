@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include <torch/nn/functional/linear.h>
 #include <torch/types.h>
 
 #include "fused_ops.hpp"
@@ -96,13 +95,49 @@ inline void check_add_rms_norm(torch::Device device, torch::ScalarType dtype, st
   check_close(plain_got[1], plain_expected[1], dtype, "rms_norm grad weight");
 }
 
+/// add_layer_norm against x + residual, then ATen's layer_norm: outputs and the gradients of x,
+/// residual, weight and bias when both y and the normalized output feed the loss.
+inline void check_add_layer_norm(torch::Device device, torch::ScalarType dtype, std::int64_t rows, std::int64_t cols) {
+  CAPTURE(c10::toString(dtype));
+  CAPTURE(rows);
+  CAPTURE(cols);
+  torch::manual_seed(8);
+  const double eps = 1e-6;
+  const auto x = leaf({rows, cols}, dtype, device, 2), residual = leaf({rows, cols}, dtype, device, 0.5);
+  {
+    torch::NoGradGuard no_grad;
+    x.add_(3);  // a mean well away from 0: the variance is not E[y^2] - E[y]^2
+  }
+  const auto weight = (1 + torch::randn({cols}) * 0.1).to(device, dtype).requires_grad_(true);
+  const auto bias = (torch::randn({cols}) * 0.1).to(device, dtype).requires_grad_(true);
+  const auto coef_y = torch::randn({rows, cols}).to(device, dtype), coef_out = torch::randn({rows, cols}).to(device, dtype);
+  const std::vector<torch::Tensor> leaves{x, residual, weight, bias};
+
+  const auto y_ref = x + residual;
+  const auto out_ref = torch::layer_norm(y_ref, {cols}, weight, bias, eps);
+  ((y_ref * coef_y).sum() + (out_ref * coef_out).sum()).backward();
+  const auto expected = grads(leaves);
+  zero_grads(leaves);
+
+  const auto [y, out] = strata::fused::add_layer_norm(x, residual, weight, bias, eps);
+  check_close(y, y_ref, dtype, "y");
+  check_close(out, out_ref, dtype, "out");
+  ((y * coef_y).sum() + (out * coef_out).sum()).backward();
+  const auto got = grads(leaves);
+  check_close(got[0], expected[0], dtype, "grad x");
+  check_close(got[1], expected[1], dtype, "grad residual");
+  check_close(got[2], expected[2], dtype, "grad weight");
+  check_close(got[3], expected[3], dtype, "grad bias");
+}
+
 /// cat(-x2, x1) over the halves of the last dimension.
 inline torch::Tensor rotate_half(const torch::Tensor& x) {
   const auto half = x.size(-1) / 2;
   return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
-/// rope_ on projections' outputs (with and without bias: a view of addmm's result, or matmul's)
+/// rope_ on projections' outputs (with a bias, ATen's linear returns a view of addmm's result;
+/// without, matmul's own tensor)
 /// against q * cos + rotate_half(q) * sin: the rotated q and k, rotated in place, and the gradients
 /// of the projections' inputs and weights; tables of one row (unpadded) or one per sample.
 inline void check_rope(torch::Device device, torch::ScalarType dtype, std::int64_t n, std::int64_t t,
@@ -127,15 +162,16 @@ inline void check_rope(torch::Device device, torch::ScalarType dtype, std::int64
       if (bias) leaves.insert(leaves.end(), {bq, bk});
       const auto heads_of = [&](const torch::Tensor& x) { return x.view({n, t, -1, head_dim}).transpose(1, 2); };
 
-      auto q_ref = heads_of(torch::nn::functional::linear(h, wq, bq));
-      auto k_ref = heads_of(torch::nn::functional::linear(h, wk, bk));
+      auto q_ref = heads_of(torch::linear(h, wq, bq));
+      auto k_ref = heads_of(torch::linear(h, wk, bk));
       q_ref = q_ref * cos + rotate_half(q_ref) * sin;
       k_ref = k_ref * cos + rotate_half(k_ref) * sin;
       ((q_ref * coef_q).sum() + (k_ref * coef_k).sum()).backward();
       const auto expected = grads(leaves);
       zero_grads(leaves);
 
-      const auto q_proj = torch::nn::functional::linear(h, wq, bq), k_proj = torch::nn::functional::linear(h, wk, bk);
+      const auto q_proj = torch::linear(h, wq, bq), k_proj = torch::linear(h, wk, bk);
+      CHECK(q_proj.is_view() == bias);  // both kinds of tensor are rotated in place
       const auto* q_data = q_proj.const_data_ptr();
       const auto [q, k] = strata::fused::rope_(q_proj, k_proj, cos, sin, head_dim);
       CHECK(q.const_data_ptr() == q_data);  // in place

@@ -386,25 +386,24 @@ bool has_node(const std::set<std::string>& names, const std::string& part) {
 }
 }  // namespace
 
-TEST_CASE("llama: fused_ops gives the unfused model's logits and gradients, parameter by parameter") {
-  torch::manual_seed(2);
-  Overrides shape{{"hidden_size", I{32}}, {"num_heads", I{4}}, {"num_kv_heads", I{2}}, {"intermediate_size", I{40}},
-                  {"num_layers", I{2}}, {"vocab_size", I{50}}, {"attention_bias", true}};
+namespace {
+/// Model `name` built with `shape` and with `shape` plus fused_ops = true, the same weights, in float32
+/// and bfloat16: the same outputs and gradients, parameter by parameter, and the fused model's
+/// graph holds the autograd nodes `ops` (the unfused one none of them).
+void check_fused_model(const std::string& name, const Overrides& shape, const strata::ModelContext& context,
+                       const std::vector<strata::Batch>& batches, const std::vector<std::string>& ops) {
   Overrides fused_options = shape;
   fused_options.emplace_back("fused_ops", true);
-  const auto context = tokens(0, 50, 8);
-  strata::Batch batch;
-  batch.inputs = torch::randint(50, {3, 8}, torch::kInt64);
-  batch.targets = torch::randint(50, {3, 8}, torch::kInt64);
-  strata::Batch padded = batch;  // per-sample positions: RoPE tables of one row per sample
-  padded.mask = torch::ones({3, 8}, torch::kBool);
-  padded.mask.index_put_({1, torch::indexing::Slice(0, 3)}, false);
+  const auto relative = [](const torch::Tensor& got, const torch::Tensor& expected) {
+    const auto e = expected.to(torch::kFloat64);
+    return (got.to(torch::kFloat64) - e).abs().max().item<double>() / std::max(e.abs().max().item<double>(), 1e-12);
+  };
   for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
-    for (const auto* b : {&batch, &padded}) {
+    for (const auto& b : batches) {
       CAPTURE(c10::toString(dtype));
-      CAPTURE(b->mask.defined());
-      const auto plain = bundled().create_model("llama", options("llama", shape), context);
-      const auto fused = bundled().create_model("llama", options("llama", fused_options), context);
+      CAPTURE(b.mask.defined());
+      const auto plain = bundled().create_model(name, options(name, shape), context);
+      const auto fused = bundled().create_model(name, options(name, fused_options), context);
       {
         torch::NoGradGuard no_grad;
         auto to = fused->named_parameters();
@@ -412,27 +411,49 @@ TEST_CASE("llama: fused_ops gives the unfused model's logits and gradients, para
       }
       plain->to(dtype);
       fused->to(dtype);
-      const auto ctx = strata::BatchContext::of(*b);
-      const auto reference = plain->forward(b->inputs, ctx), out = fused->forward(b->inputs, ctx);
+      const auto ctx = strata::BatchContext::of(b);
+      const auto inputs = b.inputs.is_floating_point() ? b.inputs.to(dtype) : b.inputs;  // images as the weights
+      const auto reference = plain->forward(inputs, ctx), out = fused->forward(inputs, ctx);
       const double tolerance = dtype == torch::kFloat32 ? 2e-5 : 3e-2;
-      const auto relative = [](const torch::Tensor& got, const torch::Tensor& expected) {
-        const auto e = expected.to(torch::kFloat64);
-        return (got.to(torch::kFloat64) - e).abs().max().item<double>() / std::max(e.abs().max().item<double>(), 1e-12);
-      };
       CHECK(relative(out, reference) < tolerance);
       const auto fused_nodes = graph_nodes(out), plain_nodes = graph_nodes(reference);
-      for (const char* op : {"AddRmsNormFunction", "RmsNormFunction", "RopeFunction", "SwiGluFunction"}) {
+      for (const auto& op : ops) {
         CAPTURE(op);
         CHECK(has_node(fused_nodes, op));
         CHECK_FALSE(has_node(plain_nodes, op));
       }
-      plain->loss(reference.to(torch::kFloat32), *b).backward();
-      fused->loss(out.to(torch::kFloat32), *b).backward();
+      plain->loss(reference.to(torch::kFloat32), b).backward();
+      fused->loss(out.to(torch::kFloat32), b).backward();
       const auto expected = grads_of(*plain), got = grads_of(*fused);
-      for (const auto& [name, g] : expected) {
-        CAPTURE(name);
-        CHECK(relative(got.at(name), g) < tolerance);
+      for (const auto& [param, g] : expected) {
+        CAPTURE(param);
+        CHECK(relative(got.at(param), g) < tolerance);
       }
     }
   }
+}
+}  // namespace
+
+TEST_CASE("llama: fused_ops gives the unfused model's logits and gradients, parameter by parameter") {
+  torch::manual_seed(2);
+  strata::Batch batch;
+  batch.inputs = torch::randint(50, {3, 8}, torch::kInt64);
+  batch.targets = torch::randint(50, {3, 8}, torch::kInt64);
+  strata::Batch padded = batch;  // per-sample positions: RoPE tables of one row per sample
+  padded.mask = torch::ones({3, 8}, torch::kBool);
+  padded.mask.index_put_({1, torch::indexing::Slice(0, 3)}, false);
+  check_fused_model("llama",
+                    {{"hidden_size", I{32}}, {"num_heads", I{4}}, {"num_kv_heads", I{2}}, {"intermediate_size", I{40}},
+                     {"num_layers", I{2}}, {"vocab_size", I{50}}, {"attention_bias", true}},
+                    tokens(0, 50, 8), {batch, padded},
+                    {"AddRmsNormFunction", "RmsNormFunction", "RopeFunction", "SwiGluFunction"});
+}
+
+TEST_CASE("vit: fused_ops gives the unfused model's logits and gradients, parameter by parameter") {
+  torch::manual_seed(9);
+  strata::Batch batch;
+  batch.inputs = torch::randn({3, 3, 8, 8});
+  batch.targets = torch::randint(10, {3}, torch::kInt64);
+  check_fused_model("vit", {{"dim", I{24}}, {"heads", I{2}}, {"depth", I{2}}, {"patch_size", I{4}}}, images(3, 8),
+                    {batch}, {"AddLayerNormFunction"});
 }
