@@ -101,3 +101,66 @@ TEST_CASE("a checkpoint saved in halves reads back into other ranges and names a
   CHECK_THROWS_WITH_AS(strata::ckpt::Checkpoint(saved.dir), doctest::Contains("not a complete checkpoint"),
                        strata::Error);
 }
+
+// ---- the bytes of the pieces, through the staging buffers ------------------------------------------
+
+#include "ckpt/piece_bytes.hpp"
+
+namespace {
+/// Each piece's bytes as for_each_piece_span hands them over, checking the order of the calls and
+/// the size of each span.
+std::vector<std::vector<std::uint8_t>> spans_of(const std::vector<strata::TensorPiece>& pieces, std::int64_t stage,
+                                                bool stage_host) {
+  std::vector<std::vector<std::uint8_t>> bytes(pieces.size());
+  std::vector<int> calls(pieces.size(), 0);
+  std::size_t last = 0;
+  strata::ckpt::for_each_piece_span(
+      pieces,
+      [&](std::size_t i, const void* data, std::size_t size) {
+        CHECK(i >= last);  // pieces in order
+        last = i;
+        ++calls[i];
+        if (stage_host) CHECK(static_cast<std::int64_t>(size) <= stage);
+        const auto* p = static_cast<const std::uint8_t*>(data);
+        bytes[i].insert(bytes[i].end(), p, p + size);
+      },
+      stage, stage_host);
+  for (const int c : calls) CHECK(c >= 1);  // empty pieces too
+  return bytes;
+}
+
+std::vector<std::uint8_t> raw_bytes(const torch::Tensor& t) {
+  const auto c = t.contiguous();
+  const auto* p = static_cast<const std::uint8_t*>(c.const_data_ptr());
+  return {p, p + c.numel() * c.element_size()};
+}
+}  // namespace
+
+TEST_CASE("checkpoint pieces reach the writer byte for byte, whether read in place or through staging buffers") {
+  std::vector<strata::TensorPiece> pieces;
+  const auto add = [&](const std::string& name, torch::Tensor data) {
+    strata::TensorPiece p;
+    p.name = name;
+    p.shape = {data.numel()};
+    p.end = data.numel();
+    p.data = std::move(data);
+    pieces.push_back(std::move(p));
+  };
+  add("floats", torch::randn({10}));                                              // 40 bytes: crosses stages
+  add("empty", torch::empty({0}));
+  add("strided", torch::arange(12, torch::kInt64).view({3, 4}).t());              // not contiguous
+  add("flags", torch::tensor({true, false, true}));
+  add("halves", torch::randn({7}).to(torch::kBFloat16));
+  add("big", torch::randn({100}));                                                // several stages alone
+  for (const bool stage_host : {true, false}) {
+    for (const std::int64_t stage : {std::int64_t{1}, std::int64_t{24}, std::int64_t{64}, strata::ckpt::kStageBytes}) {
+      CAPTURE(stage_host);
+      CAPTURE(stage);
+      const auto bytes = spans_of(pieces, stage, stage_host);
+      for (std::size_t i = 0; i < pieces.size(); ++i) {
+        CAPTURE(pieces[i].name);
+        CHECK(bytes[i] == raw_bytes(pieces[i].data));
+      }
+    }
+  }
+}

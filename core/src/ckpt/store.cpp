@@ -1,5 +1,7 @@
 #include "ckpt/store.hpp"
 
+#include "ckpt/piece_bytes.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -84,22 +86,31 @@ void maybe_slow_commit() {
 std::int64_t write_rank(const fs::path& dir, int rank, const std::vector<TensorPiece>& pieces) {
   AtomicFile bin(dir / rank_file(rank, "bin"));
   Json index = Json::array();
-  for (const auto& piece : pieces) {
-    // One piece at a time on the host: a save costs one extra copy of the largest piece.
-    const auto host = piece.data.detach().to(torch::kCPU).contiguous();
-    if (host.numel() != piece.end - piece.begin)
+  for (const auto& piece : pieces)
+    if (piece.data.numel() != piece.end - piece.begin)
       throw Error(fmt::format("checkpoint: the piece of {} for elements [{}, {}) holds {} elements", piece.name,
-                              piece.begin, piece.end, host.numel()));
-    const auto bytes = static_cast<std::uint64_t>(host.numel() * host.element_size());
+                              piece.begin, piece.end, piece.data.numel()));
+  std::vector<std::uint64_t> offsets(pieces.size());
+  std::vector<std::uint32_t> crcs(pieces.size(), 0);
+  std::vector<bool> started(pieces.size(), false);
+  for_each_piece_span(pieces, [&](std::size_t i, const void* data, std::size_t size) {
+    if (!started[i]) {
+      started[i] = true;
+      offsets[i] = bin.size();
+    }
+    crcs[i] = crc32c(data, size, crcs[i]);
+    bin.write(data, size, "tensor " + pieces[i].name);
+  });
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const auto& piece = pieces[i];
     Json entry = Json::object();
     entry["name"] = piece.name;
     entry["shape"] = shape_json(piece.shape);
-    entry["dtype"] = safetensors_dtype_name(host.scalar_type());
+    entry["dtype"] = safetensors_dtype_name(piece.data.scalar_type());
     entry["begin"] = piece.begin;
     entry["end"] = piece.end;
-    entry["offset"] = static_cast<std::int64_t>(bin.size());
-    entry["crc32c"] = static_cast<std::int64_t>(crc32c(host.data_ptr(), bytes));
-    bin.write(host.data_ptr(), bytes, "tensor " + piece.name);
+    entry["offset"] = static_cast<std::int64_t>(offsets[i]);
+    entry["crc32c"] = static_cast<std::int64_t>(crcs[i]);
     index.push_back(std::move(entry));
   }
   const auto bytes = static_cast<std::int64_t>(bin.size());
