@@ -72,7 +72,7 @@ bool kernel_fits(std::initializer_list<const Tensor*>) { return false; }
 enum class Norm { kRms, kLayer };
 
 struct NormForward {
-  Tensor y, out, mean, rstd;  // mean (LayerNorm only), rstd: float32 [rows]
+  Tensor y, out, mean, rstd;  // [rows]; mean: LayerNorm only; float32 from the kernels, ATen's dtype otherwise
 };
 
 /// The norm kernels take, besides kernel_fits' conditions, one weight (and bias) value per column.
@@ -165,6 +165,7 @@ class AddRmsNormFunction final : public torch::autograd::Function<AddRmsNormFunc
  public:
   static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& residual, const Tensor& weight,
                                double eps) {
+    ctx->set_materialize_grads(false);  // an output nothing used gives no gradient, not zeros
     auto f = norm_forward(Norm::kRms, x, residual, weight, Tensor(), eps);
     ctx->save_for_backward({f.y, weight, f.rstd});
     return {f.y, f.out};
@@ -201,6 +202,7 @@ class AddLayerNormFunction final : public torch::autograd::Function<AddLayerNorm
  public:
   static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& residual, const Tensor& weight,
                                const Tensor& bias, double eps) {
+    ctx->set_materialize_grads(false);
     auto f = norm_forward(Norm::kLayer, x, residual, weight, bias, eps);
     ctx->save_for_backward({f.y, weight, bias, f.mean, f.rstd});
     return {f.y, f.out};
@@ -307,6 +309,12 @@ class SwiGluFunction final : public torch::autograd::Function<SwiGluFunction> {
   }
 };
 
+/// The residual adds without broadcasting.
+void check_residual(const Tensor& x, const Tensor& residual, const char* op) {
+  if (!residual.defined() || residual.sizes() != x.sizes())
+    throw std::invalid_argument(std::string("strata::fused::") + op + ": the residual must have x's shape");
+}
+
 }  // namespace
 
 bool cuda_kernels() {
@@ -326,6 +334,7 @@ std::int64_t cuda_kernel_launches() {
 }
 
 std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps) {
+  check_residual(x, residual, "add_rms_norm");
   const auto out = AddRmsNormFunction::apply(x, residual, weight, eps);
   return {out[0], out[1]};
 }
@@ -334,6 +343,9 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) { return RmsN
 
 std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
                                          const Tensor& bias, double eps) {
+  check_residual(x, residual, "add_layer_norm");
+  if (!weight.defined() || !bias.defined())  // a custom function's inputs cannot be undefined
+    throw std::invalid_argument("strata::fused::add_layer_norm: LayerNorm with a weight and a bias only");
   const auto out = AddLayerNormFunction::apply(x, residual, weight, bias, eps);
   return {out[0], out[1]};
 }

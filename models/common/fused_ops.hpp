@@ -24,7 +24,7 @@ bool cuda_kernels();
 /// How many of the CUDA kernels this process has launched (for tests: the kernels, not the ATen path, ran).
 std::int64_t cuda_kernel_launches();
 
-/// {y, out}: y = x + residual, out = RMSNorm(y) * weight as transformers' LlamaRMSNorm (y in
+/// {y, out}: y = x + residual (the same shape), out = RMSNorm(y) * weight as transformers' LlamaRMSNorm (y in
 /// float32, times 1 / sqrt(mean(y^2) + eps), rounded to y's dtype, times weight). Saves y and one
 /// float32 per row for backward.
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, const torch::Tensor& residual,
@@ -33,8 +33,9 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, con
 /// RMSNorm(x) * weight, as add_rms_norm without the residual. Saves x and one float32 per row.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
-/// {y, out}: y = x + residual, out = LayerNorm(y) with weight and bias as ATen's layer_norm
-/// (float32 statistics, one rounding). Saves y and two float32 per row (mean, 1 / std).
+/// {y, out}: y = x + residual (the same shape), out = LayerNorm(y) with weight and bias (both
+/// defined) as ATen's layer_norm (float32 statistics, one rounding). Saves y and two statistics
+/// per row (mean, 1 / std), as the unfused add and layer_norm do.
 std::pair<torch::Tensor, torch::Tensor> add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual,
                                                        const torch::Tensor& weight, const torch::Tensor& bias,
                                                        double eps);

@@ -142,7 +142,8 @@ class BlockUnit final : public strata::Unit {
     torch::Tensor y, m;
     if (fused_) {
       const auto& o = norm2_->options;
-      std::tie(y, m) = strata::fused::add_layer_norm(x, attention, norm2_->weight, norm2_->bias, o.eps());
+      // Contiguous for the kernel (mean pooling's embedding output is a transposed layout).
+      std::tie(y, m) = strata::fused::add_layer_norm(x.contiguous(), attention, norm2_->weight, norm2_->bias, o.eps());
     } else {
       y = x + attention;
       m = norm2_->forward(y);

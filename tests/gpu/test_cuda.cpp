@@ -18,6 +18,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/cuda.h>
 
+#include "ckpt/piece_bytes.hpp"
 #include "dist/process_group.hpp"
 #include "plugin_loader.hpp"
 #include "strata/errors.hpp"
@@ -157,4 +158,39 @@ TEST_CASE("peak tensor bytes on CUDA are the caching allocator's allocated bytes
   }
   CHECK(strata::tensor_memory::peak_bytes(cuda) >= base + (256 << 20));
   CHECK(strata::tensor_memory::live_bytes(cuda) == base);
+}
+
+TEST_CASE("checkpoint pieces on the GPU reach the writer byte for byte through the pinned staging buffers") {
+  require_gpu();
+  const torch::Device cuda(torch::kCUDA, 0);
+  std::vector<strata::TensorPiece> pieces;
+  const auto add = [&](const std::string& name, const torch::Tensor& data) {
+    strata::TensorPiece p;
+    p.name = name;
+    p.shape = {data.numel()};
+    p.end = data.numel();
+    p.data = data;
+    pieces.push_back(std::move(p));
+  };
+  add("floats", torch::randn({1000}, cuda));
+  add("empty", torch::empty({0}, cuda));
+  add("strided", torch::arange(600, torch::TensorOptions(torch::kInt64).device(cuda)).view({20, 30}).t());
+  add("on_host", torch::randn({33}));  // read in place between staged pieces
+  add("halves", torch::randn({777}, cuda).to(torch::kBFloat16));
+  add("large", torch::randn({3 << 20}, cuda));  // 12 MiB: several buffers of 1 MiB, one of the default
+  at::cuda::sleep(50'000'000);  // the copies queue behind work still running on the stream
+  for (const std::int64_t stage : {std::int64_t{1000}, std::int64_t{1} << 20, strata::ckpt::kStageBytes}) {
+    CAPTURE(stage);
+    std::vector<std::vector<std::uint8_t>> bytes(pieces.size());
+    strata::ckpt::for_each_piece_span(pieces, [&](std::size_t i, const void* data, std::size_t size) {
+      const auto* p = static_cast<const std::uint8_t*>(data);
+      bytes[i].insert(bytes[i].end(), p, p + size);
+    }, stage);
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      CAPTURE(pieces[i].name);
+      const auto host = pieces[i].data.to(torch::kCPU).contiguous();
+      const auto* p = static_cast<const std::uint8_t*>(host.const_data_ptr());
+      CHECK(bytes[i] == std::vector<std::uint8_t>(p, p + host.numel() * host.element_size()));
+    }
+  }
 }
