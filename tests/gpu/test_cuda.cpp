@@ -13,12 +13,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/cuda.h>
 
 #include "ckpt/piece_bytes.hpp"
+#include "data/sampler.hpp"
 #include "dist/process_group.hpp"
 #include "plugin_loader.hpp"
 #include "strata/errors.hpp"
@@ -26,6 +29,7 @@
 #include "strata/model.hpp"
 #include "strata/registry.hpp"
 #include "strata/strategy.hpp"
+#include "train/batches.hpp"
 #include "train/tensor_memory.hpp"
 
 namespace {
@@ -192,5 +196,43 @@ TEST_CASE("checkpoint pieces on the GPU reach the writer byte for byte through t
       const auto* p = static_cast<const std::uint8_t*>(host.const_data_ptr());
       CHECK(bytes[i] == std::vector<std::uint8_t>(p, p + host.numel() * host.element_size()));
     }
+  }
+}
+
+namespace {
+/// Images that are a function of their index, [n, 3, 64, 64] float32 (48 KiB each).
+class IndexedImages final : public strata::Dataset {
+ public:
+  std::int64_t size(strata::Split) const override { return 256; }
+  strata::Batch get(strata::Split, const torch::Tensor& indices) const override {
+    const auto n = indices.size(0);
+    const auto x = indices.to(torch::kFloat32).view({n, 1, 1, 1}) + torch::zeros({n, 3, 64, 64});
+    return {.inputs = x, .targets = indices.remainder(10), .mask = {}};
+  }
+  strata::DataSpec spec() const override { return {{3, 64, 64}, torch::kFloat32, 10}; }
+};
+}  // namespace
+
+TEST_CASE("the batch loader copies the next batch on its own stream while the trainer's stream is busy") {
+  require_gpu();
+  const torch::Device cuda(torch::kCUDA, 0);
+  IndexedImages data;
+  strata::BatchSampler order({256, 64, 1, 1, 0, 3});
+  strata::BatchLoader loader(data, order, {.device = cuda, .steps = 4, .micro_batches = 1});
+  REQUIRE(loader.background());
+  for (std::int64_t step = 0; step < 4; ++step) {
+    CAPTURE(step);
+    at::cuda::sleep(1'000'000'000);  // the trainer's stream, busy for about half a second
+    const auto batch = loader.next(step, 0);
+    CHECK(batch.inputs.device() == cuda);
+    // Not queued behind the trainer's work, the copy (3 MiB) is done while that work still runs.
+    const auto t0 = Clock::now();
+    while (!loader.last_copy_done() && seconds_since(t0) < 0.2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(loader.last_copy_done());
+    CHECK_FALSE(c10::cuda::getCurrentCUDAStream().query());
+    // The trainer's stream reads the batch after its copy: each image holds its index.
+    const auto expected = order.indices(step, 0).to(torch::kFloat32);
+    CHECK(torch::equal(batch.inputs.amax({1, 2, 3}).cpu(), expected));
+    CHECK(torch::equal(batch.inputs.amin({1, 2, 3}).cpu(), expected));
   }
 }

@@ -1,6 +1,7 @@
 #include "train/batches.hpp"
 
 #include <ATen/Parallel.h>
+#include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "train/tensor_memory.hpp"
@@ -39,8 +40,11 @@ void BatchLoader::work(int threads) {
   (void)at::get_num_threads();
   at::set_num_threads(threads);
   // Pinned memory is allocated in the current device's context: this rank's GPU, never GPU 0.
-  if (options_.device.is_cuda())
-    c10::impl::getDeviceGuardImpl(options_.device.type())->setDevice(options_.device);
+  if (options_.device.is_cuda()) {
+    const auto* device = c10::impl::getDeviceGuardImpl(options_.device.type());
+    device->setDevice(options_.device);
+    copy_stream_ = device->getStreamFromGlobalPool(options_.device, /*isHighPriority=*/false);
+  }
   {
     std::lock_guard lock(mutex_);
     ready_ = true;
@@ -55,10 +59,16 @@ void BatchLoader::work(int threads) {
       request = std::move(*request_);
       request_.reset();
     }
-    std::optional<Batch> batch;
+    std::optional<Loaded> batch;
     std::exception_ptr error;
     try {
-      batch = read(request);
+      batch = Loaded{read(request), std::nullopt};
+      if (copy_stream_) {  // copied on this thread's stream; finish() has the trainer's stream wait for it
+        const c10::StreamGuard on_copy_stream(*copy_stream_);
+        batch->batch = batch->batch.to(options_.device, /*non_blocking=*/true);
+        batch->copied.emplace(options_.device.type());
+        batch->copied->record(*copy_stream_);
+      }
     } catch (...) {
       error = std::current_exception();
     }
@@ -91,7 +101,7 @@ void BatchLoader::start(Key key) {
   Request request{sampler_.indices(key.step, key.micro), key.step / sampler_.steps_per_epoch()};
   if (!background()) {
     try {
-      result_ = read(request);
+      result_ = Loaded{read(request), std::nullopt};
     } catch (...) {
       error_ = std::current_exception();
     }
@@ -105,13 +115,24 @@ void BatchLoader::start(Key key) {
 }
 
 Batch BatchLoader::finish() {
-  auto [batch, error] = take();
+  auto [loaded, error] = take();
   if (error) std::rethrow_exception(error);  // a dataset error, on the trainer's thread
-  return options_.device.is_cuda() ? batch->to(options_.device, /*non_blocking=*/true) : std::move(*batch);
+  last_copy_.reset();
+  if (loaded->copied) {
+    // The trainer's stream waits for the copy (on the device, not the host), and the caching
+    // allocator learns that the batch's memory, allocated on the loader's stream, is used on it.
+    const c10::Stream compute = c10::impl::getDeviceGuardImpl(options_.device.type())->getStream(options_.device);
+    loaded->copied->block(compute);
+    for (const auto* t : {&loaded->batch.inputs, &loaded->batch.targets, &loaded->batch.mask})
+      if (t->defined()) t->record_stream(compute);
+    last_copy_ = std::move(loaded->copied);
+    return std::move(loaded->batch);
+  }
+  return options_.device.is_cuda() ? loaded->batch.to(options_.device, /*non_blocking=*/true) : std::move(loaded->batch);
 }
 
-std::pair<std::optional<Batch>, std::exception_ptr> BatchLoader::take() {
-  std::optional<Batch> batch;
+std::pair<std::optional<BatchLoader::Loaded>, std::exception_ptr> BatchLoader::take() {
+  std::optional<Loaded> batch;
   std::exception_ptr error;
   {
     std::unique_lock lock(mutex_, std::defer_lock);

@@ -1,9 +1,10 @@
 #pragma once
 // The training batches of this rank, on its device and one micro-batch ahead (DESIGN §9). The
 // next micro-batch is read from the dataset before the current one is handed out; on a GPU run
-// it is read on the loader's one thread, into pinned host memory, and its copy to the device is
-// issued without blocking: the host never waits for a copy, and the device never waits for the
-// host's data loading.
+// it is read on the loader's one thread, into pinned host memory, and copied to the device there,
+// on the loader's own stream: the copy runs while the trainer's stream computes the batch before
+// (not queued behind it), and the trainer's stream waits only for that copy's event. The host
+// never waits for a copy, and the device never waits for the host's data loading.
 //
 // The loader's thread is created once per run and lives as long as the loader: a thread per batch
 // (as std::async gives) makes every batch start a fresh OpenMP team sized to all cores for the
@@ -19,6 +20,8 @@
 #include <thread>
 #include <utility>
 
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
 #include <torch/types.h>
 
 #include "data/sampler.hpp"
@@ -52,6 +55,10 @@ class BatchLoader {
   Batch next(std::int64_t step, std::int64_t micro);
   /// Whether batches are read on the loader's own thread.
   bool background() const noexcept { return worker_.joinable(); }
+  /// Whether the device copy of the batch `next` returned last has completed; true where there is
+  /// no copy of the loader's own (the CPU, or no background thread). For tests: a copy on the
+  /// loader's stream completes while the trainer's stream is still busy.
+  bool last_copy_done() const { return !last_copy_ || last_copy_->query(); }
 
  private:
   struct Key {
@@ -62,12 +69,18 @@ class BatchLoader {
     torch::Tensor indices;
     std::int64_t epoch = 0;
   };
+  /// A batch read, and (when the loader's thread copied it to the device) the copy's event.
+  struct Loaded {
+    Batch batch;
+    std::optional<c10::Event> copied;
+  };
   /// Starts reading (step, micro): handed to the loader's thread, or read here.
   void start(Key key);
-  /// The started batch, on the device (copied non_blocking from pinned memory).
+  /// The started batch, on the device: copied by the loader's thread (the trainer's stream made to
+  /// wait for it), or here, non_blocking from pinned memory.
   Batch finish();
   /// Waits for the started batch (or its error) and clears the slot.
-  std::pair<std::optional<Batch>, std::exception_ptr> take();
+  std::pair<std::optional<Loaded>, std::exception_ptr> take();
   /// The loader thread's loop: one request at a time.
   void work(int threads);
   Batch read(const Request& request) const;
@@ -85,8 +98,10 @@ class BatchLoader {
   bool ready_ = false;  // the thread has set its intra-op threads
   bool stop_ = false;
   std::optional<Request> request_;
-  std::optional<Batch> result_;
+  std::optional<Loaded> result_;
   std::exception_ptr error_;
+  std::optional<c10::Stream> copy_stream_;  // the loader thread's stream for device copies (GPU runs)
+  std::optional<c10::Event> last_copy_;     // of the batch next() returned last
 };
 
 }  // namespace strata
