@@ -152,11 +152,12 @@ NormGrads norm_backward(Norm norm, const Tensor& grad_out, const Tensor& grad_y,
     return {gy.defined() ? dx + gy : dx, dw, db};
   }
   const auto r = rstd.unsqueeze(1);
-  const auto n = y.reshape({rows, cols}).to(torch::kFloat32) * r;
+  const auto n = y.reshape({rows, cols}).to(torch::kFloat32).mul(r);
   const auto g32 = g.reshape({rows, cols}).to(torch::kFloat32);
-  const auto dn = g32 * weight.to(torch::kFloat32);
-  auto d = r * (dn - n * (dn * n).mean(-1, /*keepdim=*/true));
-  if (gy.defined()) d += gy.reshape({rows, cols}).to(torch::kFloat32);
+  auto d = g32.mul(weight.to(torch::kFloat32));  // dn, then rstd (dn - n mean(dn n)) in place
+  const auto mean_dot = (d * n).mean(-1, /*keepdim=*/true);
+  d.sub_(n * mean_dot).mul_(r);
+  if (gy.defined()) d.add_(gy.reshape({rows, cols}).to(torch::kFloat32));
   return {d.to(y.scalar_type()).view(y.sizes()), (g32 * n).sum(0).to(weight.scalar_type()), Tensor()};
 }
 
@@ -301,11 +302,8 @@ class SwiGluFunction final : public torch::autograd::Function<SwiGluFunction> {
       return {grad_gate, grad_up};
 #endif
     }
-    // As autograd through silu(gate) * up, whose intermediates round to the dtype.
-    const auto g = gate.to(torch::kFloat32), s = torch::sigmoid(g);
-    const auto silu = (g * s).to(gate.scalar_type());
-    const auto grad_silu = (grad * up).to(torch::kFloat32);
-    return {(grad_silu * s * (1 + g * (1 - s))).to(gate.scalar_type()), grad * silu};
+    // As autograd through silu(gate) * up computes them (silu(gate) again, not saved).
+    return {at::silu_backward(grad * up, gate), grad * torch::silu(gate)};
   }
 };
 
