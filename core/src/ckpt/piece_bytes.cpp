@@ -1,7 +1,6 @@
 #include "ckpt/piece_bytes.hpp"
 
 #include <algorithm>
-#include <optional>
 #include <utility>
 
 #include <c10/core/Event.h>
@@ -19,12 +18,13 @@ struct Span {
   std::int64_t size = 0;
 };
 
-/// One staging buffer and the spans it holds; `ready` is recorded after its device copies.
+/// One staging buffer and the spans it holds; `ready`: an event after its copies on each device
+/// they came from (one, where a process drives one GPU).
 struct Stage {
   torch::Tensor buffer;
   std::vector<Span> spans;
   std::vector<torch::Tensor> held;  // host pieces' bytes (contiguous copies of strided ones) until visited
-  std::optional<c10::Event> ready;
+  std::vector<c10::Event> ready;
 };
 
 /// A tensor's bytes, flat and contiguous, where it lives.
@@ -41,7 +41,7 @@ class Stager {
     for (std::size_t k = 0; !stages[k % 2].spans.empty(); ++k) {
       Stage& current = stages[k % 2];
       fill(stages[(k + 1) % 2]);  // the next buffer's copies queue behind this one's
-      if (current.ready) current.ready->synchronize();
+      for (const auto& event : current.ready) event.synchronize();
       for (const auto& span : current.spans) {
         const auto* data = span.in_place ? span.host : current.buffer.const_data_ptr<std::uint8_t>() + span.offset;
         visit(span.piece, data, static_cast<std::size_t>(span.size));
@@ -56,9 +56,9 @@ class Stager {
   void fill(Stage& stage) {
     stage.spans.clear();
     stage.held.clear();
-    stage.ready.reset();
+    stage.ready.clear();
     std::int64_t used = 0;
-    std::optional<torch::Device> device;
+    std::vector<torch::Device> devices;
     while (piece_ < pieces_.size() && used < capacity_) {
       const auto& data = pieces_[piece_].data;
       if (offset_ == 0) source_ = bytes_of(data);
@@ -78,15 +78,15 @@ class Stager {
       if (size > 0)
         stage.buffer.narrow(0, used, size).copy_(source_.narrow(0, offset_, size), /*non_blocking=*/true);
       stage.spans.push_back({piece_, false, nullptr, used, size});
-      if (!data.device().is_cpu()) device = data.device();
+      if (!data.device().is_cpu() && std::find(devices.begin(), devices.end(), data.device()) == devices.end())
+        devices.push_back(data.device());
       used += size;
       offset_ += size;
       if (offset_ == total) next_piece();
     }
-    if (device) {  // after the copies on the device's current stream
-      const auto* guard = c10::impl::getDeviceGuardImpl(device->type());
-      stage.ready.emplace(device->type());
-      stage.ready->record(guard->getStream(*device));
+    for (const auto& device : devices) {  // after the copies, on each device's current stream
+      stage.ready.emplace_back(device.type());
+      stage.ready.back().record(c10::impl::getDeviceGuardImpl(device.type())->getStream(device));
     }
   }
 

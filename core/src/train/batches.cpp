@@ -1,6 +1,8 @@
 #include "train/batches.hpp"
 
 #include <ATen/Parallel.h>
+
+#include <utility>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -21,6 +23,10 @@ BatchLoader::BatchLoader(const Dataset& dataset, BatchSampler& sampler, BatchLoa
     changed_.wait(lock, [this] { return ready_; });
   }
   at::set_num_threads(trainer_threads);
+  if (error_) {  // the thread could not take the device: it has ended; its error is the trainer's
+    worker_.join();
+    std::rethrow_exception(std::exchange(error_, nullptr));
+  }
 }
 
 BatchLoader::~BatchLoader() {
@@ -40,16 +46,23 @@ void BatchLoader::work(int threads) {
   (void)at::get_num_threads();
   at::set_num_threads(threads);
   // Pinned memory is allocated in the current device's context: this rank's GPU, never GPU 0.
-  if (options_.device.is_cuda()) {
-    const auto* device = c10::impl::getDeviceGuardImpl(options_.device.type());
-    device->setDevice(options_.device);
-    copy_stream_ = device->getStreamFromGlobalPool(options_.device, /*isHighPriority=*/false);
+  std::exception_ptr startup;
+  try {
+    if (options_.device.is_cuda()) {
+      const auto* device = c10::impl::getDeviceGuardImpl(options_.device.type());
+      device->setDevice(options_.device);
+      copy_stream_ = device->getStreamFromGlobalPool(options_.device, /*isHighPriority=*/false);
+    }
+  } catch (...) {
+    startup = std::current_exception();
   }
   {
     std::lock_guard lock(mutex_);
     ready_ = true;
+    error_ = startup;
   }
   changed_.notify_all();
+  if (startup) return;
   for (;;) {
     Request request;
     {
