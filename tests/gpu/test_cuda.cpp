@@ -200,23 +200,34 @@ TEST_CASE("checkpoint pieces on the GPU reach the writer byte for byte through t
 }
 
 namespace {
-/// Images that are a function of their index, [n, 3, 64, 64] float32 (48 KiB each).
+/// Images that are a function of their index, [n, 3, side, side] float32.
 class IndexedImages final : public strata::Dataset {
  public:
+  explicit IndexedImages(std::int64_t side) : side_(side) {}
   std::int64_t size(strata::Split) const override { return 256; }
   strata::Batch get(strata::Split, const torch::Tensor& indices) const override {
     const auto n = indices.size(0);
-    const auto x = indices.to(torch::kFloat32).view({n, 1, 1, 1}) + torch::zeros({n, 3, 64, 64});
+    const auto x = indices.to(torch::kFloat32).view({n, 1, 1, 1}) + torch::zeros({n, 3, side_, side_});
     return {.inputs = x, .targets = indices.remainder(10), .mask = {}};
   }
-  strata::DataSpec spec() const override { return {{3, 64, 64}, torch::kFloat32, 10}; }
+  strata::DataSpec spec() const override { return {{3, side_, side_}, torch::kFloat32, 10}; }
+
+ private:
+  std::int64_t side_;
 };
+
+/// The batch of (step, 0) holds each image's index everywhere, as the trainer's stream reads it.
+void check_indexed(const strata::Batch& batch, strata::BatchSampler& order, std::int64_t step) {
+  const auto expected = order.indices(step, 0).to(torch::kFloat32);
+  CHECK(torch::equal(batch.inputs.amax({1, 2, 3}).cpu(), expected));
+  CHECK(torch::equal(batch.inputs.amin({1, 2, 3}).cpu(), expected));
+}
 }  // namespace
 
 TEST_CASE("the batch loader copies the next batch on its own stream while the trainer's stream is busy") {
   require_gpu();
   const torch::Device cuda(torch::kCUDA, 0);
-  IndexedImages data;
+  IndexedImages data(64);  // 48 KiB an image, 3 MiB a batch
   strata::BatchSampler order({256, 64, 1, 1, 0, 3});
   strata::BatchLoader loader(data, order, {.device = cuda, .steps = 4, .micro_batches = 1});
   REQUIRE(loader.background());
@@ -230,9 +241,21 @@ TEST_CASE("the batch loader copies the next batch on its own stream while the tr
     while (!loader.last_copy_done() && seconds_since(t0) < 0.2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     CHECK(loader.last_copy_done());
     CHECK_FALSE(c10::cuda::getCurrentCUDAStream().query());
-    // The trainer's stream reads the batch after its copy: each image holds its index.
-    const auto expected = order.indices(step, 0).to(torch::kFloat32);
-    CHECK(torch::equal(batch.inputs.amax({1, 2, 3}).cpu(), expected));
-    CHECK(torch::equal(batch.inputs.amin({1, 2, 3}).cpu(), expected));
+    check_indexed(batch, order, step);
+  }
+}
+
+TEST_CASE("the trainer's stream waits for the loader's copy of a batch before reading it") {
+  require_gpu();
+  const torch::Device cuda(torch::kCUDA, 0);
+  IndexedImages data(512);  // 3 MiB an image, 192 MiB a batch: a copy of several milliseconds
+  strata::BatchSampler order({256, 64, 1, 1, 0, 5});
+  strata::BatchLoader loader(data, order, {.device = cuda, .steps = 4, .micro_batches = 1});
+  for (std::int64_t step = 0; step < 4; ++step) {
+    CAPTURE(step);
+    // Read at once, while the copy may still run: without the stream waiting for it, the
+    // reductions would see a partial batch (or the memory of an earlier one).
+    const auto batch = loader.next(step, 0);
+    check_indexed(batch, order, step);
   }
 }
