@@ -4,7 +4,10 @@
 // it is read on the loader's one thread, into pinned host memory, and copied to the device there,
 // on the loader's own stream: the copy runs while the trainer's stream computes the batch before
 // (not queued behind it), and the trainer's stream waits only for that copy's event. The host
-// never waits for a copy, and the device never waits for the host's data loading.
+// never waits for a copy, and the device never waits for the host's data loading. The price: the
+// batches live in that stream's pool of the caching allocator, each reused once the trainer's
+// stream is past its step, so the device holds the next batch beside the current one, plus one
+// for every step the host runs ahead of the device.
 //
 // The loader's thread is created once per run and lives as long as the loader: a thread per batch
 // (as std::async gives) makes every batch start a fresh OpenMP team sized to all cores for the
