@@ -446,7 +446,8 @@ double estimate_llama(const LlamaOptions& options, const ModelContext& context) 
 /// Large Transformer Models", section 4.1): per layer s b h (34 + 5 a s / h) bytes with 16-bit
 /// activations (s tokens, b samples, h hidden, a heads), so per sample (b = 1) and float32
 /// activations 2 s h (34 + 5 a s / h) bytes; times L layers. Plus the head's: the final norm's
-/// input s h x 4 bytes and, for a causal LM, the float32 logits and their log-softmax, 2 s V x 4.
+/// input s h x 4 bytes and, for a causal LM, the float32 logits and their log-softmax, 2 s V x 4
+/// (none with loss_chunk_tokens: a chunk's logits are transient, not held per sample).
 /// The estimate is the paper's GPT block (4h MLP, full multi-head K and V, dropout masks): an upper
 /// bound for Llama's grouped-query attention and for fused attention kernels that never store the
 /// a s^2 scores, close for its SwiGLU MLP of ~2.75 h.
@@ -464,7 +465,7 @@ ModelMemoryEstimate estimate_llama_memory(const LlamaOptions& options, const Mod
   m.unit_parameters.push_back(h + out);
   const double per_layer_16bit = s * h * (34.0 + 5.0 * a * s / h);
   m.activation_bytes_per_sample = f(c.num_layers) * 2.0 * per_layer_16bit + s * h * 4.0
-                                  + (c.causal_lm ? 2.0 * s * f(c.vocab_size) * 4.0 : 0.0);
+                                  + (c.causal_lm && c.loss_chunk_tokens == 0 ? 2.0 * s * f(c.vocab_size) * 4.0 : 0.0);
   return m;
 }
 

@@ -358,6 +358,11 @@ TEST_CASE("llama: loss_chunk_tokens gives lm_head-then-cross-entropy's loss and 
       CHECK(error < tolerance);
     }
   }
+  // The memory estimate holds no logits per sample: 2 s V float32 (logits and log-softmax) fewer.
+  const auto held = [&](const Overrides& o) {
+    return bundled().estimate_model_memory("llama", options("llama", o), context)->activation_bytes_per_sample;
+  };
+  CHECK(held(shape) - held(chunked) == 2.0 * 8 * 50 * 4);
   // Sequence classification has no lm_head to fuse.
   Overrides classify = chunked;
   classify.emplace_back("task", "sequence_classification"s);
