@@ -173,7 +173,7 @@ torch::Tensor Engine::run_units(const torch::Tensor& input, const BatchContext& 
   auto x = precision_.compute(input);
   const bool backward = train && torch::GradMode::is_enabled();
   for (std::size_t u = 0; u < units_.size(); ++u) {
-    if (!param_gathers_.empty()) wait_params(u);  // not a hook: a strategy's own cannot skip it
+    wait_params(u);  // not a hook: a strategy's own cannot skip it
     before_unit_forward(u);
     x = model_->run_unit(u, x, context);
     if (backward && x.requires_grad()) x.register_hook([this, u](const torch::Tensor&) { before_unit_backward(u); });

@@ -89,11 +89,14 @@ Tensor stat_shaped(const Tensor& stat, const Tensor& like) {
   return stat.view(sizes);
 }
 
-NormForward norm_forward(Norm norm, const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-                         double eps) {
+/// y is x itself without a residual. On CUDA, a strided x or residual (vit's mean-pooled
+/// embedding) is made contiguous here, once, for the kernel.
+NormForward norm_forward(Norm norm, const Tensor& input, const Tensor& input_residual, const Tensor& weight,
+                         const Tensor& bias, double eps) {
+  const auto contiguous_on_cuda = [](const Tensor& t) { return t.defined() && t.is_cuda() ? t.contiguous() : t; };
+  const auto x = contiguous_on_cuda(input), residual = contiguous_on_cuda(input_residual);
   const auto cols = x.size(-1), rows = cols == 0 ? 0 : x.numel() / cols;
-  if (norm_kernel_fits({&x, &residual, &weight, &bias}, weight, bias, cols) &&
-      (!residual.defined() || residual.sizes() == x.sizes())) {
+  if (norm_kernel_fits({&x, &residual, &weight, &bias}, weight, bias, cols)) {
 #ifdef STRATA_FUSED_CUDA
     const OnDevice on(x);
     const auto stats = x.options().dtype(torch::kFloat32);
@@ -187,7 +190,7 @@ class RmsNormFunction final : public torch::autograd::Function<RmsNormFunction> 
  public:
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, double eps) {
     auto f = norm_forward(Norm::kRms, x, Tensor(), weight, Tensor(), eps);
-    ctx->save_for_backward({x, weight, f.rstd});
+    ctx->save_for_backward({f.y, weight, f.rstd});
     return f.out;
   }
 

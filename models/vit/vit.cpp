@@ -141,9 +141,7 @@ class BlockUnit final : public strata::Unit {
     const auto attention = out_->forward(attended.transpose(1, 2).reshape({n, t, dim}));
     torch::Tensor y, m;
     if (fused_) {
-      const auto& o = norm2_->options;
-      // Contiguous for the kernel (mean pooling's embedding output is a transposed layout).
-      std::tie(y, m) = strata::fused::add_layer_norm(x.contiguous(), attention, norm2_->weight, norm2_->bias, o.eps());
+      std::tie(y, m) = strata::fused::add_layer_norm(x, attention, norm2_->weight, norm2_->bias, norm2_->options.eps());
     } else {
       y = x + attention;
       m = norm2_->forward(y);

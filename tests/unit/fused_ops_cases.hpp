@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/types.h>
@@ -65,8 +66,36 @@ inline torch::Tensor reference_rms_norm(const torch::Tensor& y, const torch::Ten
   return weight * (h * torch::rsqrt(h.pow(2).mean(-1, true) + eps)).to(y.scalar_type());
 }
 
-/// add_rms_norm and rms_norm: outputs, and the gradients of x, residual and weight when both y and
-/// the normalized output feed the loss (as in a decoder layer) and when only the output does.
+/// `fused()` against `reference()`, each {y, out} of x + residual and its norm: both outputs, and
+/// the gradients of `leaves` (x, residual, then the norm's parameters; `names`) when both y and out
+/// feed the loss; then, with only y used, x's gradient is y's and the norm's parameters get none,
+/// as in the unfused graph. Leaves the gradients of that last backward.
+template <typename Fused, typename Reference>
+void check_add_norm(const std::string& op, const Fused& fused, const Reference& reference,
+                    const std::vector<torch::Tensor>& leaves, const std::vector<std::string>& names,
+                    const torch::Tensor& coef_y, const torch::Tensor& coef_out, torch::ScalarType dtype) {
+  const auto [y_ref, out_ref] = reference();
+  ((y_ref * coef_y).sum() + (out_ref * coef_out).sum()).backward();
+  const auto expected = grads(leaves);
+  zero_grads(leaves);
+
+  const auto [y, out] = fused();
+  ran(op + " forward");
+  check_close(y, y_ref, dtype, "y");
+  check_close(out, out_ref, dtype, "out");
+  ((y * coef_y).sum() + (out * coef_out).sum()).backward();
+  ran(op + " backward");
+  const auto got = grads(leaves);
+  for (std::size_t i = 0; i < leaves.size(); ++i) check_close(got[i], expected[i], dtype, "grad " + names[i]);
+  zero_grads(leaves);
+
+  (fused().first * coef_y).sum().backward();
+  check_close(leaves[0].grad(), coef_y, dtype, "grad x, only y used");
+  for (std::size_t i = 2; i < leaves.size(); ++i) CHECK_FALSE(leaves[i].grad().defined());
+}
+
+/// add_rms_norm against x + residual, then transformers' RMSNorm (check_add_norm); and rms_norm:
+/// output and the gradients of x and weight.
 inline void check_add_rms_norm(torch::Device device, torch::ScalarType dtype, std::int64_t rows, std::int64_t cols) {
   CAPTURE(c10::toString(dtype));
   CAPTURE(rows);
@@ -78,22 +107,14 @@ inline void check_add_rms_norm(torch::Device device, torch::ScalarType dtype, st
   const auto coef_y = torch::randn({rows, cols}).to(device, dtype), coef_out = torch::randn({rows, cols}).to(device, dtype);
   const std::vector<torch::Tensor> leaves{x, residual, weight};
 
-  const auto y_ref = x + residual;
-  const auto out_ref = reference_rms_norm(y_ref, weight, eps);
-  ((y_ref * coef_y).sum() + (out_ref * coef_out).sum()).backward();
-  const auto expected = grads(leaves);
-  zero_grads(leaves);
-
-  const auto [y, out] = strata::fused::add_rms_norm(x, residual, weight, eps);
-  ran("add_rms_norm forward");
-  check_close(y, y_ref, dtype, "y");
-  check_close(out, out_ref, dtype, "out");
-  ((y * coef_y).sum() + (out * coef_out).sum()).backward();
-  ran("add_rms_norm backward");
-  const auto got = grads(leaves);
-  check_close(got[0], expected[0], dtype, "grad x");
-  check_close(got[1], expected[1], dtype, "grad residual");
-  check_close(got[2], expected[2], dtype, "grad weight");
+  check_add_norm(
+      "add_rms_norm", [&] { return strata::fused::add_rms_norm(x, residual, weight, eps); },
+      [&] {
+        const auto y = x + residual;
+        return std::pair{y, reference_rms_norm(y, weight, eps)};
+      },
+      leaves, {"x", "residual", "weight"}, coef_y, coef_out, dtype);
+  check_close(residual.grad(), coef_y, dtype, "grad residual, only y used");
   zero_grads(leaves);
 
   // Plain RMSNorm: x's gradient through the norm only.
@@ -108,17 +129,9 @@ inline void check_add_rms_norm(torch::Device device, torch::ScalarType dtype, st
   const auto plain_got = grads({x, weight});
   check_close(plain_got[0], plain_expected[0], dtype, "rms_norm grad x");
   check_close(plain_got[1], plain_expected[1], dtype, "rms_norm grad weight");
-  zero_grads(leaves);
-
-  // Only y used, as by the unfused graph: y's gradient to x and residual, none to the weight.
-  (strata::fused::add_rms_norm(x, residual, weight, eps).first * coef_y).sum().backward();
-  check_close(x.grad(), coef_y, dtype, "grad x, only y used");
-  check_close(residual.grad(), coef_y, dtype, "grad residual, only y used");
-  CHECK_FALSE(weight.grad().defined());
 }
 
-/// add_layer_norm against x + residual, then ATen's layer_norm: outputs and the gradients of x,
-/// residual, weight and bias when both y and the normalized output feed the loss.
+/// add_layer_norm against x + residual, then ATen's layer_norm (check_add_norm).
 inline void check_add_layer_norm(torch::Device device, torch::ScalarType dtype, std::int64_t rows, std::int64_t cols) {
   CAPTURE(c10::toString(dtype));
   CAPTURE(rows);
@@ -134,31 +147,14 @@ inline void check_add_layer_norm(torch::Device device, torch::ScalarType dtype, 
   const auto weight = (1 + torch::randn({cols}) * 0.1).to(device, dtype).requires_grad_(true);
   const auto bias = (torch::randn({cols}) * 0.1).to(device, dtype).requires_grad_(true);
   const auto coef_y = torch::randn({rows, cols}).to(device, dtype), coef_out = torch::randn({rows, cols}).to(device, dtype);
-  const std::vector<torch::Tensor> leaves{x, residual, weight, bias};
 
-  const auto y_ref = x + residual;
-  const auto out_ref = torch::layer_norm(y_ref, {cols}, weight, bias, eps);
-  ((y_ref * coef_y).sum() + (out_ref * coef_out).sum()).backward();
-  const auto expected = grads(leaves);
-  zero_grads(leaves);
-
-  const auto [y, out] = strata::fused::add_layer_norm(x, residual, weight, bias, eps);
-  ran("add_layer_norm forward");
-  check_close(y, y_ref, dtype, "y");
-  check_close(out, out_ref, dtype, "out");
-  ((y * coef_y).sum() + (out * coef_out).sum()).backward();
-  ran("add_layer_norm backward");
-  const auto got = grads(leaves);
-  check_close(got[0], expected[0], dtype, "grad x");
-  check_close(got[1], expected[1], dtype, "grad residual");
-  check_close(got[2], expected[2], dtype, "grad weight");
-  check_close(got[3], expected[3], dtype, "grad bias");
-  zero_grads(leaves);
-
-  (strata::fused::add_layer_norm(x, residual, weight, bias, eps).first * coef_y).sum().backward();
-  check_close(x.grad(), coef_y, dtype, "grad x, only y used");
-  CHECK_FALSE(weight.grad().defined());
-  CHECK_FALSE(bias.grad().defined());
+  check_add_norm(
+      "add_layer_norm", [&] { return strata::fused::add_layer_norm(x, residual, weight, bias, eps); },
+      [&] {
+        const auto y = x + residual;
+        return std::pair{y, torch::layer_norm(y, {cols}, weight, bias, eps)};
+      },
+      {x, residual, weight, bias}, {"x", "residual", "weight", "bias"}, coef_y, coef_out, dtype);
 }
 
 /// cat(-x2, x1) over the halves of the last dimension.

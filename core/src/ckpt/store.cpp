@@ -1,7 +1,5 @@
 #include "ckpt/store.hpp"
 
-#include "ckpt/piece_bytes.hpp"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "ckpt/piece_bytes.hpp"
 #include "io/atomic_file.hpp"
 #include "io/crc32c.hpp"
 #include "io/run_dir.hpp"
@@ -92,10 +91,10 @@ std::int64_t write_rank(const fs::path& dir, int rank, const std::vector<TensorP
                               piece.begin, piece.end, piece.data.numel()));
   std::vector<std::uint64_t> offsets(pieces.size());
   std::vector<std::uint32_t> crcs(pieces.size(), 0);
-  std::vector<bool> started(pieces.size(), false);
+  std::size_t current = pieces.size();  // the piece whose spans are arriving (each piece's in order)
   for_each_piece_span(pieces, [&](std::size_t i, const void* data, std::size_t size) {
-    if (!started[i]) {
-      started[i] = true;
+    if (i != current) {
+      current = i;
       offsets[i] = bin.size();
     }
     crcs[i] = crc32c(data, size, crcs[i]);

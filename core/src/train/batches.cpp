@@ -1,8 +1,8 @@
 #include "train/batches.hpp"
 
-#include <ATen/Parallel.h>
-
 #include <utility>
+
+#include <ATen/Parallel.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
