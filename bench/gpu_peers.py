@@ -5,7 +5,7 @@ micro-batch sweep, and TinyLlama-1.1B in bfloat16, each against eager PyTorch an
     python3 bench/gpu_peers.py [--strata build/bin/strata] [--workloads mlp,cnn,vit,vit_bf16,llama]
         [--micro-batches 32,64,128,256] [--steps N] [--repeats 3] [--no-compile] [--device cuda]
         [--quick] [--optimizer foreach|fused] [--peer-data device|host] [--bf16-peer masters|autocast]
-        [--json FILE] [--keep DIR]
+        [--variant 'NAME KEY=VALUE ...'] [--no-eager] [--json FILE] [--keep DIR]
     python3 bench/gpu_peers.py --report FILE.json [FILE.json ...]   # the table of earlier runs
 
 Workloads (the shapes of the experiments they are named after; Strata's `synthetic` data of the
@@ -28,6 +28,13 @@ evaluation only once after training, outside the timing), the eager peer and the
 drift of the machine and warm caches hit every side alike; a cell is the median over repeats of
 each run's median step time, and a ratio is Strata / peer (below 1.0: Strata is faster).
 
+`--variant 'NAME KEY=VALUE ...'` (repeatable) adds a Strata side to every cell: the same experiment
+run with those `--set` overrides, e.g. `--variant 'fused model.fused_ops=true
+llama:model.loss_chunk_tokens=4096'` (an override prefixed with a workload's name applies to that
+workload's cells only) or `--variant 'zero3 strategy.name=zero3'` (a strategy at world size 1: over
+NCCL on a GPU, Gloo on the CPU). Variants alternate with the other sides like any side; the
+table gives each its own row, with its ratio to the peers and to Strata's plain run of the cell.
+
 Same on every side: the model layer for layer (parameter counts checked against each other and
 against the figure stated for the full shapes; initialization drawn from the same seeded
 generator in the same order, so the step-1 losses agree, which is checked and warned about),
@@ -45,13 +52,15 @@ allocator's peaks over the training steps, reset after setup on both sides: allo
 max_memory_reserved); the peer leaves out its resident training set, which Strata keeps on the host.
 
 Exits non-zero when a run fails (its output is printed), or when the sides disagree on the
-parameter count, or Strata ran on another device or timed otherwise than asked.
+parameter count, or Strata ran another strategy, on another device or timed otherwise than asked.
 """
 import argparse
 import datetime
 import json
 import os
 import random
+import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -165,9 +174,27 @@ def write_toml(path, sections, comment):
         f.write("\n".join(lines) + "\n")
 
 
-def run_strata(args, config, out):
-    run_dir = os.path.join(out, "strata")
+def overrides(args, side, workload):
+    """The --set overrides of a Strata side in a cell of `workload`: none for the plain run; a
+    variant's, less those prefixed with another workload's name ("llama:KEY=VALUE")."""
+    name, out = variant_name(side), []
+    for override in (args.variants[name] if name else []):
+        prefix, _, rest = override.partition(":")
+        if prefix in WORKLOADS:
+            if prefix == workload:
+                out.append(rest)
+        else:
+            out.append(override)
+    return out
+
+
+def run_strata(args, config, out, side, workload):
+    """Strata's run of a cell: the plain side ("strata") or a variant ("strata:NAME", its --set overrides)."""
+    name = variant_name(side)
+    run_dir = os.path.join(out, "strata-" + name if name else "strata")
     cmd = [args.strata, "run", config, "--out", run_dir]
+    for override in overrides(args, side, workload):
+        cmd += ["--set", override]
     env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
@@ -198,6 +225,20 @@ def run_strata(args, config, out):
         "final_loss": s["final_loss"],
         "versions": s.get("versions"),
     }
+
+
+def variant_name(side):
+    """NAME of a variant's side "strata:NAME"; None for the base side and the peers."""
+    return side.split(":", 1)[1] if side.startswith("strata:") else None
+
+
+def expected_strategy(args, side, workload):
+    """The strategy a Strata side must report: a variant's strategy.name override, else single."""
+    for override in overrides(args, side, workload):
+        key, _, value = override.partition("=")
+        if key.strip() == "strategy.name":
+            return value.strip().strip("'\"")
+    return "single"
 
 
 def run_peer(args, config, compiled, warmup):
@@ -275,9 +316,12 @@ def mib(b):
     return "%.0f" % (b / 2**20) if b is not None else "-"
 
 
+def memory_of(allocated, reserved):
+    return "-" if allocated is None and reserved is None else "%s / %s MiB" % (mib(allocated), mib(reserved))
+
+
 def memory(row, side):
-    a, r = row.get(side + "_peak_tensor_bytes"), row.get(side + "_peak_bytes")
-    return "-" if a is None and r is None else "%s / %s MiB" % (mib(a), mib(r))
+    return memory_of(row.get(side + "_peak_tensor_bytes"), row.get(side + "_peak_bytes"))
 
 
 def ratio(x):
@@ -293,22 +337,34 @@ def short_machine(env):
 
 
 def markdown(data):
-    """The table for BENCHMARKS.md, one row per cell, under a line naming everything measured."""
+    """The table for BENCHMARKS.md, a row per cell and Strata side (its plain run, then each
+    --variant), under a line naming everything measured."""
     date, where = data["machine"]["date"], short_machine(data["machine"])
+    variants = data["settings"].get("variants") or {}
     out = ["Measured " + data["machine_text"] + ".", "",
-           "| date | machine | model | precision | micro-batch | steps | repeats | parameters | Strata step | eager "
-           "step | Strata / eager | compiled step | Strata / compiled | memory, allocated / reserved (peak): Strata "
-           "| eager | compiled |",
-           "|---" * 16 + "|"]
+           "| date | machine | model | precision | micro-batch | steps | repeats | parameters | Strata run | Strata "
+           "step | MFU | eager step | Strata / eager | compiled step | Strata / compiled | Strata / plain Strata | "
+           "memory, allocated / reserved (peak): Strata | eager | compiled |",
+           "|---" * 19 + "|"]
     for row in data["results"]:
         mb = str(row["micro_batch"])
         if row["micro_batches"] > 1:
             mb = "%d x %d" % (row["micro_batch"], row["micro_batches"])
-        out.append("| %s | %s | %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            date, where, row["model"], row["precision"], mb, row["steps"], row["repeats"],
-            format(row["parameters"], ","), ms(row["strata_step_time_s"]), ms(row["eager_step_time_s"]),
-            ratio(row["ratio_eager"]), ms(row.get("compiled_step_time_s")), ratio(row.get("ratio_compiled")),
-            memory(row, "strata"), memory(row, "eager"), memory(row, "compiled")))
+        plain = {k[len("strata_"):] if k.startswith("strata_") else k: v for k, v in row.items()
+                 if k.startswith("strata_") or k.startswith("ratio_")}
+        sides = [("plain", plain, None)] + [("%s (`%s`)" % (name, " ".join(v.get("overrides", variants.get(name, [])))), v,
+                                             v.get("ratio_strata"))
+                                            for name, v in (row.get("variants") or {}).items()]
+        for label, side, to_plain in sides:
+            out.append("| %s | %s | %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
+                       "| %s |" % (
+                           date, where, row["model"], row["precision"], mb, row["steps"], row["repeats"],
+                           format(row["parameters"], ","), label, ms(side.get("step_time_s")),
+                           "%.1f%%" % (100 * side["mfu"]) if side.get("mfu") is not None else "-",
+                           ms(row.get("eager_step_time_s")), ratio(side.get("ratio_eager")),
+                           ms(row.get("compiled_step_time_s")), ratio(side.get("ratio_compiled")),
+                           ratio(to_plain), memory_of(side.get("peak_tensor_bytes"), side.get("peak_bytes")),
+                           memory(row, "eager"), memory(row, "compiled")))
     s = data["settings"]
     out += ["", "Settings: AdamW %s, peer data on the %s, bfloat16 peer `%s`, device `%s`%s%s%s." % (
         s["optimizer"], s["peer_data"], s["bf16_peer"], s["device"], ", quick shapes" if s["quick"] else "",
@@ -319,25 +375,40 @@ def markdown(data):
     return "\n".join(out)
 
 
-def summarize(cell, name, micro_batch, steps, repeats_done, quick):
+def summarize(cell, sides, name, micro_batch, steps, repeats_done, quick):
     w = WORKLOADS[name]
     med = lambda side, key: (statistics.median(x[key] for x in cell[side])  # noqa: E731
-                             if cell[side] and all(x.get(key) is not None for x in cell[side]) else None)
+                             if cell.get(side) and all(x.get(key) is not None for x in cell[side]) else None)
     row = {"workload": name, "model": w.get("quick_label", w["label"]) if quick else w["label"],
            "precision": w["precision"], "steps": steps,
            "repeats": repeats_done, "micro_batch": micro_batch,
            "micro_batches": 1 if w["sweep"] else w["micro_batches"],
            "parameters": cell["strata"][0]["parameters"]}
-    for side in ("strata", "eager", "compiled"):
-        for key in ("step_time_s", "peak_tensor_bytes", "peak_bytes"):
-            row["%s_%s" % (side, key)] = med(side, key)
+
+    def strata_side(side):
+        r = {"step_time_s": med(side, "step_time_s"), "peak_tensor_bytes": med(side, "peak_tensor_bytes"),
+             "peak_bytes": med(side, "peak_bytes"), "achieved_tflops": med(side, "achieved_tflops"),
+             "mfu": med(side, "mfu")}
+        for peer in ("eager", "compiled"):
+            t = row.get(peer + "_step_time_s")
+            r["ratio_" + peer] = r["step_time_s"] / t if t and r["step_time_s"] is not None else None
+        return r
+
     for side in ("eager", "compiled"):
-        row[side + "_step_time_after_warmup_s"] = med(side, "step_time_after_warmup_s")
-        peer = row[side + "_step_time_s"]
-        row["ratio_" + side] = row["strata_step_time_s"] / peer if peer else None
-    row["strata_achieved_tflops"] = med("strata", "achieved_tflops")
-    row["strata_mfu"] = med("strata", "mfu")
-    row["runs"] = {side: cell[side] for side in ("strata", "eager", "compiled")}
+        for key in ("step_time_s", "peak_tensor_bytes", "peak_bytes", "step_time_after_warmup_s"):
+            row["%s_%s" % (side, key)] = med(side, key)
+    base = strata_side("strata")
+    for key, value in base.items():
+        row["strata_" + key if not key.startswith("ratio_") else key] = value
+    row["variants"] = {}
+    for side in sides:
+        name = variant_name(side)
+        if name:
+            v = strata_side(side)
+            v["ratio_strata"] = v["step_time_s"] / base["step_time_s"] if v["step_time_s"] and base["step_time_s"] \
+                else None
+            row["variants"][name] = v
+    row["runs"] = {side: cell[side] for side in sides}
     return row
 
 
@@ -371,6 +442,11 @@ def parse_args():
                     "with --quick)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-compile", action="store_true", help="leave out the torch.compile peer")
+    ap.add_argument("--no-eager", action="store_true", help="leave out the eager peer")
+    ap.add_argument("--variant", action="append", default=[], metavar="'NAME KEY=VALUE ...'",
+                    help="another Strata side in every cell: the cell's experiment with these --set overrides, "
+                    "e.g. 'fused model.fused_ops=true llama:model.loss_chunk_tokens=4096' (WORKLOAD:KEY=VALUE: only "
+                    "in that workload's cells) or 'fsdp strategy.name=fsdp' (repeatable)")
     ap.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (a smoke test of the script)")
     ap.add_argument("--quick", action="store_true", help="tiny vit and llama shapes (parameter counts not checked "
                     "against the full shapes' figures)")
@@ -401,6 +477,21 @@ def parse_args():
     if args.report:
         return args
     args.workload_list = [w for w in args.workloads.split(",") if w]
+    args.variants = {}
+    for spec in args.variant:
+        try:
+            words = shlex.split(spec)
+        except ValueError as e:
+            ap.error("--variant %r: %s" % (spec, e))
+        if len(words) < 2 or not re.fullmatch(r"[A-Za-z0-9_.-]+", words[0]) or words[0] == "plain":
+            ap.error("--variant takes 'NAME KEY=VALUE ...' (a name of letters, digits, '_', '.' or '-', other than "
+                     "'plain', then at least one override), got %r" % spec)
+        if words[0] in args.variants:
+            ap.error("--variant %s is given twice" % words[0])
+        bad = [o for o in words[1:] if "=" not in o or not o.split("=", 1)[0].split(":", 1)[-1].strip()]
+        if bad:
+            ap.error("--variant %s: %s is no KEY=VALUE override (as strata run --set takes)" % (words[0], bad[0]))
+        args.variants[words[0]] = words[1:]
     for w in args.workload_list:
         if w not in WORKLOADS:
             ap.error("unknown workload %r (known: %s)" % (w, ", ".join(WORKLOADS)))
@@ -447,8 +538,8 @@ def run_cell(args, w, mb, r, order, steps, base):
     got = {}
     for side in order:
         t0 = time.monotonic()
-        if side == "strata":
-            got[side] = run_strata(args, config, out)
+        if side.startswith("strata"):
+            got[side] = run_strata(args, config, out, side, w)
         else:
             got[side] = run_peer(args, config, side == "compiled", spec["warmup"])
         got[side]["wall_s"] = time.monotonic() - t0
@@ -463,8 +554,13 @@ def problems_of(args, w, got):
         problems.append("parameter counts differ: " + ", ".join("%s %d" % kv for kv in counts.items()))
     if not args.quick and st["parameters"] != spec["parameters"]:
         problems.append("Strata has %d parameters, the full shapes have %d" % (st["parameters"], spec["parameters"]))
-    if st["strategy"] != "single" or not st["device"].startswith(args.device.split(":")[0]):
-        problems.append("Strata ran %s on %s, asked single on %s" % (st["strategy"], st["device"], args.device))
+    for side, r in got.items():
+        if not side.startswith("strata"):
+            continue
+        want = expected_strategy(args, side, w)
+        if r["strategy"] != want or not r["device"].startswith(args.device.split(":")[0]):
+            problems.append("Strata (%s) ran %s on %s, asked %s on %s" % (side, r["strategy"], r["device"], want,
+                                                                          args.device))
     if args.device.startswith("cuda"):
         for side, r in got.items():
             if r["step_timing"] != "cuda events":
@@ -490,23 +586,27 @@ def main():
         report(args.report)
         return
     env = preflight(args)
-    sides = ["strata", "eager"] + ([] if args.no_compile else ["compiled"])
+    sides = (["strata"] + ["strata:" + name for name in args.variants] + ([] if args.no_eager else ["eager"]) +
+             ([] if args.no_compile else ["compiled"]))
     cells = [(w, mb) for w in args.workload_list for mb in (args.sweep if WORKLOADS[w]["sweep"] else [None])]
     steps_of = {w: args.steps or (max(5, WORKLOADS[w]["steps"] // 10) if args.quick else WORKLOADS[w]["steps"])
                 for w in args.workload_list}
-    state = {c: {"strata": [], "eager": [], "compiled": [], "failed": None, "micro": None} for c in cells}
+    state = {c: dict({side: [] for side in sides}, failed=None, micro=None) for c in cells}
     failures, versions = [], {}
 
     def collected():
-        results = [summarize(cell, w, cell["micro"], steps_of[w], len(cell["strata"]), args.quick)
+        results = [summarize(cell, sides, w, cell["micro"], steps_of[w], len(cell["strata"]), args.quick)
                    for (w, mb), cell in state.items() if cell["strata"]]
+        for row in results:
+            for name, v in row["variants"].items():
+                v["overrides"] = overrides(args, "strata:" + name, row["workload"])
         return {
             "machine": env, "strata_versions": versions.get("strata"),
             "machine_text": describe_machine(env, versions.get("strata")),
             "settings": {"device": args.device, "optimizer": args.optimizer, "peer_data": args.peer_data,
                          "bf16_peer": args.bf16_peer, "compile": not args.no_compile, "quick": args.quick,
                          "repeats": args.repeats, "loss_chunk_tokens": args.loss_chunk_tokens,
-                         "fused_ops": args.fused_ops,
+                         "fused_ops": args.fused_ops, "eager": not args.no_eager, "variants": args.variants,
                          "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])},
             "results": results,
             "failures": [{"workload": w, "micro_batch": micro, "error": msg} for w, micro, msg in failures],

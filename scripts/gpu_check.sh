@@ -11,11 +11,11 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-Usage: scripts/gpu_check.sh [--help]
+Usage: scripts/gpu_check.sh [--build-only | --help]
 
 Builds into STRATA_GPU_BUILD_DIR, runs `strata run experiments/quickstart.toml` with no --set (it
 must run on cuda:0), the whole `ctest` suite (STRATA_GPU_TESTS=gpu: only `ctest -L gpu`), then the
-strategy table.
+strategy table. --build-only stops after the build (bench/gpu_goals.sh builds this way).
 Dependencies (Boost, TOML++, fmt, doctest, Gloo headers) come from the Debian packages staged in
 .device/debs (unpacked into STRATA_GPU_DEPS), or from the system when none are staged.
 
@@ -30,8 +30,10 @@ Environment variables:
   STRATA_JOBS           parallel build jobs (default: nproc)
 USAGE
 }
+BUILD_ONLY=0
 case "${1:-}" in
   -h|--help) usage; exit 0 ;;
+  --build-only) BUILD_ONLY=1 ;;
   "") ;;
   *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
@@ -74,6 +76,7 @@ command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
 cmake -S . -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DSTRATA_PYTHON="$(command -v "$PY")" \
   -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
 cmake --build "$BUILD" -j "$JOBS"
+if ((BUILD_ONLY)); then say "built $BUILD/bin/strata"; exit 0; fi
 
 status=0
 say "the quick start as the README gives it (device auto)"

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The one-GPU goals of BENCHMARKS.md in one call, ordered so that what matters most is measured
+# first and an interrupted call keeps what it measured:
+#   1. build (scripts/gpu_check.sh --build-only: the staged Debian packages, the CUDA kernels);
+#   2. tests: `ctest -L gpu` (the fused kernels against the unfused ops, the loader's copy stream,
+#      the checkpoint's staging buffers, every strategy against single on the GPU);
+#   3. llama: bench/gpu_peers.py on TinyLlama-1.1B (bf16, seq 2048, 2 x 4): Strata's plain single,
+#      its fused ops with the fused loss, fsdp and zero3 at world size 1 over NCCL, against the
+#      torch.compile peer;
+#   4. vit: the ViT in float32 and bfloat16 at micro-batch 256: plain and fused, against eager and
+#      compiled PyTorch;
+#   5. table: scripts/gpu_table.py (every strategy against single, forced collectives, Gloo ranks).
+# Each stage writes its log (and gpu_peers' JSON) into the output directory and prints its wall
+# time; `goals.md` collects the gpu_peers tables. `bench/gpu_goals.sh --help` lists the options.
+set -uo pipefail
+
+usage() {
+  cat <<'USAGE'
+Usage: bench/gpu_goals.sh [--out DIR] [--stages tests,llama,vit,table] [--repeats N] [--smoke]
+
+  --out DIR      where logs, JSON and goals.md go (default: gpu-goals; on a device machine: $OUT)
+  --stages LIST  which stages run, in this order (default: tests,llama,vit,table)
+  --repeats N    gpu_peers.py repeats of every cell (default 2: each side runs twice, alternating)
+  --smoke        check this script on the CPU: no build (STRATA_BIN or build/bin/strata), quick
+                 shapes, 3 steps, one repeat, no compiled peer; the tests and table stages are left out
+Environment: STRATA_GPU_BUILD_DIR (default build-gpu), STRATA_GPU_PYTHON (default python3) as for
+scripts/gpu_check.sh; STRATA_GOALS_LLAMA_STEPS (20), STRATA_GOALS_VIT_STEPS (100),
+STRATA_GOALS_LOSS_CHUNK (4096: llama's loss_chunk_tokens in the fused runs).
+USAGE
+}
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUTDIR="${OUT:-gpu-goals}"
+STAGES="tests,llama,vit,table"
+REPEATS=2
+SMOKE=0
+while (($#)); do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --out) OUTDIR="${2:?--out takes a directory}"; shift 2 ;;
+    --stages) STAGES="${2:?--stages takes a list}"; shift 2 ;;
+    --repeats) REPEATS="${2:?--repeats takes a number}"; shift 2 ;;
+    --smoke) SMOKE=1; shift ;;
+    *) echo "gpu_goals: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+for s in ${STAGES//,/ }; do
+  case "$s" in tests|llama|vit|table) ;; *) echo "gpu_goals: unknown stage '$s' (tests, llama, vit, table)" >&2; exit 2 ;; esac
+done
+[[ "$REPEATS" =~ ^[1-9][0-9]*$ ]] || { echo "gpu_goals: --repeats takes a positive integer" >&2; exit 2; }
+cd "$ROOT"
+mkdir -p "$OUTDIR"
+OUTDIR="$(realpath -- "$OUTDIR")"
+say() { printf 'gpu_goals: %s\n' "$*"; }
+has_stage() { [[ ",$STAGES," == *",$1,"* ]]; }
+
+PY="${STRATA_GPU_PYTHON:-python3}"
+CHUNK="${STRATA_GOALS_LOSS_CHUNK:-4096}"
+PEERS=(--repeats "$REPEATS")
+if ((SMOKE)); then
+  STRATA="${STRATA_BIN:-$ROOT/build/bin/strata}"
+  PY="${STRATA_GPU_PYTHON:-${STRATA_PYTHON:-python3}}"
+  PEERS=(--device cpu --quick --steps 3 --repeats 1 --no-compile)
+  CHUNK=16
+  STAGES="$(echo ",$STAGES," | sed -e 's/,tests,/,/' -e 's/,table,/,/' -e 's/^,//' -e 's/,$//')"
+else
+  if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    say "no NVIDIA GPU on this machine (nvidia-smi -L finds none); --smoke checks this script on the CPU."
+    exit 1
+  fi
+  BUILD="$(realpath -ms -- "${STRATA_GPU_BUILD_DIR:-build-gpu}")"
+  t0=$SECONDS
+  STRATA_GPU_BUILD_DIR="$BUILD" STRATA_GPU_PYTHON="$PY" scripts/gpu_check.sh --build-only >"$OUTDIR/build.log" 2>&1
+  rc=$?
+  say "build: exit $rc in $((SECONDS - t0)) s (log: build.log)"
+  if ((rc != 0)); then tail -40 "$OUTDIR/build.log"; exit 1; fi
+  STRATA="$BUILD/bin/strata"
+  DEPS="${STRATA_GPU_DEPS:-$BUILD/deps}"
+  if [[ -z "${STRATA_FASHION_MNIST_DIR:-}" && -d "$DEPS/usr/share/datasets/fashion-mnist" ]]; then
+    export STRATA_FASHION_MNIST_DIR="$DEPS/usr/share/datasets/fashion-mnist"
+  fi
+fi
+
+status=0
+stage() {  # stage NAME COMMAND...: runs it with its output in NAME.log, a line with its exit and time
+  local name="$1" t=$SECONDS rc
+  shift
+  "$@" >"$OUTDIR/$name.log" 2>&1
+  rc=$?
+  say "$name: exit $rc in $((SECONDS - t)) s (log: $name.log)"
+  if ((rc != 0)); then status=1; tail -25 "$OUTDIR/$name.log"; fi
+  return 0
+}
+
+if has_stage tests; then
+  stage tests ctest --test-dir "$BUILD" -L gpu --output-on-failure
+  grep -E "tests passed|Passed|Failed|Skipped|skipped" "$OUTDIR/tests.log" | tail -15
+fi
+FUSED=(--variant "fused model.fused_ops=true llama:model.loss_chunk_tokens=$CHUNK")
+if has_stage llama; then
+  stage llama "$PY" bench/gpu_peers.py --strata "$STRATA" --python "$PY" --workloads llama \
+    --steps "${STRATA_GOALS_LLAMA_STEPS:-20}" --no-eager "${PEERS[@]}" "${FUSED[@]}" \
+    --variant "fsdp strategy.name=fsdp" --variant "zero3 strategy.name=zero3" --json "$OUTDIR/llama.json"
+fi
+if has_stage vit; then
+  stage vit "$PY" bench/gpu_peers.py --strata "$STRATA" --python "$PY" --workloads vit,vit_bf16 \
+    --micro-batches 256 --steps "${STRATA_GOALS_VIT_STEPS:-100}" "${PEERS[@]}" "${FUSED[@]}" \
+    --json "$OUTDIR/vit.json"
+fi
+if has_stage table; then
+  stage table "$PY" scripts/gpu_table.py --strata "$STRATA" --out "$OUTDIR/table" --steps 20
+  sed -n '/^|/,$p' "$OUTDIR/table.log"
+fi
+shopt -s nullglob
+jsons=("$OUTDIR"/llama.json "$OUTDIR"/vit.json)
+present=()
+for j in "${jsons[@]}"; do [[ -f "$j" ]] && present+=("$j"); done
+if ((${#present[@]})); then
+  "$PY" bench/gpu_peers.py --report "${present[@]}" >"$OUTDIR/goals.md" 2>&1
+  cat "$OUTDIR/goals.md"
+fi
+if ((status == 0)); then say "every stage passed"; else say "some stage FAILED (see above)"; fi
+exit "$status"
