@@ -2,7 +2,8 @@
 """`strata bench comms` and `strata bench gemm` on the CPU: the nccl-tests table over Gloo with a
 real correctness check (#wrong, and a planted corruption that must show), bus bandwidth from the
 same factors as Strata's traffic accounting, CSV/JSON outputs, the gemm table and its measured-peak
-cache, and usage errors (exit 2)."""
+cache, and usage errors (exit 2). Also the GPU benchmark scripts' CPU smoke mode
+(bench/gpu_goals.sh --smoke over bench/gpu_peers.py), so that they still run when a GPU comes."""
 
 import csv
 import json
@@ -187,6 +188,59 @@ def gemm_usage_errors():
     st.expect_clean_failure(result, 2, "-m")
 
 
+# ---- the GPU benchmark scripts, smoke-tested on the CPU ----------------------------------------
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def gpu_goals_smoke():
+    out = st.temp_dir("goals")
+    result = st.run_command(["bash", os.path.join(REPO, "bench", "gpu_goals.sh"), "--smoke", "--out", out],
+                            env={"STRATA_BIN": st.strata_bin(), "STRATA_GPU_PYTHON": sys.executable}, timeout=600)
+    st.expect_exit(result, 0)
+    st.expect_stdout(result, "every stage passed")
+    llama, vit = load_json(os.path.join(out, "llama.json")), load_json(os.path.join(out, "vit.json"))
+    st.check(llama["settings"]["variants"] == {"fused": ["model.fused_ops=true", "llama:model.loss_chunk_tokens=16"],
+                                               "fsdp": ["strategy.name=fsdp"], "zero3": ["strategy.name=zero3"]},
+             "llama.json settings: %r" % llama["settings"], result)
+    (row,) = llama["results"]
+    st.check(sorted(row["variants"]) == ["fsdp", "fused", "zero3"], "llama variants %r" % sorted(row["variants"]))
+    st.check(row["variants"]["fused"]["overrides"] == ["model.fused_ops=true", "model.loss_chunk_tokens=16"],
+             "llama's fused overrides %r" % row["variants"]["fused"]["overrides"])
+    for name, v in row["variants"].items():
+        st.check(v["step_time_s"] > 0 and v["ratio_strata"] == v["step_time_s"] / row["strata_step_time_s"],
+                 "%s: step %r, ratio to plain %r" % (name, v["step_time_s"], v["ratio_strata"]))
+    strategies = {side: run[0]["strategy"] for side, run in row["runs"].items()}
+    st.check(strategies == {"strata": "single", "strata:fused": "single", "strata:fsdp": "fsdp",
+                            "strata:zero3": "zero3"}, "llama sides ran %r (no eager peer)" % strategies)
+    st.check(sorted(r["workload"] for r in vit["results"]) == ["vit", "vit_bf16"], "vit rows %r" % vit["results"])
+    for r in vit["results"]:
+        st.check(r["variants"]["fused"]["overrides"] == ["model.fused_ops=true"] and r["eager_step_time_s"] > 0
+                 and r["ratio_eager"] is not None, "vit row %r" % {k: r[k] for k in ("workload", "variants")})
+    with open(os.path.join(out, "goals.md"), encoding="utf-8") as f:
+        md = f.read()
+    for fragment in ("| plain |", "| fsdp (`strategy.name=fsdp`) |", "| fused (`model.fused_ops=true`) |",
+                     "| fused (`model.fused_ops=true model.loss_chunk_tokens=16`) |"):
+        st.expect_in(fragment, md, result, "goals.md")
+
+
+def gpu_peers_variant_errors():
+    peers = [sys.executable, os.path.join(REPO, "bench", "gpu_peers.py"), "--strata", st.strata_bin(), "--device",
+             "cpu", "--quick", "--workloads", "mlp", "--micro-batches", "32", "--steps", "2", "--repeats", "1",
+             "--no-compile", "--no-eager"]
+    for bad, says in ((["--variant", "lonely"], "NAME KEY=VALUE"), (["--variant", "plain a=1"], "other than"),
+                      (["--variant", "a x=1", "--variant", "a y=2"], "given twice"),
+                      (["--variant", "a novalue"], "no KEY=VALUE")):
+        result = st.run_command(peers + bad)
+        st.expect_exit(result, 2)
+        st.expect_stderr(result, says)
+    # A variant Strata refuses fails its cell with Strata's own error.
+    result = st.run_command(peers + ["--variant", "oops model.no_such_key=1"], timeout=300)
+    st.expect_exit(result, 1)
+    st.expect_stderr(result, "no_such_key")
+    st.expect_stderr(result, "1 cell(s) failed")
+
+
 if __name__ == "__main__":
     st.main([comms_two_ranks, comms_three_ranks, comms_corruption_shows, comms_dtypes_and_ops, comms_usage_errors,
-             gemm_records_a_peak, gemm_usage_errors])
+             gemm_records_a_peak, gemm_usage_errors, gpu_goals_smoke, gpu_peers_variant_errors])
