@@ -143,27 +143,30 @@ __global__ void norm_backward_kernel(const T* __restrict__ grad_out, const T* __
     }
 }
 
-/// One thread per pair (x1, x2) of one head of one token.
+/// One block per token (row of x); its threads stride over the row's pairs (x1, x2), one per
+/// head and frequency, with 32-bit arithmetic inside the row (64-bit division per element would
+/// cost more than the memory traffic).
 template <typename T>
 __global__ void rope_kernel(const T* x, T* out, const T* __restrict__ cos, const T* __restrict__ sin,
-                            std::int64_t pairs, std::int64_t t, std::int64_t heads, std::int64_t head_dim,
-                            std::int64_t table_batch, bool transpose) {
-  const std::int64_t half = head_dim / 2;
-  for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; p < pairs;
-       p += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t i = p % half, head = (p / half) % heads, row = p / (half * heads);
-    const std::int64_t token = row % t, sample = table_batch == 1 ? 0 : row / t;
-    const std::int64_t table = (sample * t + token) * head_dim + i;
-    const std::int64_t at = row * heads * head_dim + head * head_dim + i;
-    const float x1 = to_float(x[at]), x2 = to_float(x[at + half]);
-    const float c1 = to_float(cos[table]), s1 = to_float(sin[table]);
-    const float c2 = to_float(cos[table + half]), s2 = to_float(sin[table + half]);
+                            std::int64_t t, int heads, int head_dim, std::int64_t table_batch, bool transpose) {
+  const int half = head_dim / 2, pairs = heads * half;
+  const std::int64_t row = blockIdx.x;
+  const std::int64_t sample = table_batch == 1 ? 0 : row / t;
+  const T* c = cos + (sample * t + row % t) * head_dim;
+  const T* s = sin + (sample * t + row % t) * head_dim;
+  const T* in = x + row * pairs * 2;
+  T* to = out + row * pairs * 2;
+  for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int head = p / half, i = p - head * half, at = head * head_dim + i;
+    const float x1 = to_float(in[at]), x2 = to_float(in[at + half]);
+    const float c1 = to_float(c[i]), s1 = to_float(s[i]);
+    const float c2 = to_float(c[i + half]), s2 = to_float(s[i + half]);
     if (!transpose) {
-      out[at] = from_float<T>(x1 * c1 - x2 * s1);
-      out[at + half] = from_float<T>(x2 * c2 + x1 * s2);
+      to[at] = from_float<T>(x1 * c1 - x2 * s1);
+      to[at + half] = from_float<T>(x2 * c2 + x1 * s2);
     } else {  // the transpose of [[c1, -s1], [s2, c2]]
-      out[at] = from_float<T>(x1 * c1 + x2 * s2);
-      out[at + half] = from_float<T>(x2 * c2 - x1 * s1);
+      to[at] = from_float<T>(x1 * c1 + x2 * s2);
+      to[at + half] = from_float<T>(x2 * c2 - x1 * s1);
     }
   }
 }
@@ -269,13 +272,15 @@ const char* norm_backward(DType dtype, const void* grad_out, const void* grad_y,
 const char* rope(DType dtype, const void* x, void* out, const void* cos, const void* sin, std::int64_t n,
                  std::int64_t t, std::int64_t heads, std::int64_t head_dim, std::int64_t table_batch, bool transpose,
                  void* stream) {
-  const std::int64_t pairs = n * t * heads * (head_dim / 2);
-  if (pairs == 0) return nullptr;
+  const std::int64_t rows = n * t, pairs = heads * (head_dim / 2);
+  if (rows == 0 || pairs == 0) return nullptr;
+  if (rows > 0x7fffffff || heads * head_dim > 0x7fffffff) return "too many tokens or heads for one launch";
+  const int threads = static_cast<int>(pairs >= 1024 ? 1024 : (pairs + 31) / 32 * 32);
   with_type(dtype, [&](auto tag) {
     using T = decltype(tag);
-    rope_kernel<T><<<grid_for(pairs), kElementwiseThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const T*>(x), static_cast<T*>(out), static_cast<const T*>(cos), static_cast<const T*>(sin), pairs,
-        t, heads, head_dim, table_batch, transpose);
+    rope_kernel<T><<<static_cast<unsigned>(rows), threads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const T*>(x), static_cast<T*>(out), static_cast<const T*>(cos), static_cast<const T*>(sin), t,
+        static_cast<int>(heads), static_cast<int>(head_dim), table_batch, transpose);
   });
   return launched();
 }
