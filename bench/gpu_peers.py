@@ -223,6 +223,8 @@ def run_strata(args, config, out, side, workload):
         "mfu": flops.get("mfu"),
         "first_loss": s["loss_curve"][0][1] if s.get("loss_curve") else None,
         "final_loss": s["final_loss"],
+        "time_breakdown_steady_s": s.get("time_breakdown_steady_s"),
+        "time_breakdown_timing": s.get("time_breakdown_timing"),
         "versions": s.get("versions"),
     }
 
@@ -653,6 +655,12 @@ def main():
                 " / ".join("%.5f" % got[side]["first_loss"] for side in sides),
                 " / ".join("%.0f s" % got[side]["wall_s"] for side in sides), time.monotonic() - started),
                 flush=True)
+            for side in sides:
+                parts = got[side].get("time_breakdown_steady_s") if side.startswith("strata") else None
+                if parts:
+                    print("    %-14s step %s; steady steps: %s (%s)" % (
+                        side, ms(got[side]["step_time_s"]), ", ".join("%s %s" % (k, ms(v)) for k, v in parts.items()),
+                        got[side].get("time_breakdown_timing")), flush=True)
             warn_first_loss(w, micro, got)
             save()
 
