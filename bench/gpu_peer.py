@@ -440,10 +440,10 @@ def main():
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
     setup_rss = rss_bytes()
-    events, host_times, pending, curve = [], [], [], []
+    events, host_times, host_optimizer, pending, curve = [], [], [], [], []
     for step in range(steps):
         if cuda:
-            start_ev, end_ev = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start_ev, mid_ev, end_ev = (torch.cuda.Event(enable_timing=True) for _ in range(3))
             start_ev.record()
         t0 = time.perf_counter()
         loss = None
@@ -452,6 +452,9 @@ def main():
             lm = forward_loss(x, y)
             lm.backward()
             loss = lm.detach() if loss is None else loss + lm.detach()
+        if cuda:
+            mid_ev.record()  # the rest of the step: clipping, the optimizer, the masters' copy (Strata's "optimizer")
+        t1 = time.perf_counter()
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(trained, clip, foreach=True)
         optimizer.step()
@@ -464,9 +467,10 @@ def main():
         pending.append(loss)
         if cuda:
             end_ev.record()
-            events.append((start_ev, end_ev))
+            events.append((start_ev, mid_ev, end_ev))
         else:
             host_times.append(time.perf_counter() - t0)
+            host_optimizer.append(time.perf_counter() - t1)
         step1 = step + 1
         if step1 == 1 or step1 % log_every == 0 or step1 == steps:  # Strata's log steps: the one host sync
             values = torch.stack(pending).tolist()
@@ -477,15 +481,21 @@ def main():
 
     if cuda:
         torch.cuda.synchronize(device)
-        times = [s.elapsed_time(e_) / 1e3 for s, e_ in events]
+        times = [s.elapsed_time(e_) / 1e3 for s, _, e_ in events]
+        optimizer_times = [m.elapsed_time(e_) / 1e3 for _, m, e_ in events]
         peak_tensor = torch.cuda.max_memory_allocated(device) - data_bytes
         peak = torch.cuda.max_memory_reserved(device) - data_reserved
     else:
-        times, peak_tensor, peak = host_times, None, None
+        times, optimizer_times, peak_tensor, peak = host_times, host_optimizer, None, None
     after = times[args.warmup:] or times
+    optimizer_after = optimizer_times[args.warmup:] or optimizer_times
     print(json.dumps({
         "step_time_s": statistics.median(times),
         "step_time_after_warmup_s": statistics.median(after),
+        # After the warm-up steps, as Strata's steady breakdown: forward and backward of every
+        # micro-batch, then clipping, the optimizer and the masters' copy.
+        "time_breakdown_after_warmup_s": {"compute": statistics.median(a - o for a, o in zip(after, optimizer_after)),
+                                          "optimizer": statistics.median(optimizer_after)},
         "warmup": args.warmup,
         "step_timing": "cuda events" if cuda else "host clock",
         "parameters": parameters,

@@ -656,11 +656,12 @@ def main():
                 " / ".join("%.0f s" % got[side]["wall_s"] for side in sides), time.monotonic() - started),
                 flush=True)
             for side in sides:
-                parts = got[side].get("time_breakdown_steady_s") if side.startswith("strata") else None
+                parts = got[side].get("time_breakdown_steady_s" if side.startswith("strata") else
+                                      "time_breakdown_after_warmup_s")
                 if parts:
                     print("    %-14s step %s; steady steps: %s (%s)" % (
                         side, ms(got[side]["step_time_s"]), ", ".join("%s %s" % (k, ms(v)) for k, v in parts.items()),
-                        got[side].get("time_breakdown_timing")), flush=True)
+                        got[side].get("time_breakdown_timing") or got[side].get("step_timing")), flush=True)
             warn_first_loss(w, micro, got)
             save()
 
