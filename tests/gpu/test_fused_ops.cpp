@@ -1,8 +1,9 @@
 // On a GPU (label `gpu`): the fused model ops' CUDA kernels against transformers' unfused ops,
 // forward and backward, tensor by tensor, in float32, bfloat16 and float16, at shapes that take
 // every launch path (rows striding over the backward's blocks, rows wider than the shared-memory
-// weight-gradient buffer, per-sample RoPE tables); and a llama step with fused_ops against one
-// without. The same cases run on the CPU through the ATen path (tests/unit/test_fused_ops.cpp).
+// weight-gradient buffer, per-sample RoPE tables, 16-byte accesses and element-wise ones for
+// widths they do not divide or tensors off a 16-byte boundary); and a llama step with fused_ops
+// against one without. The same cases run on the CPU through the ATen path (tests/unit/test_fused_ops.cpp).
 #include "test_support.hpp"
 #include "gpu_support.hpp"
 
@@ -10,6 +11,12 @@
 #include "fused_ops_cases.hpp"
 #include "strata/dataset.hpp"
 #include "strata/model.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/autograd/autograd.h>
 
 namespace fc = strata::test::fused_cases;
 using strata::test::require_gpu;
@@ -72,6 +79,95 @@ TEST_CASE("fused ops on CUDA: the swiglu kernels are silu(gate) * up, forward an
   for (const auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16}) {
     fc::check_swiglu(kCuda, dtype, 6, 40);
     fc::check_swiglu(kCuda, dtype, 512, 5632);
+    fc::check_swiglu(kCuda, dtype, 7, 37);  // 259 elements: packs of 4 or 8, then the last 3 one by one
+  }
+}
+
+namespace {
+/// t's values in a contiguous tensor that starts one element past a 16-byte boundary: the kernels
+/// take it, with element-wise accesses instead of 16-byte ones.
+torch::Tensor unaligned(const torch::Tensor& t) {
+  auto buffer = torch::empty({t.numel() + 1}, t.options().requires_grad(false));
+  auto view = buffer.narrow(0, 1, t.numel()).view(t.sizes());
+  view.copy_(t.detach());
+  REQUIRE(reinterpret_cast<std::uintptr_t>(view.const_data_ptr()) % 16 != 0);
+  return view.requires_grad_(t.requires_grad());
+}
+
+/// The outputs and gradients of `op` on `inputs` (leaves) with upstream gradients `coefs`.
+template <typename Op>
+std::vector<torch::Tensor> outputs_and_grads(const Op& op, const std::vector<torch::Tensor>& inputs,
+                                             const std::vector<torch::Tensor>& coefs) {
+  const std::vector<torch::Tensor> outs = op(inputs);
+  torch::autograd::backward(outs, coefs);
+  std::vector<torch::Tensor> all;
+  for (const auto& o : outs) all.push_back(o.detach().clone());
+  for (const auto& i : inputs)
+    if (i.requires_grad()) all.push_back(i.grad().clone());
+  return all;
+}
+
+/// `op` on 16-byte aligned inputs and upstream gradients against `op` on unaligned copies of them:
+/// the same values (`tolerance` 0: bit for bit, where only the row sums' order may differ, a few ulps).
+template <typename Op>
+void check_paths_agree(const std::string& what, const Op& op, const std::vector<torch::Tensor>& inputs,
+                       const std::vector<torch::Tensor>& coefs, double tolerance) {
+  CAPTURE(what);
+  const auto aligned = outputs_and_grads(op, inputs, coefs);
+  std::vector<torch::Tensor> moved_inputs, moved_coefs;
+  for (const auto& t : inputs) moved_inputs.push_back(unaligned(t));
+  for (const auto& t : coefs) moved_coefs.push_back(unaligned(t));
+  const auto moved = outputs_and_grads(op, moved_inputs, moved_coefs);
+  REQUIRE(moved.size() == aligned.size());
+  for (std::size_t i = 0; i < moved.size(); ++i) {
+    CAPTURE(i);
+    CHECK(fc::relative_error(moved[i], aligned[i]) <= tolerance);
+  }
+}
+}  // namespace
+
+TEST_CASE("fused ops on CUDA: 16-byte accesses and element-wise ones give the same values") {
+  const KernelsUsed kernels;
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    CAPTURE(c10::toString(dtype));
+    torch::manual_seed(9);
+    const auto leaf = [&](torch::IntArrayRef shape, double scale = 1) { return fc::leaf(shape, dtype, kCuda, scale); };
+    const auto coef = [&](torch::IntArrayRef shape) { return torch::randn(shape).to(kCuda, dtype); };
+    const double sums = dtype == torch::kFloat32 ? 1e-6 : 1e-2;  // rstd and the row dots may move by an ulp
+    const auto pair = [](const std::pair<torch::Tensor, torch::Tensor>& p) { return std::vector{p.first, p.second}; };
+
+    check_paths_agree(
+        "swiglu", [](const auto& in) { return std::vector{strata::fused::swiglu(in[0], in[1])}; },
+        {leaf({5, 37}, 3), leaf({5, 37})}, {coef({5, 37})}, 0);
+    const auto weight = (1 + torch::randn({64}) * 0.1).to(kCuda, dtype).requires_grad_(true);
+    const auto bias = (torch::randn({64}) * 0.1).to(kCuda, dtype).requires_grad_(true);
+    check_paths_agree(
+        "add_rms_norm",
+        [&](const auto& in) { return pair(strata::fused::add_rms_norm(in[0], in[1], in[2], 1e-5)); },
+        {leaf({9, 64}), leaf({9, 64}), weight}, {coef({9, 64}), coef({9, 64})}, sums);
+    weight.mutable_grad() = torch::Tensor();
+    check_paths_agree(
+        "add_layer_norm",
+        [&](const auto& in) { return pair(strata::fused::add_layer_norm(in[0], in[1], in[2], in[3], 1e-5)); },
+        {leaf({9, 64}), leaf({9, 64}), weight, bias}, {coef({9, 64}), coef({9, 64})}, sums);
+    // RoPE rotates in place, so each run rotates a non-leaf copy of the leaf, as far from a
+    // 16-byte boundary as the leaf; the gradient reaches the leaf through the inverse rotation.
+    const auto angles = torch::rand({1, 1, 6, 32}) * 20;
+    const auto cos = torch::cat({angles, angles}, -1).cos().to(kCuda, dtype);
+    const auto sin = torch::cat({angles, angles}, -1).sin().to(kCuda, dtype);
+    const auto copy_like = [](const torch::Tensor& x) {
+      const auto shift = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(x.const_data_ptr()) % 16) /
+                         static_cast<std::int64_t>(x.element_size());
+      const auto buffer = torch::cat({torch::zeros({shift}, x.options().requires_grad(false)), x.reshape(-1)});
+      return buffer.narrow(0, shift, x.numel()).view(x.sizes());
+    };
+    check_paths_agree(
+        "rope_",
+        [&](const auto& in) {
+          auto [q, k] = strata::fused::rope_(copy_like(in[0]), copy_like(in[1]), cos, sin, 64);
+          return std::vector{q, k};
+        },
+        {leaf({2, 6, 4 * 64}), leaf({2, 6, 2 * 64})}, {coef({2, 6, 4 * 64}), coef({2, 6, 2 * 64})}, 0);
   }
 }
 
