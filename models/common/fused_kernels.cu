@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
@@ -67,9 +68,11 @@ __device__ __forceinline__ void store(T* base, std::int64_t pack, const Pack<T, 
 /// One block per row; each thread takes packs of V columns (V divides cols; the row's tensors are
 /// 16-byte aligned when V > 1). The weight and bias are read element by element: they may be views
 /// into a flat parameter buffer at any offset, and are small enough to stay in cache.
-/// kCentered: LayerNorm (mean subtracted, bias added), else RMSNorm.
+/// kCentered: LayerNorm (mean subtracted, bias added), else RMSNorm. x is not __restrict__: the
+/// row read back (`source`) is x or y, and y is written here, so no load of it may go through the
+/// read-only cache.
 template <typename T, bool kCentered, int V>
-__global__ void norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ residual, T* y, T* out,
+__global__ void norm_forward_kernel(const T* x, const T* __restrict__ residual, T* y, T* out,
                                     float* __restrict__ mean_out, float* __restrict__ rstd_out,
                                     const T* __restrict__ weight, const T* __restrict__ bias, std::int64_t cols,
                                     float eps) {
@@ -301,6 +304,12 @@ int row_threads(std::int64_t packs, int v) {
 template <typename T>
 constexpr int kVector = static_cast<int>(16 / sizeof(T));
 
+/// The pack width norm launches take for rows of `cols` of `element_size` bytes when aligned.
+int norm_width(std::int64_t cols, std::int64_t element_size) {
+  const int v = static_cast<int>(16 / element_size);
+  return cols % v == 0 ? v : 1;
+}
+
 /// Whether every non-null pointer is 16-byte aligned.
 bool aligned(std::initializer_list<const void*> pointers) {
   for (const void* p : pointers)
@@ -355,6 +364,13 @@ const char* norm_forward(DType dtype, const void* x, const void* residual, void*
     });
   });
   return launched();
+}
+
+std::int64_t norm_backward_blocks(DType dtype, std::int64_t rows, std::int64_t cols, int sms) {
+  const std::int64_t element_size = dtype == DType::kFloat32 ? 4 : 2;
+  const int v = norm_width(cols, element_size), threads = row_threads(cols / v, v);
+  const std::int64_t per_sm = std::max<std::int64_t>(4, std::min<std::int64_t>(32, 2048 / threads));
+  return std::max<std::int64_t>(1, std::min<std::int64_t>(rows, per_sm * sms));
 }
 
 const char* norm_backward(DType dtype, const void* grad_out, const void* grad_y, const void* y, const void* weight,

@@ -18,6 +18,11 @@ const char* norm_forward(DType dtype, const void* x, const void* residual, void*
                          float* rstd, const void* weight, const void* bias, std::int64_t rows, std::int64_t cols,
                          float eps, void* stream);
 
+/// How many blocks norm_backward should take for `rows` of `cols` on a device of `sms`
+/// multiprocessors (the rows of its partial sums): enough for about 2048 threads per
+/// multiprocessor whatever the width (at least 4 blocks each, at most 32), at most `rows`.
+std::int64_t norm_backward_blocks(DType dtype, std::int64_t rows, std::int64_t cols, int sms);
+
 /// The backward of norm_forward (LayerNorm when `mean` is not null): with n = (y - mean) rstd and
 /// dn = grad_out weight, grad_x = rstd (dn - mean(dn) - n mean(dn n)) + grad_y (mean(dn) only for
 /// LayerNorm; grad_y when not null); per block of rows, the partial sums of grad_out n into

@@ -135,7 +135,7 @@ NormGrads norm_backward(Norm norm, const Tensor& grad_out, const Tensor& grad_y,
     const OnDevice on(y);
     auto grad_x = torch::empty_like(y);
     const auto sms = at::cuda::getDeviceProperties(y.device().index())->multiProcessorCount;
-    const auto blocks = std::min<std::int64_t>(rows, 4 * static_cast<std::int64_t>(sms));
+    const auto blocks = cuda::norm_backward_blocks(*kernel_dtype(y.scalar_type()), rows, cols, sms);
     const auto partials = y.options().dtype(torch::kFloat32);
     auto dw_partial = torch::empty({blocks, cols}, partials);
     auto db_partial = norm == Norm::kLayer ? torch::empty({blocks, cols}, partials) : Tensor();

@@ -51,7 +51,9 @@ TEST_CASE("fused ops on CUDA: add_rms_norm and rms_norm kernels are transformers
     fc::check_add_rms_norm(kCuda, dtype, 3000, 2048);  // more rows than the backward's blocks
   }
   fc::check_add_rms_norm(kCuda, torch::kBFloat16, 40, 12000);  // the widest whose dw fits in shared memory
-  fc::check_add_rms_norm(kCuda, torch::kBFloat16, 40, 12001);  // dw partial sums in global memory
+  fc::check_add_rms_norm(kCuda, torch::kBFloat16, 40, 12001);  // dw partial sums in global memory, element-wise
+  fc::check_add_rms_norm(kCuda, torch::kBFloat16, 40, 12008);  // ... and in packs of 8
+  fc::check_add_rms_norm(kCuda, torch::kFloat32, 40, 12004);   // ... and in packs of 4
   fc::check_add_rms_norm(kCuda, torch::kFloat32, 5, 33);       // a width that is no multiple of a warp
 }
 
@@ -59,10 +61,11 @@ TEST_CASE("fused ops on CUDA: the add_layer_norm kernels are the residual add, t
   const KernelsUsed kernels;
   for (const auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16}) {
     fc::check_add_layer_norm(kCuda, dtype, 7, 48);
-    fc::check_add_layer_norm(kCuda, dtype, 3000, 768);  // more rows than the backward's blocks
+    fc::check_add_layer_norm(kCuda, dtype, 8000, 768);  // more rows than the backward's blocks
   }
   fc::check_add_layer_norm(kCuda, torch::kBFloat16, 40, 6000);  // the widest whose dw and db fit in shared memory
-  fc::check_add_layer_norm(kCuda, torch::kBFloat16, 40, 6001);  // dw and db partial sums in global memory
+  fc::check_add_layer_norm(kCuda, torch::kBFloat16, 40, 6001);  // dw and db partial sums in global memory, element-wise
+  fc::check_add_layer_norm(kCuda, torch::kBFloat16, 40, 6008);  // ... and in packs of 8
   fc::check_add_layer_norm(kCuda, torch::kFloat32, 5, 33);
 }
 
@@ -72,6 +75,7 @@ TEST_CASE("fused ops on CUDA: the rope_ kernel rotates q and k in place, forward
     fc::check_rope(kCuda, dtype, 2, 5, 4, 2, 8);
     fc::check_rope(kCuda, dtype, 3, 300, 8, 2, 64);
   }
+  fc::check_rope(kCuda, torch::kFloat32, 2, 5, 4, 2, 12);  // halves of 6: element-wise in float32 too
 }
 
 TEST_CASE("fused ops on CUDA: the swiglu kernels are silu(gate) * up, forward and backward") {
@@ -99,7 +103,9 @@ template <typename Op>
 std::vector<torch::Tensor> outputs_and_grads(const Op& op, const std::vector<torch::Tensor>& inputs,
                                              const std::vector<torch::Tensor>& coefs) {
   const std::vector<torch::Tensor> outs = op(inputs);
+  fc::ran("forward");
   torch::autograd::backward(outs, coefs);
+  fc::ran("backward");
   std::vector<torch::Tensor> all;
   for (const auto& o : outs) all.push_back(o.detach().clone());
   for (const auto& i : inputs)
@@ -151,7 +157,9 @@ TEST_CASE("fused ops on CUDA: 16-byte accesses and element-wise ones give the sa
         [&](const auto& in) { return pair(strata::fused::add_layer_norm(in[0], in[1], in[2], in[3], 1e-5)); },
         {leaf({9, 64}), leaf({9, 64}), weight, bias}, {coef({9, 64}), coef({9, 64})}, sums);
     // RoPE rotates in place, so each run rotates a non-leaf copy of the leaf, as far from a
-    // 16-byte boundary as the leaf; the gradient reaches the leaf through the inverse rotation.
+    // 16-byte boundary as the leaf. (Its backward gets an aligned gradient either way: autograd
+    // clones the gradient of a view modified in place; check_rope's halves of 4 and 6 take its
+    // element-wise path.)
     const auto angles = torch::rand({1, 1, 6, 32}) * 20;
     const auto cos = torch::cat({angles, angles}, -1).cos().to(kCuda, dtype);
     const auto sin = torch::cat({angles, angles}, -1).sin().to(kCuda, dtype);
