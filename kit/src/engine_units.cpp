@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/utils.h>
@@ -173,6 +174,7 @@ torch::Tensor Engine::run_units(const torch::Tensor& input, const BatchContext& 
   auto x = precision_.compute(input);
   const bool backward = train && torch::GradMode::is_enabled();
   for (std::size_t u = 0; u < units_.size(); ++u) {
+    RECORD_USER_SCOPE("strata forward " + model_->unit_names()[u]);  // named only while a profiler records
     wait_params(u);  // not a hook: a strategy's own cannot skip it
     before_unit_forward(u);
     x = model_->run_unit(u, x, context);

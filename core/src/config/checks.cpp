@@ -12,6 +12,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "strata/logger.hpp"
 #include "text/suggest.hpp"
@@ -232,6 +233,13 @@ void check_consistency(const Experiment& e) {
     throw e.error("train.sync_audit",
                   "sync_audit makes a host sync in a step an error, and sync_timing synchronizes after every step.",
                   "Turn one of them off: sync_timing = false times steps with CUDA events, which the audit allows.");
+  if (!t.trace_steps.empty() &&
+      (t.trace_steps.size() != 2 || t.trace_steps[0] > t.trace_steps[1] || t.trace_steps[1] > t.steps))
+    throw e.error("train.trace_steps",
+                  fmt::format("trace_steps takes [first, last] with 1 <= first <= last <= steps ({}); got [{}].", t.steps,
+                              fmt::join(t.trace_steps, ", ")),
+                  "Write for example `trace_steps = [10, 11]` (two steps after the first ones, which warm up), or "
+                  "remove it.");
   check_threads(e);
   check_nproc(e);
   if (const auto& d = e.distributed; d.hang_timeout_s > 0 && d.hang_timeout_s >= d.timeout_s)

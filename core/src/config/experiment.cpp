@@ -110,7 +110,14 @@ const Schema<TrainSection>& train_schema() {
                 at_least(0))
         .option("sync_audit", &TrainSection::sync_audit,
                 "debug, CUDA: CUDA's sync debug mode is an error between log steps, so any host sync in the step "
-                "loop outside the log steps, evaluation and checkpoints fails the run, naming the call");
+                "loop outside the log steps, evaluation and checkpoints fails the run, naming the call")
+        .option("trace_steps", &TrainSection::trace_steps,
+                "debug: [first, last] (1-based, inclusive): every rank records a trace of those steps (LibTorch's "
+                "profiler: CPU ops, collectives, Strata's step, micro-batch, unit and optimizer scopes, and on a "
+                "GPU its kernels and copies on their streams) into <run>/trace/rank_<R>.pt.trace.json, Chrome's "
+                "trace format (Perfetto, chrome://tracing); those steps are left out of the step-time medians; "
+                "[] = no trace",
+                at_least(1));
     return s;
   }();
   return schema;

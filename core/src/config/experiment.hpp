@@ -46,6 +46,7 @@ struct TrainSection {
   bool init_partial = false;             ///< init_from may lack tensors (fresh) or hold extra ones (unread)
   bool deterministic = false;            ///< debug: deterministic kernels (cuDNN, cuBLAS, ATen), an error where none
   bool sync_audit = false;               ///< debug, CUDA: a host sync between log steps is an error
+  std::vector<std::int64_t> trace_steps; ///< debug: [first, last] steps (1-based) traced per rank; empty = none
   std::int64_t timing_warmup_steps = 5;  ///< steps of each segment left out of the steady-state step time
   std::string init_from;                 ///< start from a saved model (save_final output, Hugging Face
                                          ///< directory, safetensors file or index); "" = fresh init

@@ -34,6 +34,7 @@
 #include "train/schedule.hpp"
 #include "train/step_breakdown.hpp"
 #include "train/step_stats.hpp"
+#include "train/step_trace.hpp"
 #include "train/sync_audit.hpp"
 
 namespace strata::trainer {
@@ -108,6 +109,7 @@ class Loop {
   mutable std::optional<StepBreakdown> breakdown_;
   MfuPeak mfu_peak_;                        // the peak MFU is measured against, if any
   SyncAudit audit_{false, torch::kCPU};      // [train] sync_audit: no host sync between log steps
+  std::optional<StepTrace> trace_;           // [train] trace_steps: a profiler trace of those steps
   LrSchedule schedule_;
   DataSpec data_;
   torch::Tensor fixed_scale_;  // loss_scale when every sample has the same number of targets

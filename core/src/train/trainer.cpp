@@ -11,6 +11,7 @@
 #include <cmath>
 #include <optional>
 
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 
 #include "strata/errors.hpp"
@@ -61,6 +62,7 @@ void Loop::setup() {
   checkpoints_.emplace(e_, *r_.strategy, comm_, log_, r_.place.run_dir,
                        e_.checkpoint.every > 0 || e_.checkpoint.at_end || r_.place.resume.has_value(), r_.barrier);
   if (r_.place.resume) restore(checkpoints_->load(*r_.place.resume));
+  trace_.emplace(t.trace_steps, start_step_, r_.device, r_.place.run_dir, comm_.rank());
   comm_.set_phase(CommPhase::kTrain);
   if (const auto* multi = dynamic_cast<const MultiDevice*>(r_.strategy.get()))
     devices_ = comm_.world_size() * multi->devices_per_rank();
@@ -88,6 +90,7 @@ void Loop::setup() {
 
 void Loop::train_step(std::int64_t step) {
   const auto& t = e_.train;
+  RECORD_USER_SCOPE(fmt::format("strata step {}", step + 1));  // named only while a profiler records
   const double lr = schedule_.at(step);
   stats_->begin_step();
   // The step's loss is the mean over the global batch's target elements: this rank's summed
@@ -107,6 +110,7 @@ void Loop::train_step(std::int64_t step) {
     Batch batch = ahead.empty() ? batches_->next(step, m) : std::move(ahead[static_cast<std::size_t>(m)]);
     breakdown_->end();
     breakdown_->begin(StepBreakdown::kCompute);
+    RECORD_USER_SCOPE(fmt::format("strata micro-batch {}", m));
     torch::Tensor l = r_.strategy->forward_backward(
         batch, {static_cast<int>(m), static_cast<int>(t.micro_batches), scale});
     loss = loss.defined() ? loss + l : l;
@@ -119,8 +123,12 @@ void Loop::train_step(std::int64_t step) {
   // for clipping and at log steps, where it is reported. A non-finite gradient between log
   // steps still stops the run, at the next step's loss.
   const double clip = t.clip_grad_norm > 0 || logged ? t.clip_grad_norm : Strategy::kNormNotNeeded;
-  const torch::Tensor grad_norm = r_.strategy->finish_gradients(clip);
-  r_.strategy->step(lr);
+  torch::Tensor grad_norm;
+  {
+    RECORD_USER_SCOPE("strata optimizer");
+    grad_norm = r_.strategy->finish_gradients(clip);
+    r_.strategy->step(lr);
+  }
   breakdown_->end();
   breakdown_->end_step();
   stats_->end_step(step1, loss * scale, grad_norm);
@@ -155,7 +163,7 @@ void Loop::read_steps(double lr, bool log_point) {
     if (row.has_grad_norm && !std::isfinite(row.grad_norm))
       throw TrainingError(row.step, fmt::format("the gradient norm is {} at step {}.", row.grad_norm, row.step),
                           "Lower optimizer.lr or set train.clip_grad_norm.");
-    step_times_.push_back(row.time_s);
+    if (!(trace_ && trace_->traced(row.step))) step_times_.push_back(row.time_s);  // the profiler slows a traced step
     train_time_s_ += row.time_s;
     last_loss_ = row.loss;
     if (row.has_grad_norm) last_grad_norm_ = row.grad_norm;
@@ -255,11 +263,13 @@ Json Loop::run() {
         if (const int sig = r_.monitor->stop_signal()) throw Interrupted(sig, fmt::format("before step {}", step + 1));
         r_.monitor->note_step(step);
       }
+      const std::int64_t step1 = step + 1;
+      trace_->before_step(step1);
       {
-        const SyncAudit::Window audited(audit_, !log_step(step + 1));
+        const SyncAudit::Window audited(audit_, !log_step(step1));
         train_step(step);
       }
-      const std::int64_t step1 = step + 1;
+      if (const auto traced = trace_->after_step(step1); !traced.empty()) log_.info(traced);
       if (e_.eval.every > 0 && step1 % e_.eval.every == 0 && step1 != t.steps) {
         note_phase("eval");
         last_eval_ = evaluate();

@@ -1,0 +1,74 @@
+#include "train/step_trace.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <set>
+#include <system_error>
+#include <utility>
+
+#include <fmt/format.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/cuda.h>
+
+namespace strata {
+
+namespace {
+namespace profiler = torch::autograd::profiler;
+using torch::profiler::impl::ActivityType;
+using torch::profiler::impl::ProfilerConfig;
+using torch::profiler::impl::ProfilerState;
+
+ProfilerConfig config() {
+  return ProfilerConfig(ProfilerState::KINETO, /*report_input_shapes=*/false, /*profile_memory=*/false,
+                        /*with_stack=*/false, /*with_flops=*/false, /*with_modules=*/false);
+}
+}  // namespace
+
+StepTrace::StepTrace(std::vector<std::int64_t> steps, std::int64_t start_step, c10::Device device,
+                     std::filesystem::path run_dir, int rank)
+    : device_(device), file_(run_dir / "trace" / fmt::format("rank_{}.pt.trace.json", rank)) {
+  if (steps.size() != 2 || steps[1] <= start_step) return;
+  first_ = std::max(steps[0], start_step + 1);
+  last_ = steps[1];
+}
+
+StepTrace::~StepTrace() {
+  if (active_) profiler::disableProfiler();  // a step failed while traced: nothing is written
+}
+
+void StepTrace::before_step(std::int64_t step1) {
+  if (step1 != first_ || active_ || written_) return;
+  // Kineto reports, as an error, that it finds no GPU on a machine without one.
+  if (!device_.is_cuda()) setenv("KINETO_LOG_LEVEL", "5", /*overwrite=*/0);
+  std::set<ActivityType> activities{ActivityType::CPU};
+  if (device_.is_cuda()) activities.insert(ActivityType::CUDA);
+  profiler::prepareProfiler(config(), activities);
+  profiler::enableProfiler(config(), activities);
+  active_ = true;
+}
+
+std::string StepTrace::after_step(std::int64_t step1) {
+  if (step1 != last_ || !active_) return "";
+  if (device_.is_cuda()) torch::cuda::synchronize(device_.index());  // the traced steps' kernels, all finished
+  const auto result = profiler::disableProfiler();
+  active_ = false;
+  std::error_code ec;
+  std::filesystem::create_directories(file_.parent_path(), ec);
+  if (ec) return fmt::format("trace: could not create {}: {}", file_.parent_path().string(), ec.message());
+  result->save(file_.string());
+  written_ = std::filesystem::is_regular_file(file_, ec);
+  if (!written_) return "trace: the profiler wrote no " + file_.string();
+  return fmt::format("trace: steps {}-{} ({} events) in {}", first_, last_, result->events().size(), file_.string());
+}
+
+Json StepTrace::describe() const {
+  if (first_ == 0) return Json();
+  Json j = Json::object();
+  j["steps"] = Json::Array{Json(first_), Json(last_)};
+  j["file"] = written_ ? Json(file_.filename().string()) : Json();
+  j["dir"] = "trace";
+  return j;
+}
+
+}  // namespace strata
