@@ -9,20 +9,24 @@
 #      torch.compile peer;
 #   4. vit: the ViT in float32 and bfloat16 at micro-batch 256: plain and fused, against eager and
 #      compiled PyTorch;
-#   5. table: scripts/gpu_table.py (every strategy against single, forced collectives, Gloo ranks).
+#   5. trace: TinyLlama under zero2, zero3 and fsdp with forced collectives over NCCL, two steps
+#      traced ([train] trace_steps), and bench/trace_overlap.py's table of them: how much of each
+#      step's communication ran beside its computation (overlap.md; the traces, gzipped, beside it);
+#   6. table: scripts/gpu_table.py (every strategy against single, forced collectives, Gloo ranks).
 # Each stage writes its log (and gpu_peers' JSON) into the output directory and prints its wall
 # time; `goals.md` collects the gpu_peers tables. `bench/gpu_goals.sh --help` lists the options.
 set -uo pipefail
 
 usage() {
   cat <<'USAGE'
-Usage: bench/gpu_goals.sh [--out DIR] [--stages tests,llama,vit,table] [--repeats N] [--smoke]
+Usage: bench/gpu_goals.sh [--out DIR] [--stages tests,llama,vit,trace,table] [--repeats N] [--smoke]
 
   --out DIR      where logs, JSON and goals.md go (default: gpu-goals; on a device machine: $OUT)
-  --stages LIST  which stages run, in this order (default: tests,llama,vit,table)
+  --stages LIST  which stages run, in this order (default: tests,llama,vit,trace,table)
   --repeats N    gpu_peers.py repeats of every cell (default 2: each side runs twice, alternating)
   --smoke        check this script on the CPU: no build (STRATA_BIN or build/bin/strata), quick
-                 shapes, 3 steps, one repeat, no compiled peer; the tests and table stages are left out
+                 shapes, 3 steps, one repeat, no compiled peer, experiments/llama_text.toml traced; the
+                 tests and table stages are left out
 Environment: STRATA_GPU_BUILD_DIR (default build-gpu), STRATA_GPU_PYTHON (default python3) as for
 scripts/gpu_check.sh; STRATA_GOALS_LLAMA_STEPS (20), STRATA_GOALS_VIT_STEPS (100),
 STRATA_GOALS_LOSS_CHUNK (4096: llama's loss_chunk_tokens in the fused runs).
@@ -31,7 +35,7 @@ USAGE
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUTDIR="${OUT:-gpu-goals}"
-STAGES="tests,llama,vit,table"
+STAGES="tests,llama,vit,trace,table"
 REPEATS=2
 SMOKE=0
 while (($#)); do
@@ -45,7 +49,7 @@ while (($#)); do
   esac
 done
 for s in ${STAGES//,/ }; do
-  case "$s" in tests|llama|vit|table) ;; *) echo "gpu_goals: unknown stage '$s' (tests, llama, vit, table)" >&2; exit 2 ;; esac
+  case "$s" in tests|llama|vit|trace|table) ;; *) echo "gpu_goals: unknown stage '$s' (tests, llama, vit, trace, table)" >&2; exit 2 ;; esac
 done
 [[ "$REPEATS" =~ ^[1-9][0-9]*$ ]] || { echo "gpu_goals: --repeats takes a positive integer" >&2; exit 2; }
 cd "$ROOT"
@@ -57,11 +61,13 @@ has_stage() { [[ ",$STAGES," == *",$1,"* ]]; }
 PY="${STRATA_GPU_PYTHON:-python3}"
 CHUNK="${STRATA_GOALS_LOSS_CHUNK:-4096}"
 PEERS=(--repeats "$REPEATS")
+TRACED=examples/tinyllama_text.toml
 if ((SMOKE)); then
   STRATA="${STRATA_BIN:-$ROOT/build/bin/strata}"
   PY="${STRATA_GPU_PYTHON:-${STRATA_PYTHON:-python3}}"
   PEERS=(--device cpu --quick --steps 3 --repeats 1 --no-compile)
   CHUNK=16
+  TRACED=experiments/llama_text.toml
   STAGES="$(echo ",$STAGES," | sed -e 's/,tests,/,/' -e 's/,table,/,/' -e 's/^,//' -e 's/,$//')"
 else
   if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
@@ -106,6 +112,20 @@ if has_stage vit; then
   stage vit "$PY" bench/gpu_peers.py --strata "$STRATA" --python "$PY" --workloads vit,vit_bf16 \
     --micro-batches 256 --steps "${STRATA_GOALS_VIT_STEPS:-100}" "${PEERS[@]}" "${FUSED[@]}" \
     --json "$OUTDIR/vit.json"
+fi
+if has_stage trace; then
+  traces=()
+  for strategy in zero2 zero3 fsdp; do
+    stage "trace-$strategy" "$STRATA" run "$TRACED" --out "$OUTDIR/trace-$strategy" --set "strategy.name=$strategy" \
+      --set distributed.force_collectives=true --set train.steps=6 --set 'train.trace_steps=[4,5]' \
+      --set eval.batches=1
+    [[ -f "$OUTDIR/trace-$strategy/trace/rank_0.pt.trace.json" ]] && traces+=("$OUTDIR/trace-$strategy/trace/rank_0.pt.trace.json")
+  done
+  if ((${#traces[@]})); then
+    stage overlap "$PY" bench/trace_overlap.py "${traces[@]}" --json "$OUTDIR/overlap.json"
+    sed -e "s|$OUTDIR/||" "$OUTDIR/overlap.log" | tee "$OUTDIR/overlap.md"
+    gzip -f "${traces[@]}"
+  fi
 fi
 if has_stage table; then
   stage table "$PY" scripts/gpu_table.py --strata "$STRATA" --out "$OUTDIR/table" --steps 20

@@ -3,7 +3,8 @@
 real correctness check (#wrong, and a planted corruption that must show), bus bandwidth from the
 same factors as Strata's traffic accounting, CSV/JSON outputs, the gemm table and its measured-peak
 cache, and usage errors (exit 2). Also the GPU benchmark scripts' CPU smoke mode
-(bench/gpu_goals.sh --smoke over bench/gpu_peers.py), so that they still run when a GPU comes."""
+(bench/gpu_goals.sh --smoke over bench/gpu_peers.py and bench/trace_overlap.py), so that they
+still run when a GPU comes."""
 
 import csv
 import json
@@ -222,6 +223,15 @@ def gpu_goals_smoke():
     for fragment in ("| plain |", "| fsdp (`strategy.name=fsdp`) |", "| fused (`model.fused_ops=true`) |",
                      "| fused (`model.fused_ops=true model.loss_chunk_tokens=16`) |"):
         st.expect_in(fragment, md, result, "goals.md")
+    # The trace stage: two traced steps of each sharded strategy, forced collectives over Gloo here.
+    with open(os.path.join(out, "overlap.json"), encoding="utf-8") as f:
+        overlap = json.load(f)
+    traced = [(r["trace"].split(os.sep)[-3], r["step"]) for r in overlap]
+    st.check(traced == [(s, n) for s in ("trace-zero2", "trace-zero3", "trace-fsdp") for n in (4, 5)],
+             "overlap rows %r" % traced, result)
+    for r in overlap:
+        st.check(r["collectives"].get("gloo:all_gather", 0) > 0, "no all-gather in %r" % r, result)
+        st.check(os.path.isfile(r["trace"] + ".gz"), "the trace %s was not kept gzipped" % r["trace"], result)
 
 
 def gpu_peers_variant_errors():

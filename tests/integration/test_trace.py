@@ -3,18 +3,33 @@
 (RUN_DIR/trace/rank_<R>.pt.trace.json, Chrome's trace format) holding Strata's scopes (each step,
 micro-batch, unit forward and the optimizer), the ATen ops and the collectives, only for those
 steps; summary.json names it; the traced steps stay out of the step-time medians; bad ranges are
-config errors (exit 2).
+config errors (exit 2). bench/trace_overlap.py reads the traces: the collectives per step (as many
+as summary.json counts) and, on a GPU trace (here a hand-made one with known intervals), the
+communication that ran beside computation and the part that did not.
 
     STRATA_BIN=build/bin/strata python3 tests/integration/test_trace.py
 """
 import json
 import os
 import re
+import sys
 
 import strata_test as st
 
 SETS = ["model.hidden=[64,64]", "dataset.input_shape=[32]", "train.steps=8", "train.global_batch_size=32",
         "log.every=1", "eval.batches=1", "train.threads=1"]
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OVERLAP = os.path.join(REPO, "bench", "trace_overlap.py")
+
+
+def overlap_rows(*traces):
+    out = os.path.join(st.temp_dir("overlap"), "rows.json")
+    result = st.run_command([sys.executable, OVERLAP, *traces, "--json", out])
+    st.expect_exit(result, 0)
+    with open(out, encoding="utf-8") as f:
+        return json.load(f), result
 
 
 def run(label, *sets, nproc=1, expect=0):
@@ -62,8 +77,9 @@ def check_trace(out, result, nproc, micro_batches, collectives):
 
 
 def traces_two_ddp_ranks():
+    # Not log steps: a log step's read of the loss adds an all-reduce that summary.json books apart.
     out, result = run("ddp", "strategy.name=\"ddp\"", "train.trace_steps=[3,4]", "train.timing_warmup_steps=100",
-                      nproc=2)
+                      "log.every=100", nproc=2)
     check_trace(out, result, 2, 1, [r"^gloo:all_reduce$"])
     st.expect_stdout(result, "trace: steps 3-4")
     st.check("gpuGetDeviceCount" not in result.stdout + result.stderr, "the profiler's GPU probe leaked", result)
@@ -74,6 +90,51 @@ def traces_two_ddp_ranks():
     # warm-up left out of the steady median (timing_warmup_steps above is capped at half).
     st.check(s["timing_warmup_steps"] == 3, "timing_warmup_steps %r: the traced steps were timed" %
              s["timing_warmup_steps"])
+    rows, result = overlap_rows(*(os.path.join(out, "trace", "rank_%d.pt.trace.json" % r) for r in (0, 1)))
+    st.check([(r["step"], r["gpu"]) for r in rows] == [(3, False), (4, False)] * 2, "overlap rows %r" % rows, result)
+    for r in rows:
+        st.check(sum(r["collectives"].values()) == s["comm"]["calls_per_step"],
+                 "step %d called %r, summary.json counts %g per step" % (r["step"], r["collectives"],
+                                                                       s["comm"]["calls_per_step"]), result)
+
+
+def overlap_of_a_gpu_trace():
+    """A trace shaped as Kineto writes a GPU run's: kernels joined to their launches by correlation
+    id; step 1 launches two compute kernels and two NCCL ones, step 2 one compute kernel."""
+    def x(name, ts, dur, cat="cpu_op", **args):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": args}
+    events = [
+        x("strata step 1", 0, 100), x("strata step 2", 100, 50), x("nccl:all_gather", 20, 5),
+        x("nccl:reduce_scatter", 35, 5),
+        x("cudaLaunchKernel", 10, 1, "cuda_runtime", correlation=1),
+        x("cudaLaunchKernel", 15, 1, "cuda_runtime", correlation=2),
+        x("cudaLaunchKernelExC", 22, 1, "cuda_runtime", correlation=3),
+        x("cudaLaunchKernelExC", 37, 1, "cuda_runtime", correlation=4),
+        x("cudaLaunchKernel", 110, 1, "cuda_runtime", correlation=5),
+        x("ampere_sgemm", 100, 100, "kernel", correlation=1, stream=7),
+        x("elementwise", 250, 50, "kernel", correlation=2, stream=7),
+        x("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgs)", 150, 110, "kernel", correlation=3, stream=20),
+        x("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgs)", 310, 20, "kernel", correlation=4,
+          stream=20),
+        x("step 2's kernel", 320, 20, "kernel", correlation=5, stream=7),
+    ]
+    path = os.path.join(st.temp_dir("gpu_trace"), "rank_0.pt.trace.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"traceEvents": events}, f)
+    rows, result = overlap_rows(path)
+    first = rows[0]
+    expected = {"step": 1, "gpu": True, "span_us": 230, "compute_us": 150, "comm_us": 130, "exposed_comm_us": 70,
+                "nccl_kernels": {"AllGather": 1, "ReduceScatter": 1},
+                "collectives": {"nccl:all_gather": 1, "nccl:reduce_scatter": 1}}
+    st.check({k: first[k] for k in expected} == expected, "step 1: %r, expected %r" % (first, expected), result)
+    st.check(rows[1]["compute_us"] == 20 and rows[1]["comm_us"] == 0, "step 2: %r" % rows[1], result)
+    st.expect_stdout(result, "| 1 | 0.230 ms | 0.150 ms | 0.130 ms | 0.070 ms | 46% |")
+    bad = os.path.join(st.temp_dir("bad_trace"), "x.json")
+    with open(bad, "w", encoding="utf-8") as f:
+        f.write("{}")
+    result = st.run_command([sys.executable, OVERLAP, bad])
+    st.expect_exit(result, 2)
+    st.expect_stderr(result, "not a trace")
 
 
 def traces_sharded_accumulation():
@@ -103,4 +164,5 @@ def bad_ranges_are_config_errors():
 
 
 if __name__ == "__main__":
-    st.main([traces_two_ddp_ranks, traces_sharded_accumulation, no_trace_by_default, bad_ranges_are_config_errors])
+    st.main([traces_two_ddp_ranks, traces_sharded_accumulation, no_trace_by_default, bad_ranges_are_config_errors,
+             overlap_of_a_gpu_trace])

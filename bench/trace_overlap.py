@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""How much of a step's communication ran beside its computation, read from the traces of
+`[train] trace_steps` (RUN_DIR/trace/rank_<R>.pt.trace.json).
+
+    python3 bench/trace_overlap.py RUN_DIR/trace/rank_0.pt.trace.json [...] [--json FILE]
+
+Per trace and traced step (Strata's `strata step N` scope):
+  - on a GPU, every kernel and copy the step launched (joined to the launch inside the step's scope
+    by its correlation id), split into communication (NCCL's kernels) and computation (the
+    others): the step's GPU span from its first kernel to its last, the time some compute kernel
+    ran, the time some NCCL kernel ran, and the exposed communication, the time NCCL ran while no
+    compute kernel did (what overlap did not hide; below the span when it did), with each kind of
+    collective kernel counted;
+  - everywhere, the collectives the step called as c10d names them (`nccl:all_gather`,
+    `gloo:all_reduce`, ...), counted: on the CPU that is all a trace shows of communication, since
+    Gloo's transfers run on its own threads.
+Exits 2 on a file that is not such a trace.
+"""
+import argparse
+import bisect
+import collections
+import json
+import re
+import sys
+
+STEP = re.compile(r"^strata step (\d+)$")
+COLLECTIVE = re.compile(r"^(nccl|gloo|mpi|ucc):")
+NCCL_KIND = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)", re.I)
+
+
+def union(intervals):
+    """Merged, sorted (start, end) intervals."""
+    out = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def length(merged):
+    return sum(e - s for s, e in merged)
+
+
+def minus(a, b):
+    """Total length of the merged intervals `a` outside the merged intervals `b`."""
+    starts = [s for s, _ in b]
+    total = 0.0
+    for s, e in a:
+        covered = 0.0
+        i = max(0, bisect.bisect_right(starts, s) - 1)
+        while i < len(b) and b[i][0] < e:
+            covered += max(0.0, min(e, b[i][1]) - max(s, b[i][0]))
+            i += 1
+        total += (e - s) - covered
+    return total
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        events = data["traceEvents"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.stderr.write("trace_overlap: %s is not a trace of `[train] trace_steps` (%s).\n" % (path, e))
+        sys.exit(2)
+    return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and "dur" in e]
+
+
+def analyze(path):
+    events = load(path)
+    steps = sorted((int(STEP.match(e["name"]).group(1)), e["ts"], e["ts"] + e["dur"])
+                   for e in events if STEP.match(e.get("name", "")))
+    if not steps:
+        sys.stderr.write("trace_overlap: %s holds no `strata step N` scope: not a trace of [train] trace_steps.\n"
+                         % path)
+        sys.exit(2)
+
+    def step_of(ts):
+        for n, s, e in steps:
+            if s <= ts <= e:
+                return n
+        return None
+
+    # Launches inside a step's scope (on any host thread: autograd's too), by correlation id.
+    launched = {}
+    for e in events:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+            n = step_of(e["ts"])
+            if n is not None:
+                launched[e["args"]["correlation"]] = n
+    rows = []
+    for n, s, e in steps:
+        collectives = collections.Counter(ev["name"] for ev in events
+                                          if COLLECTIVE.match(ev.get("name", "")) and s <= ev["ts"] <= e)
+        device = [ev for ev in events if ev.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+                  and launched.get(ev.get("args", {}).get("correlation")) == n]
+        row = {"trace": path, "step": n, "collectives": dict(sorted(collectives.items())), "gpu": bool(device)}
+        if device:
+            comm = [ev for ev in device if ev.get("cat") == "kernel" and "nccl" in ev["name"].lower()]
+            compute = [ev for ev in device if ev.get("cat") == "kernel" and "nccl" not in ev["name"].lower()]
+            comm_u = union((ev["ts"], ev["ts"] + ev["dur"]) for ev in comm)
+            compute_u = union((ev["ts"], ev["ts"] + ev["dur"]) for ev in compute)
+            kinds = collections.Counter()
+            for ev in comm:
+                m = NCCL_KIND.search(ev["name"])
+                kinds[m.group(1) if m else ev["name"]] += 1
+            start = min(ev["ts"] for ev in device)
+            end = max(ev["ts"] + ev["dur"] for ev in device)
+            row.update(span_us=end - start, compute_us=length(compute_u), comm_us=length(comm_u),
+                       exposed_comm_us=minus(comm_u, compute_u), nccl_kernels=dict(sorted(kinds.items())))
+        rows.append(row)
+    return rows
+
+
+def table(rows):
+    out = ["| trace | step | GPU span | compute | communication | exposed communication | hidden | NCCL kernels | "
+           "collectives called |", "|---|--:|--:|--:|--:|--:|--:|---|---|"]
+    for r in rows:
+        called = ", ".join("%s x%d" % kv for kv in r["collectives"].items()) or "none"
+        if r["gpu"]:
+            hidden = "%.0f%%" % (100 * (1 - r["exposed_comm_us"] / r["comm_us"])) if r["comm_us"] else "-"
+            kernels = ", ".join("%s x%d" % kv for kv in r["nccl_kernels"].items()) or "none"
+            out.append("| %s | %d | %.3f ms | %.3f ms | %.3f ms | %.3f ms | %s | %s | %s |" % (
+                r["trace"], r["step"], r["span_us"] / 1e3, r["compute_us"] / 1e3, r["comm_us"] / 1e3,
+                r["exposed_comm_us"] / 1e3, hidden, kernels, called))
+        else:
+            out.append("| %s | %d | - | - | - | - | - | no GPU kernels | %s |" % (r["trace"], r["step"], called))
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("traces", nargs="+")
+    ap.add_argument("--json", help="also write the rows to this file")
+    args = ap.parse_args()
+    rows = [r for path in args.traces for r in analyze(path)]
+    print(table(rows))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
