@@ -5,12 +5,15 @@
     python3 bench/trace_overlap.py RUN_DIR/trace/rank_0.pt.trace.json [...] [--json FILE]
 
 Per trace and traced step (Strata's `strata step N` scope):
-  - on a GPU, every kernel and copy the step launched (joined to the launch inside the step's scope
-    by its correlation id), split into communication (NCCL's kernels) and computation (the
-    others): the step's GPU span from its first kernel to its last, the time some compute kernel
-    ran, the time some NCCL kernel ran, and the exposed communication, the time NCCL ran while no
-    compute kernel did (what overlap did not hide; below the span when it did), with each kind of
-    collective kernel counted;
+  - on a GPU, every kernel and copy the step launched (joined to its launch inside the step's scope
+    by correlation id), split into communication (what a collective launched: the launch lies
+    inside a c10d collective's op on the same thread, or the kernel is NCCL's) and computation
+    (every other kernel; other copies are left out): the step's GPU span from its first kernel to
+    its last, the time some compute kernel ran, the time some communication ran, and the exposed
+    communication, the time communication ran while no compute kernel did (what overlap did not
+    hide), with the device work of each kind of collective counted. At world size 1 (forced
+    collectives) NCCL copies out-of-place collectives and skips in-place ones, so only the former
+    show there;
   - everywhere, the collectives the step called as c10d names them (`nccl:all_gather`,
     `gloo:all_reduce`, ...), counted: on the CPU that is all a trace shows of communication, since
     Gloo's transfers run on its own threads.
@@ -83,45 +86,64 @@ def analyze(path):
                 return n
         return None
 
-    # Launches inside a step's scope (on any host thread: autograd's too), by correlation id.
+    # Collective ops per host thread, to tell which launches a collective made.
+    collective_ops = collections.defaultdict(list)
+    for e in events:
+        if COLLECTIVE.match(e.get("name", "")) and e.get("cat") != "kernel":
+            collective_ops[e.get("tid")].append((e["ts"], e["ts"] + e["dur"], e["name"]))
+
+    def collective_of(launch):
+        for s, e, name in collective_ops.get(launch.get("tid"), ()):
+            if s <= launch["ts"] <= e:
+                return name
+        return None
+
+    # Launches inside a step's scope (on any host thread: autograd's too), by correlation id: the
+    # step and the collective that made them, if any.
     launched = {}
     for e in events:
         if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
             n = step_of(e["ts"])
             if n is not None:
-                launched[e["args"]["correlation"]] = n
+                launched[e["args"]["correlation"]] = (n, collective_of(e))
     rows = []
     for n, s, e in steps:
         collectives = collections.Counter(ev["name"] for ev in events
                                           if COLLECTIVE.match(ev.get("name", "")) and s <= ev["ts"] <= e)
-        device = [ev for ev in events if ev.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-                  and launched.get(ev.get("args", {}).get("correlation")) == n]
+        device = []
+        for ev in events:
+            if ev.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+                source = launched.get(ev.get("args", {}).get("correlation"))
+                if source is not None and source[0] == n:
+                    device.append((ev, source[1]))
         row = {"trace": path, "step": n, "collectives": dict(sorted(collectives.items())), "gpu": bool(device)}
         if device:
-            comm = [ev for ev in device if ev.get("cat") == "kernel" and "nccl" in ev["name"].lower()]
-            compute = [ev for ev in device if ev.get("cat") == "kernel" and "nccl" not in ev["name"].lower()]
+            comm, compute, kinds = [], [], collections.Counter()
+            for ev, collective in device:
+                m = NCCL_KIND.search(ev["name"])
+                if collective or m:
+                    comm.append(ev)
+                    kinds[collective or "nccl " + m.group(1)] += 1
+                elif ev.get("cat") == "kernel":
+                    compute.append(ev)
             comm_u = union((ev["ts"], ev["ts"] + ev["dur"]) for ev in comm)
             compute_u = union((ev["ts"], ev["ts"] + ev["dur"]) for ev in compute)
-            kinds = collections.Counter()
-            for ev in comm:
-                m = NCCL_KIND.search(ev["name"])
-                kinds[m.group(1) if m else ev["name"]] += 1
-            start = min(ev["ts"] for ev in device)
-            end = max(ev["ts"] + ev["dur"] for ev in device)
+            start = min(ev["ts"] for ev, _ in device)
+            end = max(ev["ts"] + ev["dur"] for ev, _ in device)
             row.update(span_us=end - start, compute_us=length(compute_u), comm_us=length(comm_u),
-                       exposed_comm_us=minus(comm_u, compute_u), nccl_kernels=dict(sorted(kinds.items())))
+                       exposed_comm_us=minus(comm_u, compute_u), comm_device_work=dict(sorted(kinds.items())))
         rows.append(row)
     return rows
 
 
 def table(rows):
-    out = ["| trace | step | GPU span | compute | communication | exposed communication | hidden | NCCL kernels | "
-           "collectives called |", "|---|--:|--:|--:|--:|--:|--:|---|---|"]
+    out = ["| trace | step | GPU span | compute | communication | exposed communication | hidden | communication on "
+           "the GPU | collectives called |", "|---|--:|--:|--:|--:|--:|--:|---|---|"]
     for r in rows:
         called = ", ".join("%s x%d" % kv for kv in r["collectives"].items()) or "none"
         if r["gpu"]:
             hidden = "%.0f%%" % (100 * (1 - r["exposed_comm_us"] / r["comm_us"])) if r["comm_us"] else "-"
-            kernels = ", ".join("%s x%d" % kv for kv in r["nccl_kernels"].items()) or "none"
+            kernels = ", ".join("%s x%d" % kv for kv in r["comm_device_work"].items()) or "none"
             out.append("| %s | %d | %.3f ms | %.3f ms | %.3f ms | %.3f ms | %s | %s | %s |" % (
                 r["trace"], r["step"], r["span_us"] / 1e3, r["compute_us"] / 1e3, r["comm_us"] / 1e3,
                 r["exposed_comm_us"] / 1e3, hidden, kernels, called))

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """On a GPU (label `gpu`): every strategy trains on CUDA at world size 1 over a real NCCL process
 group and ends with `single`'s model tensor by tensor; two ranks sharing the GPU over Gloo do the
-same with ddp, zero2, zero3 and fsdp; summary.json says how memory and step time were measured.
+same with ddp, zero2, zero3 and fsdp; summary.json says how memory and step time were measured; a
+traced zero3 step holds its kernels and its all-gathers' device work, which bench/trace_overlap.py
+measures.
 Without a CUDA device (none in `nvidia-smi -L`, no /dev/nvidiaN, or CUDA_VISIBLE_DEVICES hiding them
 all) it prints why and exits 77 (CTest: skipped); where a device is visible, a strata that cannot use
 it fails the test.
@@ -9,8 +11,10 @@ it fails the test.
     STRATA_BIN=build/bin/strata python3 tests/integration/test_gpu.py
 """
 import glob
+import json
 import os
 import subprocess
+import sys
 
 import strata_test as st
 
@@ -71,6 +75,30 @@ def breakdown_on_cuda():
           % ({k: round(1e3 * v, 3) for k, v in b.items()}, 1e3 * mean_step))
 
 
+def trace_on_cuda():
+    """[train] trace_steps on CUDA: the trace holds the traced steps' kernels, NCCL's among them, and
+    bench/trace_overlap.py splits them into compute, communication and its exposed part."""
+    summary, out = run("trace", "strategy.name=zero3", "distributed.backend=nccl", "distributed.force_collectives=true",
+                       "train.trace_steps=[5,6]")
+    trace = os.path.join(out, "trace", "rank_0.pt.trace.json")
+    st.check(summary.get("trace", {}).get("file") == "rank_0.pt.trace.json", "summary.json trace %r" % summary.get("trace"))
+    rows_file = os.path.join(st.temp_dir("overlap"), "rows.json")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = st.run_command([sys.executable, os.path.join(repo, "bench", "trace_overlap.py"), trace, "--json", rows_file])
+    st.expect_exit(result, 0)
+    with open(rows_file, encoding="utf-8") as f:
+        rows = json.load(f)
+    st.check([(r["step"], r["gpu"]) for r in rows] == [(5, True), (6, True)], "overlap rows %r" % rows, result)
+    for r in rows:
+        # At world size 1 NCCL copies out-of-place collectives (zero3's all-gathers from the float32
+        # shard) and skips in-place ones (its reduce-scatters).
+        st.check(any("gather" in k for k in r["comm_device_work"]),
+                 "step %d: the all-gathers left no work on the GPU: %r" % (r["step"], r["comm_device_work"]))
+        st.check(r["compute_us"] > 0 and r["comm_us"] > 0 and 0 <= r["exposed_comm_us"] <= r["comm_us"],
+                 "step %d: %r" % (r["step"], r))
+    print(result.stdout)
+
+
 def strategies_match_single_on_cuda():
     single, single_dir = run("single")
     st.check(single["device"].startswith("cuda"), "single ran on %s" % single["device"])
@@ -93,4 +121,4 @@ if __name__ == "__main__":
     found, words = visible_gpu()
     if not found:
         st.skip_all("no CUDA device: " + words)
-    st.main([strata_uses_the_gpu, strategies_match_single_on_cuda])
+    st.main([strata_uses_the_gpu, strategies_match_single_on_cuda, trace_on_cuda])

@@ -99,23 +99,28 @@ def traces_two_ddp_ranks():
 
 
 def overlap_of_a_gpu_trace():
-    """A trace shaped as Kineto writes a GPU run's: kernels joined to their launches by correlation
-    id; step 1 launches two compute kernels and two NCCL ones, step 2 one compute kernel."""
-    def x(name, ts, dur, cat="cpu_op", **args):
-        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": args}
+    """A trace shaped as Kineto writes a GPU run's: device work joined to its launch by correlation
+    id; communication is what a collective's op launched on its thread (an NCCL kernel, or the copy
+    NCCL makes of a collective at world size 1). Step 1: three compute kernels (one launched by
+    autograd's thread while the all-gather's op was open on the main one), an all-gather kernel, a
+    reduce-scatter's copy and a batch copy; step 2: one compute kernel."""
+    def x(name, ts, dur, cat="cpu_op", tid=1, **args):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "tid": tid, "args": args}
+
+    def launch(ts, correlation, tid=1, name="cudaLaunchKernel"):
+        return x(name, ts, 1, "cuda_runtime", tid, correlation=correlation)
     events = [
-        x("strata step 1", 0, 100), x("strata step 2", 100, 50), x("nccl:all_gather", 20, 5),
-        x("nccl:reduce_scatter", 35, 5),
-        x("cudaLaunchKernel", 10, 1, "cuda_runtime", correlation=1),
-        x("cudaLaunchKernel", 15, 1, "cuda_runtime", correlation=2),
-        x("cudaLaunchKernelExC", 22, 1, "cuda_runtime", correlation=3),
-        x("cudaLaunchKernelExC", 37, 1, "cuda_runtime", correlation=4),
-        x("cudaLaunchKernel", 110, 1, "cuda_runtime", correlation=5),
-        x("ampere_sgemm", 100, 100, "kernel", correlation=1, stream=7),
+        x("strata step 1", 0, 100), x("strata step 2", 100, 50), x("nccl:all_gather", 20, 10),
+        x("nccl:reduce_scatter", 35, 10),
+        launch(10, 1), launch(15, 2), launch(22, 3, name="cudaLaunchKernelExC"), launch(37, 4, name="cudaMemcpyAsync"),
+        launch(25, 6, tid=2), launch(12, 7, name="cudaMemcpyAsync"), launch(110, 5),
+        x("sm90_gemm", 100, 100, "kernel", correlation=1, stream=7),
         x("elementwise", 250, 50, "kernel", correlation=2, stream=7),
-        x("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgs)", 150, 110, "kernel", correlation=3, stream=20),
-        x("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgs)", 310, 20, "kernel", correlation=4,
+        x("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 150, 110, "kernel", correlation=3,
           stream=20),
+        x("Memcpy DtoD (Device -> Device)", 310, 20, "gpu_memcpy", correlation=4, stream=20),
+        x("backward kernel", 340, 10, "kernel", correlation=6, stream=7),
+        x("Memcpy HtoD (Pinned -> Device)", 90, 5, "gpu_memcpy", correlation=7, stream=9),
         x("step 2's kernel", 320, 20, "kernel", correlation=5, stream=7),
     ]
     path = os.path.join(st.temp_dir("gpu_trace"), "rank_0.pt.trace.json")
@@ -123,12 +128,12 @@ def overlap_of_a_gpu_trace():
         json.dump({"traceEvents": events}, f)
     rows, result = overlap_rows(path)
     first = rows[0]
-    expected = {"step": 1, "gpu": True, "span_us": 230, "compute_us": 150, "comm_us": 130, "exposed_comm_us": 70,
-                "nccl_kernels": {"AllGather": 1, "ReduceScatter": 1},
+    expected = {"step": 1, "gpu": True, "span_us": 260, "compute_us": 160, "comm_us": 130, "exposed_comm_us": 70,
+                "comm_device_work": {"nccl:all_gather": 1, "nccl:reduce_scatter": 1},
                 "collectives": {"nccl:all_gather": 1, "nccl:reduce_scatter": 1}}
     st.check({k: first[k] for k in expected} == expected, "step 1: %r, expected %r" % (first, expected), result)
     st.check(rows[1]["compute_us"] == 20 and rows[1]["comm_us"] == 0, "step 2: %r" % rows[1], result)
-    st.expect_stdout(result, "| 1 | 0.230 ms | 0.150 ms | 0.130 ms | 0.070 ms | 46% |")
+    st.expect_stdout(result, "| 1 | 0.260 ms | 0.160 ms | 0.130 ms | 0.070 ms | 46% |")
     bad = os.path.join(st.temp_dir("bad_trace"), "x.json")
     with open(bad, "w", encoding="utf-8") as f:
         f.write("{}")

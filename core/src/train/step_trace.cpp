@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <set>
 #include <system_error>
@@ -43,12 +44,17 @@ void StepTrace::before_step(std::int64_t step1) {
   if (!device_.is_cuda()) setenv("KINETO_LOG_LEVEL", "5", /*overwrite=*/0);
   std::set<ActivityType> activities{ActivityType::CPU};
   if (device_.is_cuda()) activities.insert(ActivityType::CUDA);
-  profiler::prepareProfiler(config(), activities);
-  profiler::enableProfiler(config(), activities);
-  active_ = true;
+  try {  // a debug aid: a profiler that cannot start costs the trace, not the run
+    profiler::prepareProfiler(config(), activities);
+    profiler::enableProfiler(config(), activities);
+    active_ = true;
+  } catch (const std::exception& e) {
+    error_ = e.what();
+  }
 }
 
 std::string StepTrace::after_step(std::int64_t step1) {
+  if (step1 == last_ && !error_.empty()) return "trace: not recorded, the profiler did not start: " + error_;
   if (step1 != last_ || !active_) return "";
   if (device_.is_cuda()) torch::cuda::synchronize(device_.index());  // the traced steps' kernels, all finished
   const auto result = profiler::disableProfiler();
@@ -68,6 +74,7 @@ Json StepTrace::describe() const {
   j["steps"] = Json::Array{Json(first_), Json(last_)};
   j["file"] = written_ ? Json(file_.filename().string()) : Json();
   j["dir"] = "trace";
+  if (!error_.empty()) j["error"] = error_;
   return j;
 }
 

@@ -44,6 +44,7 @@ class StepTrace {
   std::filesystem::path file_;
   bool active_ = false;
   bool written_ = false;
+  std::string error_;  // why the profiler did not start
 };
 
 }  // namespace strata
