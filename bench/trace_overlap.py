@@ -2,7 +2,7 @@
 """How much of a step's communication ran beside its computation, read from the traces of
 `[train] trace_steps` (RUN_DIR/trace/rank_<R>.pt.trace.json).
 
-    python3 bench/trace_overlap.py RUN_DIR/trace/rank_0.pt.trace.json [...] [--json FILE]
+    python3 bench/trace_overlap.py RUN_DIR/trace/rank_0.pt.trace.json[.gz] [...] [--json FILE]
 
 Per trace and traced step (Strata's `strata step N` scope):
   - on a GPU, every kernel and copy the step launched (joined to its launch inside the step's scope
@@ -16,12 +16,18 @@ Per trace and traced step (Strata's `strata step N` scope):
     show there;
   - everywhere, the collectives the step called as c10d names them (`nccl:all_gather`,
     `gloo:all_reduce`, ...), counted: on the CPU that is all a trace shows of communication, since
-    Gloo's transfers run on its own threads.
+    Gloo's transfers run on its own threads;
+  - the schedule: where the step called them, per micro-batch in its units' forwards (`strata
+    forward <unit>`) and in its backward (the rest of the micro-batch), then in the optimizer and
+    elsewhere in the step. A sharded strategy's last unit staying gathered into its backward shows
+    as one all-gather fewer in backward than in forward; zero1/zero2's gathers of the next step's
+    parameters show in the optimizer.
 Exits 2 on a file that is not such a trace.
 """
 import argparse
 import bisect
 import collections
+import gzip
 import json
 import re
 import sys
@@ -62,10 +68,10 @@ def minus(a, b):
 
 def load(path):
     try:
-        with open(path, encoding="utf-8") as f:
+        with (gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")) as f:
             data = json.load(f)
         events = data["traceEvents"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
         sys.stderr.write("trace_overlap: %s is not a trace of `[train] trace_steps` (%s).\n" % (path, e))
         sys.exit(2)
     return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and "dur" in e]
@@ -106,17 +112,36 @@ def analyze(path):
             n = step_of(e["ts"])
             if n is not None:
                 launched[e["args"]["correlation"]] = (n, collective_of(e))
+    scopes = [(ev["name"], ev["ts"], ev["ts"] + ev["dur"]) for ev in events
+              if ev.get("name", "").startswith("strata ") and ev.get("cat") != "kernel"]
+
+    def where(ts, s, e):
+        """The schedule's place of a collective called at `ts` in the step [s, e]."""
+        within = [(name, a, b) for name, a, b in scopes if a <= ts <= b and s <= a and b <= e]
+        micro = [name for name, _, _ in within if name.startswith("strata micro-batch ")]
+        if micro:
+            part = "forward" if any(name.startswith("strata forward ") for name, _, _ in within) else "backward"
+            return "micro-batch %s %s" % (micro[0].rsplit(" ", 1)[1], part)
+        if any(name == "strata optimizer" for name, _, _ in within):
+            return "optimizer"
+        return "step"
+
     rows = []
     for n, s, e in steps:
-        collectives = collections.Counter(ev["name"] for ev in events
-                                          if COLLECTIVE.match(ev.get("name", "")) and s <= ev["ts"] <= e)
+        called = [ev for ev in events if COLLECTIVE.match(ev.get("name", "")) and ev.get("cat") != "kernel"
+                  and s <= ev["ts"] <= e]
+        collectives = collections.Counter(ev["name"] for ev in called)
+        schedule = collections.defaultdict(collections.Counter)
+        for ev in called:
+            schedule[where(ev["ts"], s, e)][ev["name"]] += 1
         device = []
         for ev in events:
             if ev.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
                 source = launched.get(ev.get("args", {}).get("correlation"))
                 if source is not None and source[0] == n:
                     device.append((ev, source[1]))
-        row = {"trace": path, "step": n, "collectives": dict(sorted(collectives.items())), "gpu": bool(device)}
+        row = {"trace": path, "step": n, "collectives": dict(sorted(collectives.items())), "gpu": bool(device),
+               "schedule": {place: dict(sorted(c.items())) for place, c in schedule.items()}}
         if device:
             comm, compute, kinds = [], [], collections.Counter()
             for ev, collective in device:
@@ -152,6 +177,20 @@ def table(rows):
     return "\n".join(out)
 
 
+def schedule_table(rows):
+    out = ["| trace | step | where | collectives called |", "|---|--:|---|---|"]
+    for r in rows:
+        def order(place):  # micro-batches in order, forward before backward, then the optimizer, then the rest
+            words = place.split()
+            if words[0] == "micro-batch":
+                return (0, int(words[1]), words[2] == "backward")
+            return (1 if place == "optimizer" else 2, 0, False)
+        for place in sorted(r["schedule"], key=order):
+            out.append("| %s | %d | %s | %s |" % (r["trace"], r["step"], place, ", ".join(
+                "%s x%d" % kv for kv in r["schedule"][place].items())))
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("traces", nargs="+")
@@ -159,6 +198,8 @@ def main():
     args = ap.parse_args()
     rows = [r for path in args.traces for r in analyze(path)]
     print(table(rows))
+    print()
+    print(schedule_table(rows))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(rows, f, indent=2)

@@ -146,6 +146,16 @@ def traces_sharded_accumulation():
     out, result = run("fsdp", "strategy.name=\"fsdp\"", "train.micro_batches=2", "train.trace_steps=[3,4]", nproc=2)
     # Gloo has no reduce-scatter of its own: Strata's is an all-reduce there (dist/process_group.cpp).
     check_trace(out, result, 2, 2, [r"^gloo:all_gather$", r"^gloo:all_reduce$"])
+    # The schedule: each micro-batch gathers its 3 units in forward, and in backward all but the
+    # last, which stays gathered from its forward into its backward.
+    rows, result = overlap_rows(os.path.join(out, "trace", "rank_1.pt.trace.json"))
+    for r in rows:
+        for m in (0, 1):
+            gathers = [r["schedule"].get("micro-batch %d %s" % (m, part), {}).get("gloo:all_gather", 0)
+                       for part in ("forward", "backward")]
+            st.check(gathers == [3, 2], "step %d micro-batch %d: all-gathers in forward and backward %r, expected "
+                     "[3, 2]: %r" % (r["step"], m, gathers, r["schedule"]), result)
+    st.expect_stdout(result, "| 3 | micro-batch 0 forward | gloo:all_gather x3 |")
 
 
 def no_trace_by_default():
