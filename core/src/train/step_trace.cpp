@@ -5,6 +5,7 @@
 #include <exception>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <system_error>
 #include <utility>
 
@@ -35,7 +36,11 @@ StepTrace::StepTrace(std::vector<std::int64_t> steps, std::int64_t start_step, c
 }
 
 StepTrace::~StepTrace() {
-  if (active_) profiler::disableProfiler();  // a step failed while traced: nothing is written
+  if (!active_) return;
+  try {
+    profiler::disableProfiler();  // a step failed while traced: nothing is written
+  } catch (const std::exception&) {  // the run's own error is the one to report
+  }
 }
 
 void StepTrace::before_step(std::int64_t step1) {
@@ -57,15 +62,20 @@ std::string StepTrace::after_step(std::int64_t step1) {
   if (step1 == last_ && !error_.empty()) return "trace: not recorded, the profiler did not start: " + error_;
   if (step1 != last_ || !active_) return "";
   if (device_.is_cuda()) torch::cuda::synchronize(device_.index());  // the traced steps' kernels, all finished
-  const auto result = profiler::disableProfiler();
   active_ = false;
-  std::error_code ec;
-  std::filesystem::create_directories(file_.parent_path(), ec);
-  if (ec) return fmt::format("trace: could not create {}: {}", file_.parent_path().string(), ec.message());
-  result->save(file_.string());
-  written_ = std::filesystem::is_regular_file(file_, ec);
-  if (!written_) return "trace: the profiler wrote no " + file_.string();
-  return fmt::format("trace: steps {}-{} ({} events) in {}", first_, last_, result->events().size(), file_.string());
+  try {  // as for starting it: a trace that cannot be written is reported, the run goes on
+    const auto result = profiler::disableProfiler();
+    std::error_code ec;
+    std::filesystem::create_directories(file_.parent_path(), ec);
+    if (ec) throw std::runtime_error("could not create " + file_.parent_path().string() + ": " + ec.message());
+    result->save(file_.string());
+    written_ = std::filesystem::is_regular_file(file_, ec);
+    if (!written_) throw std::runtime_error("the profiler wrote no " + file_.string());
+    return fmt::format("trace: steps {}-{} ({} events) in {}", first_, last_, result->events().size(), file_.string());
+  } catch (const std::exception& e) {
+    error_ = e.what();
+    return "trace: not written: " + error_;
+  }
 }
 
 Json StepTrace::describe() const {

@@ -33,8 +33,10 @@ class StepTrace {
   /// After step `step1`: at the last traced step, waits for the device, stops the profiler and
   /// writes the trace. Returns a line for the log then, else "".
   std::string after_step(std::int64_t step1);
-  /// Whether step `step1` ran under the profiler.
-  bool traced(std::int64_t step1) const noexcept { return first_ > 0 && step1 >= first_ && step1 <= last_; }
+  /// Whether step `step1` ran under the profiler (it did unless the profiler could not start).
+  bool traced(std::int64_t step1) const noexcept {
+    return first_ > 0 && step1 >= first_ && step1 <= last_ && (active_ || written_);
+  }
   /// summary.json's "trace": the steps and this rank's file; null without a trace.
   Json describe() const;
 
