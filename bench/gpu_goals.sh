@@ -131,10 +131,8 @@ if has_stage table; then
   stage table "$PY" scripts/gpu_table.py --strata "$STRATA" --out "$OUTDIR/table" --steps 20
   sed -n '/^|/,$p' "$OUTDIR/table.log"
 fi
-shopt -s nullglob
-jsons=("$OUTDIR"/llama.json "$OUTDIR"/vit.json)
 present=()
-for j in "${jsons[@]}"; do [[ -f "$j" ]] && present+=("$j"); done
+for j in "$OUTDIR"/llama.json "$OUTDIR"/vit.json; do [[ -f "$j" ]] && present+=("$j"); done
 if ((${#present[@]})); then
   "$PY" bench/gpu_peers.py --report "${present[@]}" >"$OUTDIR/goals.md" 2>&1
   cat "$OUTDIR/goals.md"

@@ -354,9 +354,10 @@ def markdown(data):
             mb = "%d x %d" % (row["micro_batch"], row["micro_batches"])
         plain = {k[len("strata_"):] if k.startswith("strata_") else k: v for k, v in row.items()
                  if k.startswith("strata_") or k.startswith("ratio_")}
-        sides = [("plain", plain, None)] + [("%s (`%s`)" % (name, " ".join(v.get("overrides", variants.get(name, [])))), v,
-                                             v.get("ratio_strata"))
-                                            for name, v in (row.get("variants") or {}).items()]
+        sides = [("plain", plain, None)]
+        for name, v in (row.get("variants") or {}).items():
+            shown = " ".join(v.get("overrides", variants.get(name, [])))
+            sides.append(("%s (`%s`)" % (name, shown), v, v.get("ratio_strata")))
         for label, side, to_plain in sides:
             out.append("| %s | %s | %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
                        "| %s |" % (
@@ -377,7 +378,10 @@ def markdown(data):
     return "\n".join(out)
 
 
-def summarize(cell, sides, name, micro_batch, steps, repeats_done, quick):
+def summarize(cell, sides, name, micro_batch, steps, repeats_done, quick, variant_overrides):
+    """One cell's row: the peers' medians, Strata's plain run (strata_* keys, ratio_eager and
+    ratio_compiled, as rows have always had them) and each variant's (`variants`, with the
+    overrides `variant_overrides` gives it in this workload)."""
     w = WORKLOADS[name]
     med = lambda side, key: (statistics.median(x[key] for x in cell[side])  # noqa: E731
                              if cell.get(side) and all(x.get(key) is not None for x in cell[side]) else None)
@@ -401,15 +405,16 @@ def summarize(cell, sides, name, micro_batch, steps, repeats_done, quick):
             row["%s_%s" % (side, key)] = med(side, key)
     base = strata_side("strata")
     for key, value in base.items():
-        row["strata_" + key if not key.startswith("ratio_") else key] = value
+        row[key if key.startswith("ratio_") else "strata_" + key] = value
     row["variants"] = {}
     for side in sides:
-        name = variant_name(side)
-        if name:
+        variant = variant_name(side)
+        if variant:
             v = strata_side(side)
             v["ratio_strata"] = v["step_time_s"] / base["step_time_s"] if v["step_time_s"] and base["step_time_s"] \
                 else None
-            row["variants"][name] = v
+            v["overrides"] = variant_overrides[variant]
+            row["variants"][variant] = v
     row["runs"] = {side: cell[side] for side in sides}
     return row
 
@@ -597,11 +602,9 @@ def main():
     failures, versions = [], {}
 
     def collected():
-        results = [summarize(cell, sides, w, cell["micro"], steps_of[w], len(cell["strata"]), args.quick)
+        results = [summarize(cell, sides, w, cell["micro"], steps_of[w], len(cell["strata"]), args.quick,
+                             {name: overrides(args, "strata:" + name, w) for name in args.variants})
                    for (w, mb), cell in state.items() if cell["strata"]]
-        for row in results:
-            for name, v in row["variants"].items():
-                v["overrides"] = overrides(args, "strata:" + name, row["workload"])
         return {
             "machine": env, "strata_versions": versions.get("strata"),
             "machine_text": describe_machine(env, versions.get("strata")),

@@ -285,7 +285,9 @@ __global__ void swiglu_backward_kernel(const T* __restrict__ grad, const T* __re
 
 constexpr int kElementwiseThreads = 256;
 constexpr std::int64_t kMaxGrid = 65535;
-constexpr std::int64_t kMaxSharedPartials = 12000;  // floats: with block_sum's 128 bytes, under the 48 KiB a block gets without opting in
+// Floats of dw/db partial sums in shared memory: with block_sum's 128 bytes, under the 48 KiB a
+// block gets without opting in.
+constexpr std::int64_t kMaxSharedPartials = 12000;
 
 int grid_for(std::int64_t count) {
   const std::int64_t blocks = (count + kElementwiseThreads - 1) / kElementwiseThreads;
@@ -304,7 +306,8 @@ int row_threads(std::int64_t packs, int v) {
 template <typename T>
 constexpr int kVector = static_cast<int>(16 / sizeof(T));
 
-/// The pack width norm launches take for rows of `cols` of `element_size` bytes when aligned.
+/// The pack width of the norm launches for rows of `cols` of `element_size` bytes when aligned
+/// (kVector where it divides the width, else 1); norm_backward_blocks sizes the grid with it.
 int norm_width(std::int64_t cols, std::int64_t element_size) {
   const int v = static_cast<int>(16 / element_size);
   return cols % v == 0 ? v : 1;
@@ -350,7 +353,7 @@ const char* norm_forward(DType dtype, const void* x, const void* residual, void*
   if (rows > 0x7fffffff) return "too many rows for one launch";
   with_type(dtype, [&](auto tag) {
     using T = decltype(tag);
-    with_width<T>(cols % kVector<T> == 0 && aligned({x, residual, y, out}), [&](auto width) {
+    with_width<T>(norm_width(cols, sizeof(T)) > 1 && aligned({x, residual, y, out}), [&](auto width) {
       constexpr int V = decltype(width)::value;
       const auto launch = [&](auto kernel) {
         kernel<<<static_cast<unsigned>(rows), row_threads(cols / V, V), 0, static_cast<cudaStream_t>(stream)>>>(
@@ -382,7 +385,7 @@ const char* norm_backward(DType dtype, const void* grad_out, const void* grad_y,
   const std::size_t shared_bytes = in_shared ? static_cast<std::size_t>(partials) * sizeof(float) : 0;
   with_type(dtype, [&](auto tag) {
     using T = decltype(tag);
-    with_width<T>(cols % kVector<T> == 0 && aligned({grad_out, grad_y, y, grad_x}), [&](auto width) {
+    with_width<T>(norm_width(cols, sizeof(T)) > 1 && aligned({grad_out, grad_y, y, grad_x}), [&](auto width) {
       constexpr int V = decltype(width)::value;
       const auto launch = [&](auto kernel) {
         kernel<<<blocks, row_threads(cols / V, V), shared_bytes, static_cast<cudaStream_t>(stream)>>>(

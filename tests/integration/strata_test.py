@@ -395,6 +395,15 @@ def load_summary(run_dir):
         fail("%s is not valid JSON (%s):\n%s" % (path, e, text[:4000]))
 
 
+def trace_overlap(*traces):
+    """bench/trace_overlap.py's rows for these traces ([train] trace_steps), and its run."""
+    out = os.path.join(temp_dir("overlap"), "rows.json")
+    result = run_command([sys.executable, os.path.join(REPO, "bench", "trace_overlap.py"), *traces, "--json", out])
+    expect_exit(result, 0)
+    with open(out, encoding="utf-8") as f:
+        return json.load(f), result
+
+
 def lookup(obj, dotted):
     """obj['a']['b'] for 'a.b'; raises KeyError naming the missing part."""
     value = obj

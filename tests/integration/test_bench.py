@@ -191,12 +191,9 @@ def gemm_usage_errors():
 
 # ---- the GPU benchmark scripts, smoke-tested on the CPU ----------------------------------------
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
 def gpu_goals_smoke():
     out = st.temp_dir("goals")
-    result = st.run_command(["bash", os.path.join(REPO, "bench", "gpu_goals.sh"), "--smoke", "--out", out],
+    result = st.run_command(["bash", os.path.join(st.REPO, "bench", "gpu_goals.sh"), "--smoke", "--out", out],
                             env={"STRATA_BIN": st.strata_bin(), "STRATA_GPU_PYTHON": sys.executable}, timeout=600)
     st.expect_exit(result, 0)
     st.expect_stdout(result, "every stage passed")
@@ -235,7 +232,7 @@ def gpu_goals_smoke():
 
 
 def gpu_peers_variant_errors():
-    peers = [sys.executable, os.path.join(REPO, "bench", "gpu_peers.py"), "--strata", st.strata_bin(), "--device",
+    peers = [sys.executable, os.path.join(st.REPO, "bench", "gpu_peers.py"), "--strata", st.strata_bin(), "--device",
              "cpu", "--quick", "--workloads", "mlp", "--micro-batches", "32", "--steps", "2", "--repeats", "1",
              "--no-compile", "--no-eager"]
     for bad, says in ((["--variant", "lonely"], "NAME KEY=VALUE"), (["--variant", "plain a=1"], "other than"),

@@ -11,10 +11,8 @@ it fails the test.
     STRATA_BIN=build/bin/strata python3 tests/integration/test_gpu.py
 """
 import glob
-import json
 import os
 import subprocess
-import sys
 
 import strata_test as st
 
@@ -81,13 +79,9 @@ def trace_on_cuda():
     summary, out = run("trace", "strategy.name=zero3", "distributed.backend=nccl", "distributed.force_collectives=true",
                        "train.trace_steps=[5,6]")
     trace = os.path.join(out, "trace", "rank_0.pt.trace.json")
-    st.check(summary.get("trace", {}).get("file") == "rank_0.pt.trace.json", "summary.json trace %r" % summary.get("trace"))
-    rows_file = os.path.join(st.temp_dir("overlap"), "rows.json")
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    result = st.run_command([sys.executable, os.path.join(repo, "bench", "trace_overlap.py"), trace, "--json", rows_file])
-    st.expect_exit(result, 0)
-    with open(rows_file, encoding="utf-8") as f:
-        rows = json.load(f)
+    st.check(summary.get("trace", {}).get("file") == "rank_0.pt.trace.json",
+             "summary.json trace %r" % summary.get("trace"))
+    rows, result = st.trace_overlap(trace)
     st.check([(r["step"], r["gpu"]) for r in rows] == [(5, True), (6, True)], "overlap rows %r" % rows, result)
     for r in rows:
         # At world size 1 NCCL copies out-of-place collectives (zero3's all-gathers from the float32

@@ -20,16 +20,7 @@ SETS = ["model.hidden=[64,64]", "dataset.input_shape=[32]", "train.steps=8", "tr
         "log.every=1", "eval.batches=1", "train.threads=1"]
 
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OVERLAP = os.path.join(REPO, "bench", "trace_overlap.py")
-
-
-def overlap_rows(*traces):
-    out = os.path.join(st.temp_dir("overlap"), "rows.json")
-    result = st.run_command([sys.executable, OVERLAP, *traces, "--json", out])
-    st.expect_exit(result, 0)
-    with open(out, encoding="utf-8") as f:
-        return json.load(f), result
+OVERLAP = os.path.join(st.REPO, "bench", "trace_overlap.py")
 
 
 def run(label, *sets, nproc=1, expect=0):
@@ -90,7 +81,7 @@ def traces_two_ddp_ranks():
     # warm-up left out of the steady median (timing_warmup_steps above is capped at half).
     st.check(s["timing_warmup_steps"] == 3, "timing_warmup_steps %r: the traced steps were timed" %
              s["timing_warmup_steps"])
-    rows, result = overlap_rows(*(os.path.join(out, "trace", "rank_%d.pt.trace.json" % r) for r in (0, 1)))
+    rows, result = st.trace_overlap(*(os.path.join(out, "trace", "rank_%d.pt.trace.json" % r) for r in (0, 1)))
     st.check([(r["step"], r["gpu"]) for r in rows] == [(3, False), (4, False)] * 2, "overlap rows %r" % rows, result)
     for r in rows:
         st.check(sum(r["collectives"].values()) == s["comm"]["calls_per_step"],
@@ -126,7 +117,7 @@ def overlap_of_a_gpu_trace():
     path = os.path.join(st.temp_dir("gpu_trace"), "rank_0.pt.trace.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"traceEvents": events}, f)
-    rows, result = overlap_rows(path)
+    rows, result = st.trace_overlap(path)
     first = rows[0]
     expected = {"step": 1, "gpu": True, "span_us": 260, "compute_us": 160, "comm_us": 130, "exposed_comm_us": 70,
                 "comm_device_work": {"nccl:all_gather": 1, "nccl:reduce_scatter": 1},
@@ -148,7 +139,7 @@ def traces_sharded_accumulation():
     check_trace(out, result, 2, 2, [r"^gloo:all_gather$", r"^gloo:all_reduce$"])
     # The schedule: each micro-batch gathers its 3 units in forward, and in backward all but the
     # last, which stays gathered from its forward into its backward.
-    rows, result = overlap_rows(os.path.join(out, "trace", "rank_1.pt.trace.json"))
+    rows, result = st.trace_overlap(os.path.join(out, "trace", "rank_1.pt.trace.json"))
     for r in rows:
         for m in (0, 1):
             gathers = [r["schedule"].get("micro-batch %d %s" % (m, part), {}).get("gloo:all_gather", 0)

@@ -88,7 +88,8 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   s["segments"] = segments;
   s["restarts"] = r_.place.restarts;
   s["checkpoint"] = checkpoints_ ? checkpoints_->summary() : Json();
-  if (trace_ && !trace_->describe().is_null()) s["trace"] = trace_->describe();  // rank 0's file named
+  // The traced steps and rank 0's file, where [train] trace_steps asked for a trace.
+  if (Json trace = trace_ ? trace_->describe() : Json(); !trace.is_null()) s["trace"] = std::move(trace);
   s["versions"] = versions_json();  // strata, commit, LibTorch, CUDA, NCCL (as `strata --version`)
   s["host"] = host_name();
   // What a rank computes with on the CPU, and what the host has: how `strata estimate` shares a
