@@ -4,7 +4,8 @@ real correctness check (#wrong, and a planted corruption that must show), bus ba
 same factors as Strata's traffic accounting, CSV/JSON outputs, the gemm table and its measured-peak
 cache, and usage errors (exit 2). Also the GPU benchmark scripts' CPU smoke mode
 (bench/gpu_goals.sh --smoke over bench/gpu_peers.py and bench/trace_overlap.py), so that they
-still run when a GPU comes."""
+still run when a GPU comes, and bench/builds_ab.py's A/B of two builds (one build against itself
+here) with its per-repeat ratios."""
 
 import csv
 import json
@@ -248,6 +249,37 @@ def gpu_peers_variant_errors():
     st.expect_stderr(result, "1 cell(s) failed")
 
 
+def builds_ab_same_build():
+    ab = [sys.executable, os.path.join(st.REPO, "bench", "builds_ab.py"), "--a", st.strata_bin(), "--b", st.strata_bin()]
+    out = os.path.join(st.temp_dir("ab"), "ab.json")
+    result = st.run_command(ab + ["--workloads", "mlp", "--strategies", "ddp", "--repeats", "3", "--steps", "20",
+                                  "--json", out], timeout=300)
+    st.expect_exit(result, 0)
+    st.expect_stdout(result, "| B / A per repeat (median) | B slower |")
+    data = load_json(out)
+    (runs,), (row,) = data["runs_ms"], data["table"]
+    st.check(len(runs["a"]) == len(runs["b"]) == 3 and min(runs["a"] + runs["b"]) > 0, "runs %r" % runs, result)
+    # Repeat r ran A and B back to back: its ratio is b[r] / a[r], whichever ran first.
+    per_repeat = sorted(b / a for a, b in zip(runs["a"], runs["b"]))
+    expected = {"a_ms": sorted(runs["a"])[1], "b_ms": sorted(runs["b"])[1], "pairwise_b_over_a": per_repeat[1],
+                "b_slower": sum(r > 1 for r in per_repeat), "repeats": 3}
+    for key, value in expected.items():
+        st.check(abs(row[key] - value) <= 1e-9 * max(1.0, abs(value)), "%s: %r, expected %r" % (key, row[key], value))
+    st.check(abs(row["b_over_a"] - row["b_ms"] / row["a_ms"]) < 1e-12, "B / A %r" % row)
+    st.expect_stdout(result, "| mlp | ddp | 3 | %.2f ms | %.2f ms | %.3f | %.3f | %d of 3 |" % (
+        row["a_ms"], row["b_ms"], row["b_over_a"], row["pairwise_b_over_a"], row["b_slower"]))
+    # Usage errors exit 2 before any run; a build that fails a run ends the comparison with its error.
+    for bad, says in ((["--b", os.path.join(st.temp_dir("ab-missing"), "strata")], "not an executable file"),
+                      (["--workloads", "nope"], "unknown workload 'nope'"), (["--repeats", "0"], "positive")):
+        result = st.run_command(ab + bad)
+        st.expect_exit(result, 2)
+        st.expect_stderr(result, says)
+    result = st.run_command(ab + ["--workloads", "mlp", "--strategies", "single", "--steps", "2", "--repeats", "1"])
+    st.expect_exit(result, 1)
+    st.expect_stderr(result, "runs in one process on one device")
+
+
 if __name__ == "__main__":
     st.main([comms_two_ranks, comms_three_ranks, comms_corruption_shows, comms_dtypes_and_ops, comms_usage_errors,
-             gemm_records_a_peak, gemm_usage_errors, gpu_goals_smoke, gpu_peers_variant_errors])
+             gemm_records_a_peak, gemm_usage_errors, gpu_goals_smoke, gpu_peers_variant_errors,
+             builds_ab_same_build])
