@@ -250,7 +250,8 @@ def gpu_peers_variant_errors():
 
 
 def builds_ab_same_build():
-    ab = [sys.executable, os.path.join(st.REPO, "bench", "builds_ab.py"), "--a", st.strata_bin(), "--b", st.strata_bin()]
+    ab = [sys.executable, os.path.join(st.REPO, "bench", "builds_ab.py"),
+          "--a", st.strata_bin(), "--b", st.strata_bin()]
     out = os.path.join(st.temp_dir("ab"), "ab.json")
     result = st.run_command(ab + ["--workloads", "mlp", "--strategies", "ddp", "--repeats", "3", "--steps", "20",
                                   "--json", out], timeout=300)
