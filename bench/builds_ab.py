@@ -57,7 +57,7 @@ def main():
         path = getattr(args, side)
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             usage_error("--%s %s is not an executable file: give a build's bin/strata." % (side, path))
-    workloads = args.workloads.split(",")
+    workloads, strategies = args.workloads.split(","), args.strategies.split(",")
     for w in workloads:
         if w not in peers.WORKLOADS:
             usage_error("unknown workload '%s' in --workloads (known: %s)." % (w, ", ".join(peers.WORKLOADS)))
@@ -67,13 +67,13 @@ def main():
     with tempfile.TemporaryDirectory(prefix="strata-ab-") as tmp:
         for r in range(args.repeats):
             for w in workloads:
-                for s in args.strategies.split(","):
+                steps = args.steps or peers.WORKLOADS[w]["steps"]
+                for s in strategies:
                     order = ("a", "b") if r % 2 == 0 else ("b", "a")
                     for side in order:
                         run_args = argparse.Namespace(strata=getattr(args, side), world=args.world,
                                                       timeout=args.timeout)
                         out = os.path.join(tmp, "%s_%s_%s_%d" % (side, w, s, r))
-                        steps = args.steps or peers.WORKLOADS[w]["steps"]
                         try:
                             got = peers.run_strata(run_args, w, s, steps, args.threads, out)
                         except peers.RunFailed as e:

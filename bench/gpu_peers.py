@@ -342,7 +342,6 @@ def markdown(data):
     """The table for BENCHMARKS.md, a row per cell and Strata side (its plain run, then each
     --variant), under a line naming everything measured."""
     date, where = data["machine"]["date"], short_machine(data["machine"])
-    variants = data["settings"].get("variants") or {}
     out = ["Measured " + data["machine_text"] + ".", "",
            "| date | machine | model | precision | micro-batch | steps | repeats | parameters | Strata run | Strata "
            "step | MFU | eager step | Strata / eager | compiled step | Strata / compiled | Strata / plain Strata | "
@@ -356,8 +355,7 @@ def markdown(data):
                  if k.startswith("strata_") or k.startswith("ratio_")}
         sides = [("plain", plain, None)]
         for name, v in (row.get("variants") or {}).items():
-            shown = " ".join(v.get("overrides", variants.get(name, [])))
-            sides.append(("%s (`%s`)" % (name, shown), v, v.get("ratio_strata")))
+            sides.append(("%s (`%s`)" % (name, " ".join(v["overrides"])), v, v.get("ratio_strata")))
         for label, side, to_plain in sides:
             out.append("| %s | %s | %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
                        "| %s |" % (

@@ -92,11 +92,12 @@ def analyze(path):
                 return n
         return None
 
-    # Collective ops per host thread, to tell which launches a collective made.
+    # The collectives called (c10d's ops on the host), and per host thread, to tell which launches
+    # a collective made.
+    called = [e for e in events if COLLECTIVE.match(e.get("name", "")) and e.get("cat") != "kernel"]
     collective_ops = collections.defaultdict(list)
-    for e in events:
-        if COLLECTIVE.match(e.get("name", "")) and e.get("cat") != "kernel":
-            collective_ops[e.get("tid")].append((e["ts"], e["ts"] + e["dur"], e["name"]))
+    for e in called:
+        collective_ops[e.get("tid")].append((e["ts"], e["ts"] + e["dur"], e["name"]))
 
     def collective_of(launch):
         for s, e, name in collective_ops.get(launch.get("tid"), ()):
@@ -112,6 +113,13 @@ def analyze(path):
             n = step_of(e["ts"])
             if n is not None:
                 launched[e["args"]["correlation"]] = (n, collective_of(e))
+    # Each step's device work, with the collective that launched it (None: computation or a copy).
+    device_of = collections.defaultdict(list)
+    for ev in events:
+        if ev.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            source = launched.get(ev.get("args", {}).get("correlation"))
+            if source is not None:
+                device_of[source[0]].append((ev, source[1]))
     scopes = [(ev["name"], ev["ts"], ev["ts"] + ev["dur"]) for ev in events
               if ev.get("name", "").startswith("strata ") and ev.get("cat") != "kernel"]
 
@@ -128,18 +136,12 @@ def analyze(path):
 
     rows = []
     for n, s, e in steps:
-        called = [ev for ev in events if COLLECTIVE.match(ev.get("name", "")) and ev.get("cat") != "kernel"
-                  and s <= ev["ts"] <= e]
-        collectives = collections.Counter(ev["name"] for ev in called)
+        in_step = [ev for ev in called if s <= ev["ts"] <= e]
+        collectives = collections.Counter(ev["name"] for ev in in_step)
         schedule = collections.defaultdict(collections.Counter)
-        for ev in called:
+        for ev in in_step:
             schedule[where(ev["ts"], s, e)][ev["name"]] += 1
-        device = []
-        for ev in events:
-            if ev.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
-                source = launched.get(ev.get("args", {}).get("correlation"))
-                if source is not None and source[0] == n:
-                    device.append((ev, source[1]))
+        device = device_of[n]
         row = {"trace": path, "step": n, "collectives": dict(sorted(collectives.items())), "gpu": bool(device),
                "schedule": {place: dict(sorted(c.items())) for place, c in schedule.items()}}
         if device:

@@ -306,11 +306,12 @@ int row_threads(std::int64_t packs, int v) {
 template <typename T>
 constexpr int kVector = static_cast<int>(16 / sizeof(T));
 
-/// The pack width of the norm launches for rows of `cols` of `element_size` bytes when aligned
-/// (kVector where it divides the width, else 1); norm_backward_blocks sizes the grid with it.
-int norm_width(std::int64_t cols, std::int64_t element_size) {
+/// The pack width of rows (a norm's, a RoPE head's halves) of `width` elements of `element_size`
+/// bytes where the tensors are aligned: kVector where it divides the width, else 1.
+/// norm_backward_blocks sizes its grid with it.
+int pack_width(std::int64_t width, std::int64_t element_size) {
   const int v = static_cast<int>(16 / element_size);
-  return cols % v == 0 ? v : 1;
+  return width % v == 0 ? v : 1;
 }
 
 /// Whether every non-null pointer is 16-byte aligned.
@@ -353,7 +354,7 @@ const char* norm_forward(DType dtype, const void* x, const void* residual, void*
   if (rows > 0x7fffffff) return "too many rows for one launch";
   with_type(dtype, [&](auto tag) {
     using T = decltype(tag);
-    with_width<T>(norm_width(cols, sizeof(T)) > 1 && aligned({x, residual, y, out}), [&](auto width) {
+    with_width<T>(pack_width(cols, sizeof(T)) > 1 && aligned({x, residual, y, out}), [&](auto width) {
       constexpr int V = decltype(width)::value;
       const auto launch = [&](auto kernel) {
         kernel<<<static_cast<unsigned>(rows), row_threads(cols / V, V), 0, static_cast<cudaStream_t>(stream)>>>(
@@ -371,7 +372,7 @@ const char* norm_forward(DType dtype, const void* x, const void* residual, void*
 
 std::int64_t norm_backward_blocks(DType dtype, std::int64_t rows, std::int64_t cols, int sms) {
   const std::int64_t element_size = dtype == DType::kFloat32 ? 4 : 2;
-  const int v = norm_width(cols, element_size), threads = row_threads(cols / v, v);
+  const int v = pack_width(cols, element_size), threads = row_threads(cols / v, v);
   const std::int64_t per_sm = std::max<std::int64_t>(4, std::min<std::int64_t>(32, 2048 / threads));
   return std::max<std::int64_t>(1, std::min<std::int64_t>(rows, per_sm * sms));
 }
@@ -385,7 +386,7 @@ const char* norm_backward(DType dtype, const void* grad_out, const void* grad_y,
   const std::size_t shared_bytes = in_shared ? static_cast<std::size_t>(partials) * sizeof(float) : 0;
   with_type(dtype, [&](auto tag) {
     using T = decltype(tag);
-    with_width<T>(norm_width(cols, sizeof(T)) > 1 && aligned({grad_out, grad_y, y, grad_x}), [&](auto width) {
+    with_width<T>(pack_width(cols, sizeof(T)) > 1 && aligned({grad_out, grad_y, y, grad_x}), [&](auto width) {
       constexpr int V = decltype(width)::value;
       const auto launch = [&](auto kernel) {
         kernel<<<blocks, row_threads(cols / V, V), shared_bytes, static_cast<cudaStream_t>(stream)>>>(
@@ -410,7 +411,7 @@ const char* rope(DType dtype, const void* x, void* out, const void* cos, const v
   if (rows > 0x7fffffff || heads * head_dim > 0x7fffffff) return "too many tokens or heads for one launch";
   with_type(dtype, [&](auto tag) {
     using T = decltype(tag);
-    with_width<T>((head_dim / 2) % kVector<T> == 0 && aligned({x, out, cos, sin}), [&](auto width) {
+    with_width<T>(pack_width(head_dim / 2, sizeof(T)) > 1 && aligned({x, out, cos, sin}), [&](auto width) {
       constexpr int V = decltype(width)::value;
       const std::int64_t packs = pairs / V;
       const int threads = static_cast<int>(packs >= 1024 ? 1024 : (packs + 31) / 32 * 32);

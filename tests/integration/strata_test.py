@@ -42,6 +42,7 @@ CONFIGS = os.path.join(REPO, "tests", "fixtures", "configs")
 GOOD_SYNTHETIC = os.path.join(CONFIGS, "good_synthetic.toml")
 QUICKSTART = os.path.join(REPO, "experiments", "quickstart.toml")
 READ_EVENTS = os.path.join(TESTS_DIR, "read_events.py")
+TRACE_OVERLAP = os.path.join(REPO, "bench", "trace_overlap.py")
 
 # Keys of summary.json that DESIGN.md section 7 promises (dotted paths into nested objects).
 SUMMARY_KEYS = [
@@ -398,7 +399,7 @@ def load_summary(run_dir):
 def trace_overlap(*traces):
     """bench/trace_overlap.py's rows for these traces ([train] trace_steps), and its run."""
     out = os.path.join(temp_dir("overlap"), "rows.json")
-    result = run_command([sys.executable, os.path.join(REPO, "bench", "trace_overlap.py"), *traces, "--json", out])
+    result = run_command([sys.executable, TRACE_OVERLAP, *traces, "--json", out])
     expect_exit(result, 0)
     with open(out, encoding="utf-8") as f:
         return json.load(f), result

@@ -20,9 +20,6 @@ SETS = ["model.hidden=[64,64]", "dataset.input_shape=[32]", "train.steps=8", "tr
         "log.every=1", "eval.batches=1", "train.threads=1"]
 
 
-OVERLAP = os.path.join(st.REPO, "bench", "trace_overlap.py")
-
-
 def run(label, *sets, nproc=1, expect=0):
     out = st.temp_dir(label)
     result = st.strata("run", st.GOOD_SYNTHETIC, "--out", out, "--nproc", nproc, *st.set_args(*(SETS + list(sets))))
@@ -128,7 +125,7 @@ def overlap_of_a_gpu_trace():
     bad = os.path.join(st.temp_dir("bad_trace"), "x.json")
     with open(bad, "w", encoding="utf-8") as f:
         f.write("{}")
-    result = st.run_command([sys.executable, OVERLAP, bad])
+    result = st.run_command([sys.executable, st.TRACE_OVERLAP, bad])
     st.expect_exit(result, 2)
     st.expect_stderr(result, "not a trace")
 
