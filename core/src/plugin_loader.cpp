@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -11,8 +12,12 @@
 #include <set>
 #include <sstream>
 #include <type_traits>
+#include <vector>
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/dll/runtime_symbol_info.hpp>
@@ -151,6 +156,45 @@ class CrashGuard {
   bool has_stack_ = false;
 };
 
+// ---- a library cut short ------------------------------------------------------------------------
+// The dynamic loader maps a library's segments as its program headers describe them; a file cut
+// short (a copy interrupted, a full disk) leaves a segment past its end, and touching that page
+// inside dlopen is SIGBUS: nothing a caller can catch. Such a file is refused before dlopen.
+
+/// Why `file` (an ELF file of this machine's class) is shorter than its headers say; empty when it
+/// is complete, or not such a file (the dynamic loader then says why it cannot load it).
+std::string elf_cut_short(const fs::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  struct stat st {};
+  Elf64_Ehdr header{};
+  std::string reason;
+  if (::fstat(fd, &st) == 0 && ::pread(fd, &header, sizeof header, 0) == static_cast<ssize_t>(sizeof header) &&
+      std::memcmp(header.e_ident, ELFMAG, SELFMAG) == 0 && header.e_ident[EI_CLASS] == ELFCLASS64 &&
+      header.e_ident[EI_DATA] == ELFDATA2LSB && header.e_phentsize == sizeof(Elf64_Phdr)) {
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    const auto end = [](std::uint64_t offset, std::uint64_t length) {  // saturated: headers may be garbage
+      return offset > UINT64_MAX - length ? UINT64_MAX : offset + length;
+    };
+    const std::uint64_t headers_end = end(header.e_phoff, std::uint64_t{header.e_phnum} * sizeof(Elf64_Phdr));
+    std::uint64_t needed = headers_end;
+    std::vector<Elf64_Phdr> segments(header.e_phnum);
+    if (headers_end <= size && header.e_phnum > 0 &&
+        ::pread(fd, segments.data(), segments.size() * sizeof(Elf64_Phdr), static_cast<off_t>(header.e_phoff)) ==
+            static_cast<ssize_t>(segments.size() * sizeof(Elf64_Phdr)))
+      for (const auto& segment : segments)
+        if (segment.p_type == PT_LOAD || segment.p_type == PT_DYNAMIC)
+          needed = std::max(needed, end(segment.p_offset, segment.p_filesz));
+    if (header.e_shoff != 0)
+      needed = std::max(needed, end(header.e_shoff, std::uint64_t{header.e_shnum} * header.e_shentsize));
+    if (needed > size)
+      reason = fmt::format("the file is cut short (truncated): its ELF headers describe {} bytes, it holds {}", needed,
+                           size);
+  }
+  ::close(fd);
+  return reason;
+}
+
 /// (kind, name) of every entry, sorted as the registry keeps them.
 std::vector<std::pair<PluginKind, std::string>> keys_of(const Registry& registry) {
   std::vector<std::pair<PluginKind, std::string>> out;
@@ -191,6 +235,9 @@ void PluginLoader::load_checked(const fs::path& canonical, PluginLoadFailure& fa
   if (!fs::exists(canonical))
     refuse(canonical, "the file does not exist",
            "Check the plugin search path (STRATA_PLUGIN_PATH, [plugins] paths) or rebuild the plugin.");
+
+  if (const std::string cut = elf_cut_short(canonical); !cut.empty())
+    refuse(canonical, cut, "Copy or rebuild the library whole, or remove it from the plugin search path.");
 
   // 1. Load with every symbol resolved now, so a missing dependency fails here, not mid-run.
   auto library = std::make_shared<boost::dll::shared_library>();

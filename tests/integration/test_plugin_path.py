@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The plugin search path degrades gracefully: a library that does not load (not a shared library,
-not a Strata plugin, a broken one) is reported by one warning naming it and stops only the
-commands that need it; `strata plugins` lists it with the reason; an experiment naming a plugin
+not a Strata plugin, a broken one, one cut short) is reported by one warning naming it and stops
+only the commands that need it; `strata plugins` lists it with the reason; an experiment naming a plugin
 that only a broken library would provide fails naming that library; a library that crashes while
 it loads is named before strata exits 2; a STRATA_PLUGIN_PATH entry that does not exist is a
 warning, a [plugins] paths entry that does not exist an error."""
@@ -151,6 +151,41 @@ def unknown_plugin_lists_broken_libraries():
                             "1 plugin library did not load and may provide it: " + lib)
 
 
+# ---- a library cut short -------------------------------------------------------------------------
+
+def truncated_library_is_a_warning():
+    """A plugin library cut short (an interrupted copy): the dynamic loader would touch a page past
+    its end (SIGBUS) while loading it. It is refused before loading: a warning for a command that
+    does not need it, the reason in `strata plugins`, and named when the experiment asks for what
+    it would provide."""
+    built = sorted(n for n in os.listdir(st.plugins_dir()) if n.endswith(".so"))
+    if not built:
+        raise st.Skip("no plugin library in %s to cut short" % st.plugins_dir())
+    source = os.path.join(st.plugins_dir(), built[0])
+    d = st.temp_dir("truncated")
+    with open(source, "rb") as f:
+        whole = f.read()
+    for size in (5000, len(whole) // 2):
+        lib = os.path.join(d, "libstrata_cut.so")
+        with open(lib, "wb") as f:
+            f.write(whole[:size])
+        lib = os.path.realpath(lib)
+        env = {"STRATA_PLUGIN_PATH": d}
+        result = st.strata("plugins", env=env)
+        st.expect_exit(result, 0)
+        st.expect_no_crash(result)
+        _, rest = plugins_sections(result)
+        st.expect_in(lib + ": the file is cut short (truncated)", rest, result, "the not-loaded section")
+        result = st.strata("validate", st.GOOD_SYNTHETIC, env=env)
+        st.expect_exit(result, 0)
+        lines = warnings_about(result, lib)
+        st.check(len(lines) == 1 and "cut short" in lines[0],
+                 "expected one warning naming %s as cut short, got %r" % (lib, lines), result)
+        result = st.strata("validate", st.GOOD_SYNTHETIC, "--set", "model.name=cut_model", env=env)
+        st.expect_clean_failure(result, 2, "model.name", "unknown model 'cut_model'",
+                                "1 plugin library did not load and may provide it: " + lib, "cut short")
+
+
 # ---- a library that crashes while it loads -------------------------------------------------------
 
 CRASHES = {
@@ -175,5 +210,6 @@ if __name__ == "__main__":
     st.main([
         junk_library_does_not_stop_a_run, warnings_not_repeated_by_spawned_ranks, plugins_lists_what_did_not_load,
         nothing_loads_is_an_error, missing_environment_entry_warns, missing_experiment_entry_is_an_error,
-        plugin_of_a_broken_library_names_it, unknown_plugin_lists_broken_libraries, crashing_library_is_named,
+        plugin_of_a_broken_library_names_it, unknown_plugin_lists_broken_libraries, truncated_library_is_a_warning,
+        crashing_library_is_named,
     ])
