@@ -135,6 +135,34 @@ def audit_with_sync_timing():
     st.expect_stderr(result, "sync_timing")
 
 
+def deep_keys():
+    """A key of 150,000 dotted parts (toml++ recursed once per part and crashed): in a table header,
+    a key, an inline table, a --set key or value; arrays nested 150,000 deep: exit 2 naming the
+    position and the limit, never a crash."""
+    key = ".".join(["a"] * 150000)
+    with open(st.GOOD_SYNTHETIC, encoding="utf-8") as f:
+        base = f.read()
+    line = base.count("\n") + 1  # the line appended below, in the file's last section
+    cases = [("[%s]\n" % key, 2, "150000 dotted parts"),
+             ("%s = 1\n" % key, 1, "150000 dotted parts"),
+             ("x = [{ %s = 1 }]\n" % key, 8, "150000 dotted parts"),
+             ("x = %s1%s\n" % ("[" * 150000, "]" * 150000), 0, "nested")]
+    d = st.temp_dir("deep")
+    for i, (text, column, fragment) in enumerate(cases):
+        path = os.path.join(d, "deep%d.toml" % i)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(base + ("" if base.endswith("\n") else "\n") + text)
+        result = st.strata("validate", path)
+        check_refused(result, "%s:%d" % (path, line) + (":%d" % column if column else ""), fragment)
+        if column:
+            st.expect_stderr(result, "at most 64 are allowed")
+        st.check(len(result.stderr) < 2000, "the error must show the key shortened", result)
+    short = ".".join(["a"] * 60000)  # within the command line's limit of one argument
+    result = set_refused("train.%s=1" % short, "--set train.a.a.a", "60001 dotted parts", "at most 64")
+    st.check(len(result.stderr) < 2000, "the error must show the key shortened", result)
+    set_refused("model.hidden={%s=1}" % short, "--set model.hidden", "dotted parts", "at most 64")
+
+
 def missing_file():
     path = os.path.join(st.temp_dir("missing"), "no_such_experiment.toml")
     for command in ("validate", "run"):
@@ -149,4 +177,4 @@ if __name__ == "__main__":
     bad_files = sorted(glob.glob(os.path.join(st.CONFIGS, "bad_*.toml")))
     st.main([fixture_set_is_complete, good_config_validates] + [bad_config_case(p) for p in bad_files]
             + [set_not_an_integer, set_unknown_key, set_unknown_plugin_key, set_out_of_range, set_unknown_section,
-               set_malformed, set_valid, audit_with_sync_timing, missing_file])
+               set_malformed, set_valid, audit_with_sync_timing, deep_keys, missing_file])

@@ -149,6 +149,37 @@ TEST_CASE("the experiment file itself: deep keys, special files and size are ref
   CHECK_THROWS_WITH_AS(strata::load_experiment(big), doctest::Contains("MiB"), strata::ConfigError);
 }
 
+TEST_CASE("deep keys inside inline tables and overrides are refused, strings are not keys") {
+  std::string key;
+  for (int i = 0; i < 150000; ++i) key += "a.";
+  key += "a";
+  // toml++ recursed once per part inside an inline table too (150000 parts crashed validate).
+  auto inline_key = error_of({}, std::string(kBase) + "[model]\nhidden = [{ " + key + " = 1 }]\n");
+  CHECK(inline_key.where().line == 10);
+  CHECK(inline_key.where().column == 13);
+  CHECK(std::string(inline_key.what()).find("150001 dotted parts; at most 64") != std::string::npos);
+  CHECK(message_of(inline_key).size() < 1000);
+  auto override_key = error_of({key.substr(0, 399) + "=1"});
+  CHECK(std::string(override_key.what()).find("200 dotted parts") != std::string::npos);
+  CHECK(override_key.where().file.rfind("--set", 0) == 0);
+  auto override_value = error_of({"model.hidden={" + key + "=1}"});
+  CHECK(override_value.key() == "model.hidden");
+  CHECK(std::string(override_value.what()).find("dotted parts") != std::string::npos);
+  // Dots inside strings, multi-line ones included, and in comments are not key parts.
+  std::string quoted = kBase;
+  quoted.replace(quoted.find("name = \"t\""), 10, "name = \"t\"  # " + key + "\nnote = \"\"\"\n" + key + "\n\"\"\"");
+  const auto error = [&] {
+    try {
+      TempDir dir;
+      strata::load_experiment(dir.write("exp.toml", quoted));
+    } catch (const strata::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  CHECK(error.find("dotted parts") == std::string::npos);
+}
+
 TEST_CASE("a newline inside a value cannot split the printed paragraph") {
   const auto text = message_of(error_of({"optimizer.name=\"sgd\\n  fix: rm -rf\""}));
   CHECK(std::count(text.begin(), text.end(), '\n') == 1);  // only the one before the real fix

@@ -55,3 +55,22 @@ TEST_CASE("json parse rejects malformed text with the offset") {
     CHECK(std::string(e.what()).find("offset 7") != std::string::npos);
   }
 }
+
+TEST_CASE("json parse bounds nesting: deep text is an error, not a stack overflow") {
+  for (const std::string& open : {std::string("["), std::string("{\"k\":")}) {
+    const std::string deep = [&] {
+      std::string text;
+      for (int i = 0; i < 150000; ++i) text += open;
+      return text + "1";
+    }();
+    try {
+      strata::Json::parse(deep);
+      FAIL("no error");
+    } catch (const strata::Error& e) {
+      CHECK(std::string(e.what()).find("nested deeper than 256 levels") != std::string::npos);
+    }
+  }
+  std::string fits;
+  for (int i = 0; i < 255; ++i) fits = "[" + fits + "]";
+  CHECK(strata::Json::parse(fits).elements() != nullptr);
+}

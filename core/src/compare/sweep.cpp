@@ -289,6 +289,7 @@ class SweepBuilder {
     if (parts->size() < 2)
       throw ConfigError(where, "compare", "an override changes one key of [compare], not the whole table.",
                         "Write for example `--set compare.repeats=3` or `--set compare.axes.world_size=[1,2]`.");
+    detail::check_key_depth(text.substr(eq + 1), where.file);
     const toml::table parsed = parse_value(text.substr(eq + 1));
     const toml::node& value = *parsed.get("v");
     const std::string& name = (*parts)[1];

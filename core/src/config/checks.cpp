@@ -31,7 +31,6 @@ constexpr std::size_t kMaxNameBytes = 255;
 constexpr std::size_t kMaxPathBytes = 4000;
 
 constexpr std::uintmax_t kMaxFileBytes = 8u << 20;  // an experiment file is text written by hand
-constexpr std::size_t kMaxKeyParts = 64;
 
 [[noreturn]] void file_error(const fs::path& file, const std::string& message, const std::string& fix) {
   throw ConfigError({file.string(), 0, 0}, "", message, fix);
@@ -74,38 +73,84 @@ std::string read_experiment_text(const fs::path& file) {
 }
 
 /// toml++ recurses once per part of a dotted key or table header (a key of 100000 parts overflowed
-/// the stack): keys and headers of more than kMaxKeyParts parts are refused before parsing.
+/// the stack), also inside inline tables: every run of dotted parts outside strings and comments
+/// (a key, a header, a float's two) of more than kMaxKeyParts parts is refused before parsing.
+/// Arrays and inline tables nest at most toml++'s 256 deep, each level's key within the bound.
 void check_key_depth(const std::string& text, const std::string& label) {
-  std::uint32_t line = 0;
-  for (std::size_t start = 0; start < text.size();) {
-    ++line;
-    std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    // A key (up to '=') or a table header (up to ']'); a ',' first means an array's continuation.
-    std::size_t parts = 1;
-    bool key = false;
-    char quote = 0;
-    for (std::size_t i = start; i < end; ++i) {
-      const char c = text[i];
-      if (quote) {
-        if (c == quote) quote = 0;
-        continue;
-      }
-      if (c == '"' || c == '\'') quote = c;
-      else if (c == '.') ++parts;
-      else if (c == '=' || c == ']') key = true;
-      if (c == '=' || c == ']' || c == ',' || c == '#') break;
-    }
-    if (!key) parts = 1;
+  const auto bare = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
+  std::uint32_t line = 1;
+  std::size_t line_start = 0;
+  std::size_t parts = 0;      // parts of the current run
+  std::size_t run_start = 0;  // where it began
+  bool dotted = false;        // its last part is followed by a '.'
+  // The run ends (a newline, '=', a bracket, a comment, ...): refused when it was too long.
+  const auto end_run = [&] {
     if (parts > kMaxKeyParts)
-      throw ConfigError({label, line, 1}, "",
+      throw ConfigError({label, line, static_cast<std::uint32_t>(run_start - line_start + 1)},
+                        shown(text.substr(run_start, 64), 40),
                         fmt::format("a key or table header of {} dotted parts; at most {} are allowed.", parts,
                                     kMaxKeyParts),
                         "Nest tables less deeply; experiment keys are section.key.");
-    start = end + 1;
+    parts = 0;
+    dotted = false;
+  };
+  // A key part (bare or quoted) that began at `begin`: the next of the run after a '.', else the
+  // first of a new one.
+  const auto part = [&](std::size_t begin) {
+    if (parts > 0 && !dotted) end_run();
+    if (parts == 0) run_start = begin;
+    ++parts;
+    dotted = false;
+  };
+  for (std::size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (c == '\n') {
+      end_run();  // a key never spans lines
+      ++line;
+      line_start = ++i;
+    } else if (c == ' ' || c == '\t' || c == '\r') {
+      ++i;
+    } else if (c == '#') {
+      end_run();
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {
+      const std::size_t begin = i;
+      const bool multiline = text.compare(i, 3, std::string(3, c)) == 0;
+      if (multiline) end_run();  // a value, never a key
+      i += multiline ? 3 : 1;
+      // To the closing quote (a basic string's backslash escapes the next character); an
+      // unterminated string runs to the end of its line, or of the text, for toml++ to report.
+      while (i < text.size()) {
+        if (c == '"' && text[i] == '\\' && i + 1 < text.size() && text[i + 1] != '\n') {
+          i += 2;
+          continue;
+        }
+        if (text[i] == '\n') {
+          if (!multiline) break;
+          ++line;
+          line_start = i + 1;
+        }
+        if (text[i] == c && (!multiline || text.compare(i, 3, std::string(3, c)) == 0)) {
+          i += multiline ? 3 : 1;
+          break;
+        }
+        ++i;
+      }
+      if (!multiline) part(begin);
+    } else if (bare(c)) {
+      const std::size_t begin = i;
+      while (i < text.size() && bare(text[i])) ++i;
+      part(begin);
+    } else if (c == '.' && parts > 0 && !dotted) {
+      dotted = true;
+      ++i;
+    } else {
+      end_run();  // '=', brackets, ',', ...
+      ++i;
+    }
   }
+  end_run();
 }
-
 
 /// More warmup steps than steps is what a short smoke run of a real experiment (`--set
 /// train.steps=20`) asks for: the trainer clamps the warmup to the steps, with a warning saying so

@@ -378,8 +378,18 @@ void apply_override(ExperimentDocument& doc, const std::string& text, const Sour
     if (p.empty() || parts.size() < 2)
       throw ConfigError(origin, path, "the key of an override must be section.key.",
                         "Write for example `--set train.steps=50`.");
+  if (parts.size() > detail::kMaxKeyParts)
+    throw ConfigError(origin, detail::shown(path, 40),
+                      fmt::format("the key of an override has {} dotted parts; at most {} are allowed.", parts.size(),
+                                  detail::kMaxKeyParts),
+                      "Write the key of an option, for example `--set train.steps=50`.");
   // The value is TOML (50, 0.1, true, "x", [1, 2]); anything that does not parse is a bare string.
   toml::table parsed;
+  try {
+    detail::check_key_depth("v = " + raw, origin.file);
+  } catch (const ConfigError& e) {
+    throw ConfigError(origin, path, std::string("its value holds ") + e.what(), e.fix());
+  }
   try {
     parsed = toml::parse("v = " + raw);
   } catch (const toml::parse_error&) {

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 #include <toml++/toml.h>
 
+#include "config/checks.hpp"
 #include "strata/errors.hpp"
 #include "text/suggest.hpp"
 #include "strata/json.hpp"
@@ -172,6 +173,7 @@ Network network_from_bench_json(const std::string& text, const std::string& sour
 
 Network network_from_toml(const std::string& text, const std::string& source) {
   toml::table t;
+  detail::check_key_depth(text, source);
   try {
     t = toml::parse(text, source);
   } catch (const toml::parse_error& e) {

@@ -101,6 +101,10 @@ namespace {
 
 class Parser {
  public:
+  /// Each level is a frame of the recursive descent: a bound keeps damaged or hostile text from
+  /// overflowing the stack. Strata's own files nest a few levels.
+  static constexpr int kMaxDepth = 256;
+
   explicit Parser(const std::string& text) : t_(text) {}
 
   Json document() {
@@ -140,7 +144,7 @@ class Parser {
       int& d;
       ~Depth() { --d; }
     } depth{depth_};
-    if (++depth_ > 256) fail("nesting too deep");
+    if (++depth_ > kMaxDepth) fail(fmt::format("arrays and objects nested deeper than {} levels", kMaxDepth));
     space();
     if (i_ >= t_.size()) fail("unexpected end");
     const char c = t_[i_];
