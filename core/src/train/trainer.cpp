@@ -10,11 +10,16 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <stdexcept>
+#include <string>
+#include <typeinfo>
 
 #include <ATen/record_function.h>
 #include <fmt/format.h>
 
 #include "strata/errors.hpp"
+#include "strata/registry.hpp"
+#include "text/errors_text.hpp"
 #include "train/checkpoint.hpp"
 #include "train/loop.hpp"
 #include "train/replicas.hpp"
@@ -26,6 +31,48 @@ namespace trainer {
 namespace {
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// "strategy 'ddp' (plugin library PATH)", or "(built in)".
+std::string plugin_named(const RankRun& r, PluginKind kind, const std::string& name) {
+  const RegistryEntry* entry = r.registry.find(kind, name);
+  return fmt::format("{} '{}' ({})", kind_name(kind), name,
+                     entry != nullptr && !entry->library.empty() ? "plugin library " + entry->library : "built in");
+}
+
+/// A call into a plugin: which one, in which phase ("in its setup"), and the model it runs, if any.
+struct PluginSite {
+  const RankRun& run;
+  PluginKind kind;
+  const std::string& name;
+  const char* phase;
+  const std::string* model = nullptr;
+};
+
+/// Runs `call`, plugin code; what it throws that is not one of Strata's own errors (a c10::Error, a
+/// std::exception; a plain strata::Error too, where `plain` says only the plugin's code throws one)
+/// is rethrown naming the plugin, its library and the phase, at `step` when there is one (> 0).
+template <typename F>
+decltype(auto) plugin_call(const PluginSite& site, std::int64_t step, bool plain, F&& call) {
+  const auto rethrow = [&](const std::exception& e, std::string fix) {
+    std::string message = plugin_named(site.run, site.kind, site.name) + " failed " + site.phase;
+    if (site.model != nullptr) message += " (running " + plugin_named(site.run, PluginKind::kModel, *site.model) + ")";
+    message += ": " + detail::exception_text(e);
+    if (fix.empty())
+      fix = "The error is the plugin's: check its options (`strata describe " + site.name +
+            "`), or report it to its authors.";
+    if (step > 0) throw TrainingError(step, message, fix);
+    throw Error(message, fix);
+  };
+  try {
+    return call();
+  } catch (const Error& e) {
+    if (!plain || typeid(e) != typeid(Error)) throw;  // ConfigError, DistributedError, Interrupted, ...
+    rethrow(e, e.fix());
+  } catch (const std::exception& e) {
+    rethrow(e, {});
+  }
+  throw std::logic_error("unreachable");
 }
 }  // namespace
 
@@ -58,7 +105,8 @@ void Loop::setup() {
   const StrategySetup setup = r_.strategy_setup();
   log_.info("precision: " + setup.precision.describe());
   comm_.set_phase(CommPhase::kSetup);
-  r_.strategy->setup(setup);
+  plugin_call({r_, PluginKind::kStrategy, e_.strategy.name, "in its setup"}, 0, true,
+              [&] { r_.strategy->setup(setup); });
   checkpoints_.emplace(e_, *r_.strategy, comm_, log_, r_.place.run_dir,
                        e_.checkpoint.every > 0 || e_.checkpoint.at_end || r_.place.resume.has_value(), r_.barrier);
   if (r_.place.resume) restore(checkpoints_->load(*r_.place.resume));
@@ -97,22 +145,30 @@ void Loop::train_step(std::int64_t step) {
   // losses times loss_scale here, averaged over ranks when it is read. It stays on the device,
   // like the gradient norm: nothing in the step waits for the device.
   std::vector<Batch> ahead;  // the step's micro-batches, when their targets must be counted first
+  const auto next_batch = [&](std::int64_t m) {
+    return plugin_call({r_, PluginKind::kDataset, e_.dataset.name, "in the step (reading its batches)"}, step + 1, true,
+                       [&] { return batches_->next(step, m); });
+  };
   torch::Tensor scale = fixed_scale_;
   if (!scale.defined()) {
     breakdown_->begin(StepBreakdown::kData);
-    for (std::int64_t m = 0; m < t.micro_batches; ++m) ahead.push_back(batches_->next(step, m));
+    for (std::int64_t m = 0; m < t.micro_batches; ++m) ahead.push_back(next_batch(m));
     scale = loss_scale(ahead);
     breakdown_->end();
   }
   torch::Tensor loss;
   for (std::int64_t m = 0; m < t.micro_batches; ++m) {
     breakdown_->begin(StepBreakdown::kData);
-    Batch batch = ahead.empty() ? batches_->next(step, m) : std::move(ahead[static_cast<std::size_t>(m)]);
+    Batch batch = ahead.empty() ? next_batch(m) : std::move(ahead[static_cast<std::size_t>(m)]);
     breakdown_->end();
     breakdown_->begin(StepBreakdown::kCompute);
     RECORD_USER_SCOPE(fmt::format("strata micro-batch {}", m));
-    torch::Tensor l = r_.strategy->forward_backward(
-        batch, {static_cast<int>(m), static_cast<int>(t.micro_batches), scale});
+    torch::Tensor l = plugin_call(
+        {r_, PluginKind::kStrategy, e_.strategy.name, "in the step (forward and backward)", &e_.model.name}, step + 1,
+        true, [&] {
+          return r_.strategy->forward_backward(batch,
+                                               {static_cast<int>(m), static_cast<int>(t.micro_batches), scale});
+        });
     loss = loss.defined() ? loss + l : l;
     breakdown_->end();
   }
@@ -126,8 +182,10 @@ void Loop::train_step(std::int64_t step) {
   torch::Tensor grad_norm;
   {
     RECORD_USER_SCOPE("strata optimizer");
-    grad_norm = r_.strategy->finish_gradients(clip);
-    r_.strategy->step(lr);
+    plugin_call({r_, PluginKind::kStrategy, e_.strategy.name, "in the step (the optimizer step)"}, step1, true, [&] {
+      grad_norm = r_.strategy->finish_gradients(clip);
+      r_.strategy->step(lr);
+    });
   }
   breakdown_->end();
   breakdown_->end_step();
@@ -176,7 +234,8 @@ void Loop::read_steps(double lr, bool log_point) {
 
 EvalResult Loop::evaluate() {
   const std::int64_t batch = e_.eval.batch_size > 0 ? e_.eval.batch_size : e_.train.global_batch_size;
-  return strata::evaluate(*r_.strategy, *r_.dataset, comm_, r_.device, {e_.eval.batches, batch});
+  return plugin_call({r_, PluginKind::kStrategy, e_.strategy.name, "in evaluation", &e_.model.name}, 0, false,
+                     [&] { return strata::evaluate(*r_.strategy, *r_.dataset, comm_, r_.device, {e_.eval.batches, batch}); });
 }
 
 /// Saves a checkpoint after `step` steps (collective), with every figure up to it read first.
@@ -184,7 +243,9 @@ void Loop::save_checkpoint(std::int64_t step) {
   read_steps(schedule_.at(step - 1), /*log_point=*/false);
   memory_.measure(*r_.strategy, comm_);  // the segment's memory so far, for trainer.json (collective)
   comm_.set_phase(CommPhase::kEval);
-  const auto saved = checkpoints_->save(step, trainer_state());
+  // Strata's own errors (a full disk) pass unchanged; anything else came from the strategy's state.
+  const auto saved = plugin_call({r_, PluginKind::kStrategy, e_.strategy.name, "in the checkpoint"}, step, false,
+                                 [&] { return checkpoints_->save(step, trainer_state()); });
   comm_.set_phase(CommPhase::kTrain);
   log_checkpoint(step, saved);
 }
@@ -240,7 +301,8 @@ void Loop::restore(const Resumed& r) {
 /// Gathers the full model on rank 0 (a collective of every rank) and writes it for init_from.
 void Loop::save_final_model(Json& summary) {
   comm_.set_phase(CommPhase::kEval);
-  const StateDict state = r_.strategy->full_state_dict();
+  const StateDict state = plugin_call({r_, PluginKind::kStrategy, e_.strategy.name, "gathering the final model"}, 0,
+                                      false, [&] { return r_.strategy->full_state_dict(); });
   comm_.set_phase(CommPhase::kTrain);
   if (!rank0_) return;
   const SavedModel saved = write_final_model(*r_.model, state, r_.place.run_dir, e_.train.save_format);
