@@ -9,6 +9,7 @@
   holds a run", never both and never a write error; with strata's launcher (--nproc 2) as well,
   whose ranks take the directory their launcher claimed. Runs without --out started together get
   a directory each.
+- Links planted in --out at temporary or final names are never written through.
 """
 
 import contextlib
@@ -120,6 +121,41 @@ def fills_at_the_final_model():
         st.check(not os.path.exists(os.path.join(out, "final_model.pt")), "no final_model.pt may be left", result)
 
 
+def fingerprint(path):
+    """(size, mtime in ns, bytes) of the file `path`, not following a link."""
+    st_ = os.lstat(path)
+    with open(path, "rb") as f:
+        return st_.st_size, st_.st_mtime_ns, f.read()
+
+
+def planted_links_are_not_followed():
+    """Links planted in --out at the names of temporary files (the old fixed `config.toml.tmp`
+    among them) and at a final name: the run succeeds, replaces the link at the final name with
+    its file, and the links' target is untouched byte for byte, mtime included."""
+    d = st.temp_dir("links")
+    victim = os.path.join(d, "victim.txt")
+    with open(victim, "wb") as f:
+        f.write(b"an unrelated file\n")
+    before = fingerprint(victim)
+    out = os.path.join(d, "run")
+    os.makedirs(out)
+    planted = ["config.toml.tmp", ".config.toml.tmp", "summary.json.tmp", "config.toml"]
+    for name in planted:
+        os.symlink(victim, os.path.join(out, name))
+    result = st.strata("run", st.GOOD_SYNTHETIC, "--out", out,
+                       *st.set_args(*FAST, "checkpoint.at_end=true", "train.save_final=true"), timeout=300)
+    st.expect_exit(result, 0)
+    st.check(fingerprint(victim) == before, "the run wrote through a planted link into %s" % victim, result)
+    config = os.path.join(out, "config.toml")
+    st.check(not os.path.islink(config) and os.path.getsize(config) > 0,
+             "config.toml must be the run's own file, not the planted link", result)
+    st.check(st.load_summary(out).get("status") == "ok", "the run must finish", result)
+    for name in planted[:3]:
+        st.check(os.path.islink(os.path.join(out, name)), "the planted link %s must be left alone" % name, result)
+    empty, temporary = leftovers(out)
+    st.check(not [t for t in temporary if not os.path.islink(t)], "temporary files were left: %s" % temporary, result)
+
+
 def start_together(commands):
     """Starts every command at once (argv lists); returns their st.Result in order."""
     env, note = st._clean_env()
@@ -197,4 +233,4 @@ def automatic_directories_are_distinct(runs=4):
 
 if __name__ == "__main__":
     st.main([full_from_the_start, fills_at_the_events, fills_at_the_checkpoint, fills_at_the_final_model,
-             same_out_races, same_out_races_with_the_launcher, automatic_directories_are_distinct])
+             planted_links_are_not_followed, same_out_races, same_out_races_with_the_launcher, automatic_directories_are_distinct])

@@ -4,9 +4,11 @@
 
 #include "test_support.hpp"
 
+#include <cerrno>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "io/atomic_file.hpp"
 #include "io/run_dir.hpp"
@@ -37,6 +39,15 @@ std::string error_of(F&& f) {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+/// The names of `dir`'s temporary files (".NAME.RANDOM.tmp" from AtomicFile).
+std::vector<std::string> temporaries(const std::filesystem::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (entry.path().extension() == ".tmp") out.push_back(entry.path().filename().string());
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("write_text_file replaces a file whole and leaves no temporary") {
@@ -45,7 +56,7 @@ TEST_CASE("write_text_file replaces a file whole and leaves no temporary") {
   strata::write_text_file(file, "first\n");
   strata::write_text_file(file, "second\n");
   CHECK(read(file) == "second\n");
-  CHECK_FALSE(fs::exists(dir.path() / "summary.json.tmp"));
+  CHECK(temporaries(dir.path()).empty());
 }
 
 TEST_CASE("write_text_file into a missing directory names the path and the reason") {
@@ -69,7 +80,7 @@ TEST_CASE("a write that runs out of space keeps the old file and leaves no tempo
   CHECK(contains(error, file.string()));
   CHECK(contains(error, "File too large"));
   CHECK(read(file) == "old\n");
-  CHECK_FALSE(fs::exists(dir.path() / "summary.json.tmp"));
+  CHECK(temporaries(dir.path()).empty());
   // Nor is a new file left empty in place.
   const std::string fresh = error_of([&] {
     FileSizeLimit limit(0);
@@ -77,7 +88,50 @@ TEST_CASE("a write that runs out of space keeps the old file and leaves no tempo
   });
   CHECK(contains(fresh, "File too large"));
   CHECK_FALSE(fs::exists(dir.path() / "config.toml"));
-  CHECK_FALSE(fs::exists(dir.path() / "config.toml.tmp"));
+  CHECK(temporaries(dir.path()).empty());
+}
+
+TEST_CASE("whole files are never written through a planted link, and a leftover temporary blocks nothing") {
+  TempDir dir;
+  const fs::path victim = dir.write("victim", "precious\n");
+  const fs::path out = dir.path() / "out";
+  fs::create_directories(out);
+  // The old fixed temporary names, and the final name itself, planted as links to the victim.
+  for (const char* name : {"config.toml.tmp", ".config.toml.tmp", "summary.json.tmp", "summary.json"})
+    fs::create_symlink(victim, out / name);
+  strata::write_text_file(out / "config.toml", "x = 1\n");
+  strata::write_text_file(out / "summary.json", "{}\n");  // replaces the link, not its target
+  CHECK(read(victim) == "precious\n");
+  CHECK(read(out / "config.toml") == "x = 1\n");
+  CHECK_FALSE(fs::is_symlink(out / "summary.json"));
+  CHECK(read(out / "summary.json") == "{}\n");
+  CHECK(fs::is_symlink(out / "config.toml.tmp"));  // left as they were
+  // A temporary file of a killed writer stays where it is; the next write takes a fresh name.
+  std::ofstream(out / ".config.toml.0000000000000000.tmp") << "partial";
+  strata::write_text_file(out / "config.toml", "x = 2\n");
+  CHECK(read(out / "config.toml") == "x = 2\n");
+  std::vector<std::string> files;  // the temporaries that are not the planted links
+  for (const auto& name : temporaries(out))
+    if (!fs::is_symlink(out / name)) files.push_back(name);
+  CHECK(files == std::vector<std::string>{".config.toml.0000000000000000.tmp"});
+  // A name too long for a temporary beside it is cut, not refused.
+  const std::string longest(255, 'n');
+  strata::write_text_file(out / longest, "long\n");
+  CHECK(read(out / longest) == "long\n");
+}
+
+TEST_CASE("StreamedFile refuses to write through a link") {
+  TempDir dir;
+  const fs::path victim = dir.write("victim", "precious\n");
+  fs::create_symlink(victim, dir.path() / "output.log");
+  strata::StreamedFile file;
+  const std::string error = error_of([&] { file.open(dir.path() / "output.log", /*exclusive=*/false, "the log"); });
+  CHECK(contains(error, "the log " + (dir.path() / "output.log").string()));
+  CHECK(contains(error, "symbolic link"));
+  strata::StreamedFile exclusive;
+  CHECK_FALSE(exclusive.open(dir.path() / "output.log", /*exclusive=*/true));
+  CHECK(errno == EEXIST);
+  CHECK(read(victim) == "precious\n");
 }
 
 TEST_CASE("StreamedFile names a full device and the reason") {

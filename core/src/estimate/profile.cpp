@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "config/experiment.hpp"
+#include "io/atomic_file.hpp"
 #include "strata/errors.hpp"
 #include "strata/json.hpp"
 
@@ -146,8 +147,11 @@ void save_units(const std::filesystem::path& run_dir, const std::string& device,
   Json j = Json::object();
   j["device"] = device;
   j["units"] = units_json(units);
-  std::ofstream out(run_dir / "units.json", std::ios::binary);
-  if (out) out << j.dump() << "\n";  // best effort: a read-only run directory keeps none
+  try {
+    write_file_atomically(run_dir / "units.json", j.dump() + "\n");
+  } catch (const Error&) {
+    // best effort: a read-only run directory keeps none
+  }
 }
 
 std::optional<std::vector<UnitProfile>> load_units(const std::filesystem::path& run_dir, const std::string& device) {

@@ -1,11 +1,14 @@
 #include "io/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -17,15 +20,48 @@ namespace fs = std::filesystem;
 
 std::string errno_text() { return std::strerror(errno); }
 
-AtomicFile::AtomicFile(fs::path file) : file_(std::move(file)), tmp_(file_) {
-  tmp_ += ".tmp";
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) fail(errno, "cannot create " + tmp_.string());
+namespace {
+
+/// ".NAME.RANDOM.tmp" beside `file`: a name nobody can plant a link at in advance, still ending in
+/// .tmp; NAME is cut so that the whole stays within NAME_MAX.
+fs::path temporary_name(const fs::path& file) {
+  static std::mutex mutex;
+  static std::mt19937_64 random = [] {
+    std::random_device seed;
+    std::seed_seq seq{seed(), seed(), seed(), seed(), static_cast<unsigned>(::getpid())};
+    return std::mt19937_64(seq);
+  }();
+  std::uint64_t bits = 0;
+  {
+    std::lock_guard lock(mutex);
+    bits = random();
+  }
+  constexpr std::size_t kNameMax = 255;
+  const std::string suffix = fmt::format(".{:016x}.tmp", bits);
+  std::string name = file.filename().string();
+  name.resize(std::min(name.size(), kNameMax - 1 - suffix.size()));
+  return file.parent_path() / ("." + name + suffix);
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(fs::path file) : file_(std::move(file)) {
+  // Created exclusively and never through a link: a file or link already at the name (planted, or
+  // left by a killed process) is not written through but skipped for a fresh name.
+  for (int attempt = 0;; ++attempt) {
+    tmp_ = temporary_name(file_);
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd_ >= 0) return;
+    if (errno != EEXIST || attempt == 16) break;
+  }
+  const int error = errno;
+  tmp_.clear();  // nothing of ours to remove
+  fail(error, "cannot create a temporary file for " + file_.string());
 }
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(tmp_.c_str());
+  if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
 }
 
 void AtomicFile::write(const void* data, std::uint64_t size, const std::string& what) {
@@ -35,7 +71,8 @@ void AtomicFile::write(const void* data, std::uint64_t size, const std::string& 
     const ssize_t put = ::write(fd_, in, chunk);
     if (put < 0 && errno == EINTR) continue;
     // A full disk may first take part of a write, then refuse the rest; 0 bytes is a full disk too.
-    if (put <= 0) fail(put < 0 ? errno : ENOSPC, fmt::format("cannot write {} to {}", what, tmp_.string()));
+    if (put <= 0)
+      fail(put < 0 ? errno : ENOSPC, fmt::format("cannot write {} to {} (as {})", what, file_.string(), tmp_.string()));
     in += put;
     size -= static_cast<std::uint64_t>(put);
     size_ += static_cast<std::uint64_t>(put);
@@ -44,10 +81,11 @@ void AtomicFile::write(const void* data, std::uint64_t size, const std::string& 
 
 void AtomicFile::commit() {
   // Space a file system reserves late (NFS, delayed allocation) fails here or at close.
-  if (::fsync(fd_) != 0) fail(errno, "cannot flush " + tmp_.string() + " to disk (fsync)");
+  if (::fsync(fd_) != 0)
+    fail(errno, "cannot flush " + file_.string() + " (as " + tmp_.string() + ") to disk (fsync)");
   const int fd = fd_;
   fd_ = -1;
-  if (::close(fd) != 0) fail(errno, "cannot close " + tmp_.string());
+  if (::close(fd) != 0) fail(errno, "cannot close " + file_.string() + " (as " + tmp_.string() + ")");
   if (::rename(tmp_.c_str(), file_.c_str()) != 0)
     fail(errno, "cannot rename " + tmp_.string() + " to " + file_.string());
   committed_ = true;
@@ -82,7 +120,12 @@ bool StreamedFile::open(const fs::path& file, bool exclusive, std::string what) 
   file_ = file;
   what_ = what.empty() ? std::move(what) : std::move(what) + " ";
   size_ = 0;
-  fd_ = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (exclusive ? O_EXCL : O_TRUNC), 0644);
+  fd_ = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (exclusive ? O_EXCL : O_TRUNC), 0644);
+  struct stat link {};
+  if (fd_ < 0 && errno == ELOOP && ::lstat(file.c_str(), &link) == 0 && S_ISLNK(link.st_mode))
+    throw Error(fmt::format("cannot write {}{}: it is a symbolic link, and Strata does not write through links.",
+                            what_, file.string()),
+                "Remove the link (it may have been planted to overwrite its target), or choose another directory.");
   return fd_ >= 0;
 }
 

@@ -11,7 +11,9 @@
 
 namespace strata {
 
-/// A file being written as `file`.tmp; removed unless commit() renamed it into place.
+/// A file being written under a fresh name beside it (".NAME.RANDOM.tmp", created exclusively,
+/// never through a link); removed unless commit() renamed it into place. The rename replaces a
+/// link at `file` itself, never its target.
 class AtomicFile {
  public:
   explicit AtomicFile(std::filesystem::path file);
@@ -50,9 +52,10 @@ class StreamedFile {
   StreamedFile(const StreamedFile&) = delete;
   StreamedFile& operator=(const StreamedFile&) = delete;
 
-  /// Creates `file` (truncated, or only if it does not exist when `exclusive`); false with errno
-  /// set when it cannot be created (EEXIST: `exclusive` and it exists). `what` names the file in
-  /// errors ("the TensorBoard event file").
+  /// Creates `file` (truncated, or only if it does not exist when `exclusive`), never through a
+  /// symbolic link; false with errno set when it cannot be created (EEXIST: `exclusive` and it, or
+  /// a link, exists). A link at `file` when not `exclusive` is a strata::Error. `what` names the
+  /// file in errors ("the TensorBoard event file").
   bool open(const std::filesystem::path& file, bool exclusive, std::string what = "");
   /// Appends `size` bytes, handed to the operating system before it returns.
   void append(const void* data, std::uint64_t size);

@@ -69,7 +69,7 @@ torch::ScalarType safetensors_dtype(const std::string& name);
 std::string safetensors_dtype_name(torch::ScalarType dtype);
 
 /// Writes `tensors` (any device and layout: each is copied to contiguous CPU memory as it is
-/// written) with `metadata` as "__metadata__" to `file`: to `file`.tmp first, every write and the
+/// written) with `metadata` as "__metadata__" to `file` through an AtomicFile: every write and the
 /// fsync checked, then renamed into place. Names must be unique and non-empty. Throws strata::Error
 /// naming the file (and the tensor, or the system's error text).
 void write_safetensors(const std::filesystem::path& file,
