@@ -4,6 +4,7 @@
 #include "test_support.hpp"
 
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include "ckpt/store.hpp"
@@ -100,6 +101,71 @@ TEST_CASE("a checkpoint saved in halves reads back into other ranges and names a
   CHECK(strata::ckpt::complete_checkpoints(dir.path()).empty());
   CHECK_THROWS_WITH_AS(strata::ckpt::Checkpoint(saved.dir), doctest::Contains("not a complete checkpoint"),
                        strata::Error);
+}
+
+TEST_CASE("a save removes only its own run's step directories, never another run's") {
+  strata::test::TempDir dir;
+  auto comm = strata::make_local_comm();
+  const auto values = torch::arange(4.0f);
+  const auto save = [&](std::int64_t step, const std::string& run, std::int64_t keep) {
+    strata::ckpt::SaveInput in;
+    in.root = dir.path();
+    in.step = step;
+    in.keep = keep;
+    in.run_id = run;
+    in.pieces = {{"model/w", {4}, 0, 4, values}};
+    in.files = {{"trainer.json", "{}"}};
+    return strata::ckpt::save(in, *comm);
+  };
+  save(1, "mine", 0);
+  save(2, "mine", 0);
+  const auto theirs = save(3, "theirs", 0);
+  std::filesystem::create_directories(dir.path() / "step_00000004");  // incomplete, of no known run
+  const auto kept = save(5, "mine", 1);
+  CHECK(kept.removed == std::vector<std::string>{"step_00000001", "step_00000002"});
+  const auto left = strata::ckpt::complete_checkpoints(dir.path());
+  CHECK(left == std::vector<std::filesystem::path>{theirs.dir, kept.dir});
+  CHECK(std::filesystem::is_directory(dir.path() / "step_00000004"));
+  // A step directory another run wrote is never overwritten by a save of the same step.
+  CHECK_THROWS_WITH_AS(save(3, "mine", 0), doctest::Contains("not written by this run"), strata::Error);
+  CHECK(strata::ckpt::Checkpoint(theirs.dir).metadata().find("run_id")->string_or("") == "theirs");
+}
+
+TEST_CASE("metadata.json carries its own checksum: any flipped bit is named, never loaded") {
+  strata::test::TempDir dir;
+  auto comm = strata::make_local_comm();
+  strata::ckpt::SaveInput in;
+  in.root = dir.path();
+  in.step = 10;
+  in.run_id = "run";
+  in.pieces = {{"model/w", {3}, 0, 3, torch::arange(3.0f)}};
+  in.files = {{"trainer.json", "{}"}};
+  const auto saved = strata::ckpt::save(in, *comm);
+  const auto file = saved.dir / "metadata.json";
+  std::string text;
+  {
+    std::ifstream f(file, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  REQUIRE(text.rfind("{\"metadata_crc32c\":\"", 0) == 0);
+  CHECK(strata::ckpt::Checkpoint(saved.dir).step() == 10);
+  // Every byte of the file, one bit at a time (a key name, the step's digits, the checksum itself).
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    std::string damaged = text;
+    damaged[i] = static_cast<char>(damaged[i] ^ 0x04);
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << damaged;
+    std::int64_t step = -1;
+    try {
+      step = strata::ckpt::Checkpoint(saved.dir).step();
+    } catch (const strata::Error& err) {
+      CHECK(std::string(err.what()).find(file.string()) != std::string::npos);
+      continue;
+    }
+    // Only damage the checksum cannot see may load: none that changes what is read.
+    CHECK(step == 10);
+  }
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
+  CHECK(strata::ckpt::Checkpoint(saved.dir).step() == 10);
 }
 
 // ---- the bytes of the pieces, through the staging buffers ------------------------------------------

@@ -61,6 +61,30 @@ std::vector<std::int64_t> shape_from(const Json* value, const std::string& what)
   return shape;
 }
 
+/// metadata.json's own checksum: its first member, `{"metadata_crc32c":"XXXXXXXX",...`, the CRC-32C
+/// of the text with those 8 hex digits as zeros.
+constexpr const char* kChecksumKey = "metadata_crc32c";
+const std::string kChecksumPrefix = std::string("{\"") + kChecksumKey + "\":\"";
+constexpr std::size_t kChecksumDigits = 8;
+
+std::string with_checksum(std::string text) {
+  const auto crc = crc32c(text.data(), text.size());
+  text.replace(kChecksumPrefix.size(), kChecksumDigits, fmt::format("{:08x}", crc));
+  return text;
+}
+
+/// Whether `text` carries a checksum; throws when it does not match.
+bool check_own_checksum(std::string text, const fs::path& file, const std::string& fix) {
+  if (text.rfind(kChecksumPrefix, 0) != 0) return false;
+  const std::string saved = text.substr(kChecksumPrefix.size(), kChecksumDigits);
+  text.replace(kChecksumPrefix.size(), kChecksumDigits, std::string(kChecksumDigits, '0'));
+  if (saved.size() != kChecksumDigits || fmt::format("{:08x}", crc32c(text.data(), text.size())) != saved)
+    throw Error(fmt::format("{} is damaged: its text does not match its own checksum ({}).", file.string(),
+                            kChecksumKey),
+                fix);
+  return true;
+}
+
 /// The fault injection of STRATA_FAULT="kill-in-save:STEP:RANK": that rank kills itself with
 /// SIGKILL after writing its files of that step, before the checkpoint is committed (tests of
 /// the commit protocol; documented in the README).
@@ -174,14 +198,29 @@ Json merge_indices(const fs::path& dir, int world, std::int64_t& max_rank_bytes,
   return out;
 }
 
-/// Rank 0, after a commit: removes incomplete checkpoints and the complete ones beyond `keep`.
-std::vector<std::string> clean_up(const fs::path& root, const fs::path& current, std::int64_t keep) {
+/// The run that wrote step directory `dir` (its kStepOwnerFile), empty when unknown.
+std::string step_owner(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(dir / kStepOwnerFile, ec))) return {};
+  std::ifstream in(dir / kStepOwnerFile, std::ios::binary);
+  std::string line;
+  std::getline(in, line);
+  return line.rfind("run ", 0) == 0 ? line.substr(4) : std::string();
+}
+
+bool written_by(const fs::path& dir, const std::string& run_id) { return !run_id.empty() && step_owner(dir) == run_id; }
+
+/// Rank 0, after a commit: removes the run's incomplete checkpoints and its complete ones beyond
+/// `keep`; a step directory another run wrote, or of no known run, is left as it is.
+std::vector<std::string> clean_up(const fs::path& root, const fs::path& current, std::int64_t keep,
+                                  const std::string& run_id) {
   std::vector<std::string> removed;
   std::error_code ec;
   std::vector<fs::path> complete;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const auto name = entry.path().filename().string();
     if (!entry.is_directory(ec) || name.rfind("step_", 0) != 0 || entry.path() == current) continue;
+    if (!written_by(entry.path(), run_id)) continue;
     if (is_complete(entry.path())) {
       complete.push_back(entry.path());
     } else if (fs::remove_all(entry.path(), ec); !ec) {
@@ -217,11 +256,20 @@ SaveResult save(const SaveInput& input, Comm& comm) {
   result.dir = input.root / step_dir_name(input.step);
   if (rank == 0) {
     std::error_code ec;
-    fs::remove_all(result.dir, ec);  // an incomplete attempt at this step, or one of an abandoned run
+    if (fs::exists(fs::symlink_status(result.dir, ec))) {
+      // An earlier attempt at this step by this run (incomplete, or a segment resumed from an older
+      // step); another run's directory is its record, never removed.
+      if (!written_by(result.dir, input.run_id))
+        throw Error(fmt::format("checkpoint directory {} exists and was not written by this run (run {}).",
+                                result.dir.string(), step_owner(result.dir).empty() ? "unknown" : step_owner(result.dir)),
+                    "Give this run a checkpoint root of its own ([checkpoint] dir).");
+      fs::remove_all(result.dir, ec);
+    }
     fs::create_directories(result.dir, ec);
     if (ec)
       throw Error(fmt::format("cannot create the checkpoint directory {}: {}.", result.dir.string(), ec.message()),
                   "Check that [checkpoint] dir is writable and the disk has space.");
+    write_file_atomically(result.dir / kStepOwnerFile, "run " + input.run_id + "\n");
   }
   barrier("created");
   result.bytes = write_rank(result.dir, rank, input.pieces);
@@ -238,11 +286,13 @@ SaveResult save(const SaveInput& input, Comm& comm) {
       files[name]["crc32c"] = static_cast<std::int64_t>(crc32c(text.data(), text.size()));
     }
     Json meta = Json::object();
+    meta[kChecksumKey] = std::string(8, '0');  // first: its own checksum, filled in below
     meta["format"] = kFormat;
     meta["version"] = kVersion;
     meta["step"] = input.step;
     meta["world_size"] = world;
     meta["created"] = utc_time("%Y-%m-%dT%H:%M:%SZ");
+    meta["run_id"] = input.run_id;
     if (const auto* extra = input.info.members())
       for (const auto& [key, value] : *extra) meta[key] = value;
     meta["files"] = files;
@@ -250,8 +300,8 @@ SaveResult save(const SaveInput& input, Comm& comm) {
     std::int64_t total = 0;
     for (const auto& [name, f] : *files.members()) total += integer(f.find("bytes"), "bytes");
     result.total_bytes = total;
-    write_file_atomically(result.dir / kMetadataFile, meta.dump(-1));  // the commit
-    result.removed = clean_up(input.root, result.dir, input.keep);
+    write_file_atomically(result.dir / kMetadataFile, with_checksum(meta.dump(-1)));  // the commit
+    result.removed = clean_up(input.root, result.dir, input.keep, input.run_id);
   }
   barrier("committed");  // nobody goes on (or is told the save succeeded) before the commit
   result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -260,40 +310,81 @@ SaveResult save(const SaveInput& input, Comm& comm) {
 
 // ---- reading --------------------------------------------------------------------------------
 
+namespace {
+
+/// Member `key` of `j` (an object), or a strata::Error saying what is missing.
+const Json& need(const Json& j, const char* key, const std::string& what) {
+  const Json* v = j.find(key);
+  if (v == nullptr) throw Error(fmt::format("{} has no \"{}\"", what, key));
+  return *v;
+}
+
+const Json::Object& object_of(const Json& j, const std::string& what) {
+  if (j.members() == nullptr) throw Error(what + " is not an object");
+  return *j.members();
+}
+
+const Json::Array& array_of(const Json& j, const std::string& what) {
+  if (j.elements() == nullptr) throw Error(what + " is not an array");
+  return *j.elements();
+}
+
+}  // namespace
+
 Checkpoint::Checkpoint(fs::path dir) : dir_(std::move(dir)) {
   const fs::path file = dir_ / kMetadataFile;
   const std::string fix = "Resume from a complete checkpoint: a directory step_N with a metadata.json.";
+  const std::string damaged_fix =
+      "The checkpoint is damaged: resume from another one (an older step_N, or --resume naming it).";
   std::error_code ec;
   if (!fs::is_regular_file(file, ec))
     throw Error(fmt::format("{} is not a complete checkpoint: it has no {} (the save did not finish).", dir_.string(),
                             kMetadataFile),
                 fix);
+  const std::string text = read_text(file);
+  check_own_checksum(text, file, damaged_fix);
   try {
-    metadata_ = Json::parse(read_text(file));
+    metadata_ = Json::parse(text);
   } catch (const Error& err) {
-    throw Error(fmt::format("{} is not valid JSON: {}", file.string(), err.what()), fix);
+    throw Error(fmt::format("{} is not valid JSON: {}", file.string(), err.what()), damaged_fix);
   }
   if (const auto* f = metadata_.find("format"); f == nullptr || f->string_or("") != kFormat)
     throw Error(fmt::format("{} is not a Strata checkpoint's metadata (no \"format\": \"{}\").", file.string(), kFormat),
                 fix);
-  const std::int64_t version = integer(metadata_.find("version"), "version");
-  if (version != kVersion)
-    throw Error(fmt::format("{} has checkpoint format version {}; this Strata reads version {}.", file.string(),
-                            version, kVersion),
-                "Resume it with the Strata version that wrote it, or export its model there.");
-  step_ = integer(metadata_.find("step"), "step");
-  for (const auto& [name, f] : *metadata_.find("files")->members())
-    file_bytes_[name] = static_cast<std::uint64_t>(integer(f.find("bytes"), name + " bytes"));
-  for (const auto& [name, t] : *metadata_.find("tensors")->members()) {
-    Entry e;
-    e.shape = shape_from(t.find("shape"), name);
-    e.dtype = t.find("dtype")->string_or("");
-    for (const auto& p : *t.find("pieces")->elements())
-      e.pieces.push_back({p.find("file")->string_or(""), static_cast<std::uint64_t>(integer(p.find("offset"), "offset")),
-                          integer(p.find("begin"), "begin"), integer(p.find("end"), "end"),
-                          static_cast<std::uint32_t>(integer(p.find("crc32c"), "crc32c"))});
-    std::sort(e.pieces.begin(), e.pieces.end(), [](const Saved& a, const Saved& b) { return a.begin < b.begin; });
-    tensors_.emplace(name, std::move(e));
+  try {
+    const std::int64_t version = integer(metadata_.find("version"), "version");
+    if (version != kVersion)
+      throw Error(fmt::format("{} has checkpoint format version {}; this Strata reads version {}.", file.string(),
+                              version, kVersion),
+                  "Resume it with the Strata version that wrote it, or export its model there.");
+    step_ = integer(metadata_.find("step"), "step");
+    if (step_ < 0) throw Error(fmt::format("step {} is negative", step_));
+    for (const auto& [name, f] : object_of(need(metadata_, "files", "the metadata"), "files"))
+      file_bytes_[name] = static_cast<std::uint64_t>(integer(f.find("bytes"), name + " bytes"));
+    for (const auto& [name, t] : object_of(need(metadata_, "tensors", "the metadata"), "tensors")) {
+      Entry e;
+      e.shape = shape_from(t.find("shape"), name);
+      for (const auto d : e.shape)
+        if (d < 0) throw Error(fmt::format("tensor {} has a negative dimension", name));
+      e.dtype = need(t, "dtype", "tensor " + name).string_or("");
+      safetensors_dtype(e.dtype);  // a name this Strata does not know is damage too
+      for (const auto& p : array_of(need(t, "pieces", "tensor " + name), "the pieces of " + name)) {
+        const std::string piece_file = need(p, "file", "a piece of " + name).string_or("");
+        if (!file_bytes_.count(piece_file))
+          throw Error(fmt::format("a piece of {} is in \"{}\", which is not among its files", name, piece_file));
+        e.pieces.push_back({piece_file, static_cast<std::uint64_t>(integer(p.find("offset"), "offset")),
+                            integer(p.find("begin"), "begin"), integer(p.find("end"), "end"),
+                            static_cast<std::uint32_t>(integer(p.find("crc32c"), "crc32c"))});
+        if (e.pieces.back().begin < 0 || e.pieces.back().end < e.pieces.back().begin)
+          throw Error(fmt::format("a piece of {} has the element range [{}, {})", name, e.pieces.back().begin,
+                                  e.pieces.back().end));
+      }
+      std::sort(e.pieces.begin(), e.pieces.end(), [](const Saved& a, const Saved& b) { return a.begin < b.begin; });
+      tensors_.emplace(name, std::move(e));
+    }
+  } catch (const Error& err) {
+    if (std::string(err.what()).rfind(file.string(), 0) == 0) throw;
+    throw Error(fmt::format("{} is damaged: {}.", file.string(), err.what()), damaged_fix);
   }
 }
 
@@ -411,6 +502,17 @@ void Checkpoint::read_into(const std::vector<TensorPiece>& pieces) const {
       throw Error(fmt::format("checkpoint {} lacks elements [{}, {}) of tensor {}.", dir_.string(), covered, piece.end,
                               piece.name),
                   "The checkpoint is incomplete; resume from another one.");
+  }
+}
+
+void Checkpoint::verify() const {
+  for (const auto& [name, f] : *metadata_.find("files")->members())
+    if (name.rfind("rank_", 0) != 0) file_text(name);
+  DataFiles files(dir_, file_bytes_);
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, e] : tensors_) {
+    const torch::ScalarType dtype = safetensors_dtype(e.dtype);
+    for (const auto& s : e.pieces) files.read(s.file, s.offset, s.end - s.begin, dtype, s.crc, name);
   }
 }
 

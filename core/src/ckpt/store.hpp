@@ -6,10 +6,12 @@
 //     rank_00000.json   their index: name, shape, dtype, element range, byte offset, CRC-32C
 //     trainer.json      rank 0: step, data position, loss curve so far, ...
 //     config.toml       rank 0: the resolved experiment that saved it
+//     .strata-owner     rank 0, first: "run RUN_ID", the run that wrote the directory
 //     metadata.json     rank 0, last: every rank's index merged by tensor, every file's size and
-//                       checksum. Written to a temporary name, fsynced and renamed: the commit
-//                       marker. A directory without it is incomplete: never resumed, and removed
-//                       by the next save.
+//                       checksum, and its own checksum (its first member). Written to a temporary
+//                       name, fsynced and renamed: the commit marker. A directory without it is
+//                       incomplete: never resumed, and removed by the next save of the run that
+//                       wrote it.
 //
 // Every file goes through AtomicFile, so a file under its final name is complete. Loading reads
 // for each piece a rank holds only the saved pieces that overlap it (pread of their bytes),
@@ -33,6 +35,8 @@ namespace strata::ckpt {
 inline constexpr const char* kMetadataFile = "metadata.json";
 inline constexpr const char* kFormat = "strata-checkpoint";
 inline constexpr std::int64_t kVersion = 1;
+/// In each step directory: the id of the run that wrote it. A save removes only its own run's.
+inline constexpr const char* kStepOwnerFile = ".strata-owner";
 
 /// "step_00000010"
 std::string step_dir_name(std::int64_t step);
@@ -45,6 +49,8 @@ struct SaveInput {
   std::vector<std::pair<std::string, std::string>> files;
   Json info = Json::object();            ///< rank 0: extra members of metadata.json
   std::int64_t keep = 0;                 ///< complete checkpoints kept, this one included (0: all)
+  /// The run saving (its run_id): the step directories it marks, the only ones it removes.
+  std::string run_id;
   /// Waits until every rank gets to the point `name` names (unique in the job); empty: the
   /// communicator's barrier. The trainer passes the job's store barrier, whose deadline is
   /// [distributed] save_timeout_s: rank 0's commit, the removal of old checkpoints and a slow
@@ -63,7 +69,8 @@ struct SaveResult {
 };
 
 /// Writes one checkpoint; collective (every rank of `comm` calls it, three barriers). Rank 0
-/// then removes incomplete checkpoints and the complete ones beyond `keep`, oldest first. Throws
+/// then removes its run's incomplete checkpoints and its complete ones beyond `keep`, oldest first
+/// (step directories another run wrote, or of no known run, are never removed). Throws
 /// strata::Error naming the file on a write error (a full disk): the previous checkpoints are
 /// untouched.
 SaveResult save(const SaveInput& input, Comm& comm);
@@ -71,9 +78,13 @@ SaveResult save(const SaveInput& input, Comm& comm);
 /// A complete checkpoint, opened for reading.
 class Checkpoint {
  public:
-  /// Reads and checks `dir`/metadata.json. Throws strata::Error naming the directory when it is not
-  /// a complete checkpoint of this format.
+  /// Reads and checks `dir`/metadata.json against its own checksum. Throws strata::Error naming the
+  /// file when it is not a complete, undamaged checkpoint of this format (never a crash, never a
+  /// silently different step).
   explicit Checkpoint(std::filesystem::path dir);
+  /// Reads every saved piece and checks its size and checksum (the whole checkpoint, once), and
+  /// the files rank 0 wrote. Throws strata::Error naming the damaged file.
+  void verify() const;
 
   const std::filesystem::path& dir() const noexcept { return dir_; }
   std::int64_t step() const noexcept { return step_; }

@@ -1,5 +1,7 @@
 #include "io/run_dir.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -99,6 +101,61 @@ const std::string& run_claim() {
     return fmt::format("{:08x}{:08x}-{}", random(), random(), ::getpid());
   }();
   return claim;
+}
+
+std::string run_id(const fs::path& dir) { return marker_field(read_marker(dir), "claim"); }
+
+fs::path enclosing_run_directory(const fs::path& path) {
+  std::error_code ec;
+  for (fs::path dir = fs::absolute(path, ec).lexically_normal(); !dir.empty(); dir = dir.parent_path()) {
+    if (fs::is_regular_file(dir / kRunMarkerFile, ec)) return dir;
+    if (dir == dir.parent_path()) break;
+  }
+  return {};
+}
+
+RunDirLock::~RunDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the flock
+}
+
+std::unique_ptr<RunDirLock> lock_run_directory(const fs::path& dir) {
+  const fs::path file = dir / kRunLockFile;
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw UsageError(fmt::format("cannot lock run directory {}: cannot open {}: {}.", dir.string(), file.string(),
+                                 std::strerror(errno)),
+                     kWritableFix);
+  auto lock = std::make_unique<RunDirLock>(fd);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    // A file system without flock (ENOLCK, EOPNOTSUPP) locks nothing: the run goes on unguarded.
+    if (errno != EWOULDBLOCK) return lock;
+    std::string holder(512, '\0');
+    const ssize_t got = ::pread(fd, holder.data(), holder.size(), 0);
+    holder.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+    const auto pid = marker_field(holder, "pid");
+    throw UsageError(fmt::format("run directory {} is in use: {} is writing it now, and a run directory has one live "
+                                 "writer.",
+                                 dir.string(),
+                                 pid.empty() ? std::string("another process")
+                                             : fmt::format("the run started {} by pid {} on {}",
+                                                           marker_field(holder, "started"), pid,
+                                                           marker_field(holder, "host"))),
+                     "Wait for that run to end (or stop it) before resuming it, or give this run a new directory "
+                     "with --out DIR (with --resume, a new run from that checkpoint).");
+  }
+  return lock;
+}
+
+void RunDirLock::announce() {
+  const std::string text =
+      fmt::format("pid {}\nhost {}\nstarted {}\n", ::getpid(), host_name(), utc_time("%Y-%m-%dT%H:%M:%SZ"));
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, text.data(), text.size(), 0);  // only for a refusal's message
+}
+
+bool launcher_holds_run_lock() {
+  const char* spawned = std::getenv("STRATA_SPAWNED");
+  const char* handed = std::getenv(kRunClaimVariable);
+  return spawned != nullptr && std::string(spawned) == "1" && handed != nullptr && *handed != '\0';
 }
 
 std::string utc_time(const char* format) {

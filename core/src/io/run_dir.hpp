@@ -2,6 +2,7 @@
 // Run directories and small file helpers.
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
 namespace strata {
@@ -32,6 +33,40 @@ std::filesystem::path make_run_directory(const std::filesystem::path& out, const
 /// This process's claim on run directories: kRunClaimVariable when strata's launcher started this
 /// rank (the launcher's claim), else a random token made once per process.
 const std::string& run_claim();
+/// The identity of the run in `dir`: its marker's claim (kept by every resume of the run, and by a
+/// copy of its directory); empty when `dir` holds no marked run.
+std::string run_id(const std::filesystem::path& dir);
+/// The run directory that `path` lies in: `path` itself or its nearest ancestor holding a run's
+/// marker, as found on disk now (a copied or moved run included); empty when there is none.
+std::filesystem::path enclosing_run_directory(const std::filesystem::path& path);
+
+/// The file whose advisory lock (flock) the one live writer of a run directory holds for the whole
+/// run. It holds the holder's pid, host and start time, for the message of a refused writer. The
+/// kernel drops the lock when its process ends, however it ends: a crashed run never blocks a resume.
+inline constexpr const char* kRunLockFile = ".strata-lock";
+
+/// The lock on a run directory; released when destroyed (or when its process ends).
+class RunDirLock {
+ public:
+  explicit RunDirLock(int fd) : fd_(fd) {}
+  ~RunDirLock();
+  RunDirLock(const RunDirLock&) = delete;
+  RunDirLock& operator=(const RunDirLock&) = delete;
+  /// Records this process (pid, host, start) in the lock file, for the message of a refused
+  /// writer: once the run is sure to go on (a refused resume changes no byte, this file's included).
+  void announce();
+
+ private:
+  int fd_ = -1;
+};
+
+/// Takes the lock of run directory `dir` (which exists), writing nothing. Throws UsageError (exit
+/// 2) naming the holder (pid, host, start) when another live process holds it.
+std::unique_ptr<RunDirLock> lock_run_directory(const std::filesystem::path& dir);
+/// Whether strata's launcher started this process as a rank of a job whose run directory it opened
+/// and holds (STRATA_SPAWNED with a handed claim): the rank then takes no lock of its own.
+bool launcher_holds_run_lock();
+
 /// The current UTC time in strftime `format`, e.g. "%Y%m%dT%H%M%SZ" -> 20261121T193012Z.
 std::string utc_time(const char* format);
 /// Writes `text` to `file` atomically (write_file_atomically: temporary file, fsync, rename).

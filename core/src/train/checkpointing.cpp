@@ -10,6 +10,18 @@
 
 #include <fmt/format.h>
 
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "io/atomic_file.hpp"
+#include "io/build_info.hpp"
+#include "io/run_dir.hpp"
 #include "io/safetensors.hpp"
 #include "strata/errors.hpp"
 #include "strata/model.hpp"
@@ -38,6 +50,123 @@ const char* kResumeFix =
 
 }  // namespace
 
+namespace {
+
+/// The owner record of a checkpoint root: "key value" lines (run, run_dir, host, pid, user, started).
+struct RootOwner {
+  std::string text;
+  std::string field(const std::string& key) const {
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind(key + " ", 0) == 0) return line.substr(key.size() + 1);
+    return {};
+  }
+};
+
+std::optional<RootOwner> read_owner(const fs::path& root) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(root / kRootOwnerFile, ec))) return std::nullopt;
+  std::ifstream in(root / kRootOwnerFile, std::ios::binary);
+  return RootOwner{std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())};
+}
+
+bool same_directory(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  return !a.empty() && !b.empty() && fs::equivalent(a, b, ec);
+}
+
+/// The root of `e` for `run_dir`; empty when it lies in a run directory not named yet.
+fs::path root_of(const Experiment& e, const fs::path& run_dir) {
+  if (run_dir.empty() && !fs::path(e.checkpoint.dir).is_absolute()) return {};
+  return fs::absolute(checkpoint_root(e, run_dir)).lexically_normal();
+}
+
+bool inside_run_dir(const Experiment& e) { return !fs::path(e.checkpoint.dir).is_absolute(); }
+
+std::string user_name() {
+  if (const passwd* pw = ::getpwuid(::getuid()); pw != nullptr && pw->pw_name != nullptr) return pw->pw_name;
+  return std::to_string(::getuid());
+}
+
+/// Whether `owner` is this run: the same id, and the same directory unless the root lies inside the
+/// run directory (then a copy or a move of the run carries its own root along).
+bool owned_by(const Experiment& e, const RootOwner& owner, const fs::path& run_dir, const std::string& run_id) {
+  return !run_id.empty() && owner.field("run") == run_id &&
+         (inside_run_dir(e) || same_directory(owner.field("run_dir"), run_dir));
+}
+
+[[noreturn]] void refuse_root(const Experiment& e, const fs::path& root, const std::string& why) {
+  throw e.error("checkpoint.dir", fmt::format("checkpoint root {} {}", root.string(), why),
+                "Give this run a checkpoint root of its own ([checkpoint] dir: a new directory, or unset for "
+                "<run directory>/checkpoints), or continue the run that owns it with --resume RUN_DIR.");
+}
+
+bool holds_step_directories(const fs::path& root) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec))
+    if (entry.path().filename().string().rfind("step_", 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+bool saves_checkpoints(const Experiment& e) { return e.checkpoint.every > 0 || e.checkpoint.at_end; }
+
+void check_checkpoint_root(const Experiment& e, const fs::path& run_dir, const std::string& run_id) {
+  const fs::path root = root_of(e, run_dir);
+  if (root.empty()) return;
+  std::error_code ec;
+  if (const auto owner = read_owner(root)) {
+    if (owned_by(e, *owner, run_dir, run_id)) return;
+    refuse_root(e, root,
+                fmt::format("belongs to {} (started {} by {} on {}, pid {}); a run removes old checkpoints of its "
+                            "root, so two runs never share one.",
+                            owner->field("run") == run_id
+                                ? fmt::format("the run in {}, of which this run is a copy", owner->field("run_dir"))
+                                : fmt::format("the run in {}", owner->field("run_dir")),
+                            owner->field("started"), owner->field("user"), owner->field("host"),
+                            owner->field("pid")));
+  }
+  // Checkpoints from before owner records: the run's own when they lie in its directory.
+  if (!(inside_run_dir(e) && !run_dir.empty() && !run_id.empty() && run_id == strata::run_id(run_dir)) &&
+      holds_step_directories(root))
+    refuse_root(e, root, "holds checkpoints of another run (step_* directories with no owner record).");
+  fs::path existing = root;
+  while (!fs::exists(existing, ec) && existing != existing.parent_path()) existing = existing.parent_path();
+  if (!fs::is_directory(existing, ec) || ::access(existing.c_str(), W_OK | X_OK) != 0)
+    throw e.error("checkpoint.dir",
+                  fmt::format("checkpoints cannot be written to {}: {} is {}.", root.string(), existing.string(),
+                              fs::is_directory(existing, ec) ? "not writable" : "not a directory"),
+                  "Choose a writable [checkpoint] dir, or turn checkpoints off (every = 0, at_end = false).");
+}
+
+void claim_checkpoint_root(const Experiment& e, const fs::path& run_dir, const std::string& run_id) {
+  check_checkpoint_root(e, run_dir, run_id);
+  const fs::path root = root_of(e, run_dir);
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec)
+    throw e.error("checkpoint.dir", fmt::format("cannot create checkpoint root {}: {}.", root.string(), ec.message()),
+                  "Choose a writable [checkpoint] dir.");
+  const std::string text =
+      fmt::format("run {}\nrun_dir {}\nhost {}\npid {}\nuser {}\nstarted {}\n", run_id,
+                  fs::absolute(run_dir).lexically_normal().string(), host_name(), ::getpid(), user_name(),
+                  utc_time("%Y-%m-%dT%H:%M:%SZ"));
+  if (const auto owner = read_owner(root)) {
+    // This run's own root, carried along by a copy or a move: it now records this directory.
+    if (!same_directory(owner->field("run_dir"), run_dir)) write_file_atomically(root / kRootOwnerFile, text);
+    return;
+  }
+  StreamedFile file;
+  if (!file.open(root / kRootOwnerFile, /*exclusive=*/true, "the checkpoint root's owner record")) {
+    if (errno == EEXIST) return check_checkpoint_root(e, run_dir, run_id);  // a run racing this one won it
+    throw e.error("checkpoint.dir",
+                  fmt::format("cannot claim checkpoint root {}: {}.", root.string(), std::strerror(errno)),
+                  "Choose a writable [checkpoint] dir.");
+  }
+  file.append(text.data(), text.size());
+}
+
 std::optional<fs::path> resolve_resume(const std::string& resume, const Experiment& e, const fs::path& run_dir) {
   if (resume.empty()) return std::nullopt;
   if (resume == "auto") {
@@ -57,20 +186,20 @@ std::optional<fs::path> resolve_resume(const std::string& resume, const Experime
                                  resume, ckpt::kMetadataFile),
                      "Resume from an older complete checkpoint, or from the run directory (its latest complete one).");
   if (auto latest = latest_in(path)) return latest;
+  if (fs::is_regular_file(path / kRunMarkerFile, ec))
+    if (auto latest = latest_in(checkpoint_root(e, path))) return latest;
   if (auto latest = latest_in(path / "checkpoints")) return latest;
   throw UsageError(fmt::format("--resume {}: no complete checkpoint in it or in its checkpoints/.", resume), kResumeFix);
 }
 
-fs::path saving_run_dir(const fs::path& checkpoint) {
-  const ckpt::Checkpoint c(checkpoint);
-  const Json* dir = c.metadata().find("run_dir");
-  const fs::path run_dir = dir != nullptr ? fs::path(dir->string_or("")) : fs::path();
-  std::error_code ec;
-  if (run_dir.empty() || !fs::is_directory(run_dir, ec))
-    throw UsageError(fmt::format("checkpoint {} was saved by the run in {}, which no longer exists.",
-                                 checkpoint.string(), run_dir.string()),
-                     "Give the resumed run a directory with --out DIR.");
-  return run_dir;
+fs::path checkpoint_run_dir(const fs::path& checkpoint) {
+  if (auto dir = enclosing_run_directory(checkpoint); !dir.empty()) return dir;
+  // A root outside any run directory ([checkpoint] dir absolute): its owner's, while that holds the run.
+  if (const auto owner = read_owner(checkpoint.parent_path())) {
+    const fs::path dir = owner->field("run_dir");
+    if (!dir.empty() && !owner->field("run").empty() && run_id(dir) == owner->field("run")) return dir;
+  }
+  return {};
 }
 
 Json training_keys(const Experiment& e) {
@@ -176,6 +305,7 @@ Checkpointer::Checkpointer(const Experiment& e, Strategy& strategy, Comm& comm, 
       log_(log),
       run_dir_(std::move(run_dir)),
       root_(checkpoint_root(e, run_dir_)),
+      run_id_(run_id(run_dir_).empty() ? run_claim() : run_id(run_dir_)),
       barrier_(std::move(barrier)) {
   state_ = dynamic_cast<ShardedState*>(&strategy_);
   if (asked && state_ == nullptr)
@@ -210,6 +340,7 @@ ckpt::SaveResult Checkpointer::save(std::int64_t step, Json trainer) {
   in.root = root_;
   in.step = step;
   in.keep = e_.checkpoint.keep;
+  in.run_id = run_id_;
   in.barrier = barrier_;
   in.pieces = state_->state_pieces(StateAccess::kSave, /*optimizer=*/true);
   for (auto& p : rng_pieces(true)) in.pieces.push_back(std::move(p));
@@ -307,6 +438,7 @@ void check_resume(const Experiment& e, const fs::path& dir, const ResumeSubject&
                   "Resume under a strategy that has it (every built-in strategy does).");
   if (subject.model != nullptr) check_model_fits(e, c, *subject.model);
   if (subject.data != nullptr) check_data_fits(e, dir, trainer, *subject.data);
+  if (subject.verify_data) c.verify();
 }
 
 Resumed Checkpointer::load(const fs::path& dir) {
@@ -320,7 +452,8 @@ Resumed Checkpointer::load(const fs::path& dir) {
   c.read_into(state_->state_pieces(StateAccess::kLoad, optimizer));
   state_->state_loaded();
 
-  const auto saved_world = static_cast<int>(c.metadata().find("world_size")->number_or(0));
+  const Json* world_json = c.metadata().find("world_size");
+  const auto saved_world = static_cast<int>(world_json != nullptr ? world_json->number_or(0) : 0);
   if (saved_world == comm_.world_size()) {
     auto pieces = rng_pieces(false);
     std::vector<TensorPiece> present;

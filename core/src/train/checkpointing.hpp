@@ -23,19 +23,36 @@ namespace strata {
 /// <run>/checkpoints.
 std::filesystem::path checkpoint_root(const Experiment& e, const std::filesystem::path& run_dir);
 
+/// A checkpoint root has one owner: the run whose id (run_id(), its marker's claim) and directory
+/// its file kRootOwnerFile records. A run removes only the step_* directories it wrote, and never
+/// writes into, or resumes `auto` from, a root another run owns.
+inline constexpr const char* kRootOwnerFile = ".strata-owner";
+
+/// Refuses (ConfigError at checkpoint.dir, exit 2, naming the owner and the fix) a checkpoint root
+/// this run may not write: one another run owns, one holding checkpoints of no known owner outside
+/// this run's directory, or one this process cannot create or write. Reads only. `run_dir` may be
+/// empty for a new run whose directory is not named yet (its relative root is then new, unchecked).
+void check_checkpoint_root(const Experiment& e, const std::filesystem::path& run_dir, const std::string& run_id);
+/// Marks this run's checkpoint root as its own (created exclusively; a copied or moved run records
+/// its new directory in its own root). Throws as check_checkpoint_root when another run won it.
+void claim_checkpoint_root(const Experiment& e, const std::filesystem::path& run_dir, const std::string& run_id);
+/// Whether the run saves checkpoints at all.
+bool saves_checkpoints(const Experiment& e);
+
 /// The checkpoint that `resume` names:
 ///  - "auto": the latest complete one under this run's root; else the one STRATA_RESUME_FALLBACK
 ///    names (set by the launcher when it restarts a run started with --resume PATH); else none;
 ///  - a checkpoint directory (step_N with its metadata.json);
-///  - a directory of step_N checkpoints, or a run directory with checkpoints/ in it: its latest
-///    complete one.
+///  - a directory of step_N checkpoints, or a run directory (its checkpoint root under `e`, or its
+///    checkpoints/): its latest complete one.
 /// Throws UsageError (exit 2) when the path holds none, or names an incomplete one.
 std::optional<std::filesystem::path> resolve_resume(const std::string& resume, const Experiment& e,
                                                     const std::filesystem::path& run_dir);
 
-/// The run directory that saved `checkpoint` (its metadata's run_dir), for a resumed run given no
-/// --out; throws UsageError when it no longer exists.
-std::filesystem::path saving_run_dir(const std::filesystem::path& checkpoint);
+/// The run directory `checkpoint` belongs to, as found on disk now: the run directory it lies in (a
+/// copied or moved run's own), else the directory its root's owner records while that still holds
+/// the same run; empty when neither. Never the directory the checkpoint's metadata names.
+std::filesystem::path checkpoint_run_dir(const std::filesystem::path& checkpoint);
 
 /// The keys that decide what training computes (model, dataset, optimizer, precision, train minus
 /// steps and the output and performance keys), as {"section.key": "toml value"}.
@@ -46,6 +63,9 @@ struct ResumeSubject {
   const Model* model = nullptr;
   const Strategy* strategy = nullptr;
   const DataSpec* data = nullptr;
+  /// Read every tensor's bytes against its checksum (a damaged file is found before the run
+  /// directory is opened, not after).
+  bool verify_data = false;
 };
 
 /// Every check a resume of checkpoint `dir` under `e` can fail, run before anything is written
@@ -98,6 +118,7 @@ class Checkpointer {
   const Logger& log_;
   std::filesystem::path run_dir_;
   std::filesystem::path root_;
+  std::string run_id_;  // the run's identity, marked on its step directories
   std::function<void(const std::string&)> barrier_;
   // Saves so far in this process.
   std::int64_t saves_ = 0;
