@@ -21,6 +21,7 @@
 #include "dist/job_monitor.hpp"
 #include "dist/process_group.hpp"
 #include "estimate/fit_experiment.hpp"
+#include "device/host_memory.hpp"
 #include "launch/device_choice.hpp"
 #include "launch/env_checks.hpp"
 #include "launch/run_place.hpp"
@@ -140,34 +141,25 @@ void check_placement(const Experiment& e, const Placement& placement, int world_
 constexpr double kFloat32Bytes = 4;
 constexpr double kValidateBuildBytes = 1024.0 * 1024 * 1024;
 
-/// Memory this host can still give, from /proc/meminfo's MemAvailable (bytes); nullopt where unknown.
-std::optional<double> available_host_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key, unit;
-  double kib = 0;
-  while (meminfo >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return std::nullopt;
-}
-
 std::string gib(double bytes) { return fmt::format("{:.3g} GiB", bytes / (1024.0 * 1024 * 1024)); }
 
 /// Every rank builds its model in host memory first: the parameters of this host's ranks, as
 /// float32, must fit what the host has available, else the model's options are the error.
-void check_model_fits(const Experiment& e, double parameters, int local_ranks, std::optional<double> available) {
+void check_model_fits(const Experiment& e, double parameters, int local_ranks,
+                      const std::optional<HostMemory>& available) {
   const double bytes = parameters * kFloat32Bytes * std::max(1, local_ranks);
-  if (!available || bytes <= *available) return;
+  if (!available || bytes <= available->bytes) return;
   std::string options;
   for (const auto& [key, value] : e.model.options.values())
     options += fmt::format("{} {} = {}", options.empty() ? "" : ",", key, detail::shown(to_toml(value), 60));
   throw e.error("model",
                 fmt::format("model '{}' with{} would have {:.4g} parameters, {} as float32{}, more than the {} of "
-                            "memory available on this host.",
+                            "{}.",
                             e.model.name, options.empty() ? std::string(" no options") : options, parameters,
                             gib(parameters * kFloat32Bytes),
                             local_ranks > 1 ? fmt::format(" per rank, {} for this host's {} ranks", gib(bytes), local_ranks)
                                             : std::string(),
-                            gib(*available)),
+                            gib(available->bytes), available->source),
                 "Choose smaller model options (`strata describe " + e.model.name +
                     "` lists them), fewer ranks per host, or a machine with more memory.");
 }
@@ -209,6 +201,39 @@ void load_init_from(RankRun& p) {
   p.init_loaded = "model initialized from " + t.init_from;
 }
 
+/// The shard groups and sub-groups of a kit strategy's plan must divide the world: checked here, at
+/// the job's world size, before the run directory is opened (the kit's mesh would refuse it only
+/// inside the strategy's setup, after the run directory was written).
+void check_plan_fits_world(const Experiment& e, const Registry& registry, const WorldInfo& world) {
+  const auto& entry = registry.at(PluginKind::kStrategy, e.strategy.name);
+  if (!entry.planner || world.world_size <= 1) return;
+  PlanOutline plan;
+  try {
+    plan = entry.planner(e.strategy.options, Topology{world.world_size, std::max(1, world.local_world_size)});
+  } catch (const OptionError& err) {
+    throw e.error("strategy." + err.option(), err.what(), err.fix());
+  }
+  const int shard = plan.shard_size == 0 ? world.world_size : plan.shard_size;
+  if (shard < 1 || world.world_size % shard != 0)
+    throw e.error("strategy.name",
+                  fmt::format("strategy '{}' shards over groups of {} ranks, which does not divide this job's {} ranks.",
+                              e.strategy.name, shard, world.world_size),
+                  fmt::format("Run on a multiple of {} ranks, or set the strategy's shard-group option to a divisor "
+                              "of {} (`strata describe {}` lists its options).",
+                              shard, world.world_size, e.strategy.name));
+  if (plan.units.after_forward == PlanOutline::Reshard::kSubgroup) {
+    const int sub = plan.units.subgroup_size == 0 ? std::min(std::max(1, world.local_world_size), shard)
+                                                  : plan.units.subgroup_size;
+    if (sub < 1 || shard % sub != 0)
+      throw e.error("strategy.name",
+                    fmt::format("strategy '{}' reshards into sub-groups of {} ranks, which does not divide its shard "
+                                "group of {} ranks at this job's {} ranks.",
+                                e.strategy.name, sub, shard, world.world_size),
+                    fmt::format("Set the strategy's sub-group option to a divisor of {} (`strata describe {}`).", shard,
+                                e.strategy.name));
+  }
+}
+
 /// What prepare() is for: a run builds everything; validation builds a model only up to
 /// kValidateBuildBytes of parameters (a larger one is checked through its plugin's estimate),
 /// so that `strata validate` stays quick and small whatever the options ask for.
@@ -225,6 +250,7 @@ std::unique_ptr<RankRun> prepare(Experiment experiment, const WorldInfo& world, 
   check_plugins_loaded(e, p->registry, load_plugins(p->registry, &e));
   validate_plugin_sections(e, p->registry);
   check_placement(e, p->registry.at(PluginKind::kStrategy, e.strategy.name).traits.placement, world.world_size);
+  check_plan_fits_world(e, p->registry, world);
 
   const std::int64_t per_step = static_cast<std::int64_t>(world.world_size) * e.train.micro_batches;
   if (e.train.global_batch_size % per_step != 0)
@@ -283,7 +309,7 @@ std::unique_ptr<RankRun> prepare(Experiment experiment, const WorldInfo& world, 
   const ModelContext model_context{p->dataset->spec(), e.directory()};
   p->estimated_parameters =
       create(e, "model", [&] { return p->registry.estimate_model(e.model.name, e.model.options, model_context); });
-  const auto host_available = available_host_bytes();  // read once: both fit checks compare with it
+  const auto host_available = available_host_memory();  // read once: both fit checks compare with it
   if (p->estimated_parameters) check_model_fits(e, *p->estimated_parameters, world.local_world_size, host_available);
   p->strategy = create(e, "strategy", [&] { return p->registry.create_strategy(e.strategy.name, e.strategy.options); });
   if (p->estimated_parameters) {
@@ -303,12 +329,53 @@ std::unique_ptr<RankRun> prepare(Experiment experiment, const WorldInfo& world, 
   return p;
 }
 
-/// Every check a resume of `place`'s checkpoint can fail, with what `p` has built.
-void check_resume_of(const RunPlace& place, const RankRun& p) {
+/// Every check a resume of `place`'s checkpoint can fail, with what `p` has built; `verify_data`
+/// also reads the whole checkpoint against its checksums (once per job: by the process that opens
+/// the run directory).
+void check_resume_of(const RunPlace& place, const RankRun& p, bool verify_data) {
   if (!place.resume) return;
   const DataSpec data = p.dataset->spec();
-  check_resume(p.experiment, *place.resume, {p.model.get(), p.strategy.get(), &data});
+  ResumeSubject subject{p.model.get(), p.strategy.get(), &data};
+  subject.verify_data = verify_data;
+  check_resume(p.experiment, *place.resume, subject);
 }
+
+/// A checkpoint root whose file system cannot hold even the model's float32 values (the least a
+/// checkpoint writes) is refused before training, not at the first save after the steps were spent.
+void check_checkpoint_space(const RankRun& p, const RunPlace& place) {
+  const Experiment& e = p.experiment;
+  if (!saves_checkpoints(e)) return;
+  const double parameters = p.model ? static_cast<double>(p.model->parameter_count())
+                                    : p.estimated_parameters.value_or(0);
+  const double least = parameters * kFloat32Bytes;
+  std::error_code ec;
+  fs::path dir = place.run_dir.empty() && !fs::path(e.checkpoint.dir).is_absolute()
+                     ? fs::path(e.experiment.out_dir)
+                     : checkpoint_root(e, place.run_dir);
+  dir = fs::absolute(dir, ec).lexically_normal();
+  while (!fs::exists(dir, ec) && dir != dir.parent_path()) dir = dir.parent_path();
+  const auto space = fs::space(dir, ec);
+  if (ec || static_cast<double>(space.available) >= least) return;
+  throw e.error(e.checkpoint.every > 0 ? "checkpoint.every" : "checkpoint.at_end",
+                fmt::format("a checkpoint of this model needs at least {} (its {:.4g} parameters as float32), but the "
+                            "file system of {} has {} free.",
+                            gib(least), parameters, dir.string(), gib(static_cast<double>(space.available))),
+                "Free space there, point [checkpoint] dir at a larger file system, or turn checkpoints off.");
+}
+
+/// A resume whose checkpoint has done every step: says so; the run directory is left as it is
+/// (no segment of 0 steps). True when there is nothing to train.
+bool nothing_left(const RunPlace& place, const Experiment& e, int rank) {
+  if (!place.resume) return false;
+  const ckpt::Checkpoint c(*place.resume);
+  if (c.step() < e.train.steps) return false;
+  if (rank == 0)
+    std::cerr << fmt::format("strata: nothing to train: checkpoint {} has done step {} of train.steps = {}; {} is "
+                             "left as it is. To train further, resume with more steps (--set train.steps=N).\n",
+                             place.resume->string(), c.step(), e.train.steps, place.run_dir.string());
+  return true;
+}
+
 
 }  // namespace
 
@@ -375,9 +442,11 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   JobMonitor monitor(watch);  // from here SIGINT/SIGTERM stop the run at a step boundary
   // Where the run lives and what it resumes is decided first, and every check a resume can fail
   // runs before the run directory is opened: a refused resume leaves it as it was.
-  RunPlace place = plan_run_place(request, experiment);
+  RunPlace place = plan_run_place(request, experiment, /*share=*/false, /*opens=*/world.rank == 0);
   auto p = prepare(std::move(experiment), world, Purpose::kRun, place.resume.has_value());
-  check_resume_of(place, *p);
+  check_resume_of(place, *p, /*verify_data=*/world.rank == 0 && !launcher_holds_run_lock());
+  if (world.rank == 0) check_checkpoint_space(*p, place);
+  if (nothing_left(place, p->experiment, world.rank)) return;
   const auto& e = p->experiment;
   // This rank's GPU is the current device for the whole run: raw allocations and streams that
   // take the current device (Gloo on CUDA tensors sets none itself) land on it.
@@ -534,8 +603,11 @@ int run_experiment(const RunRequest& request) {
   if (places) place = plan_run_place(request, e, /*share=*/spawn.node_rank != 0);
   // Every configuration error, and every check a resume can fail, surfaces once, before the run
   // directory is opened and before any rank starts.
-  const auto prepared = prepare(e, world, Purpose::kValidate, place && place->resume);
-  if (place) check_resume_of(*place, *prepared);
+  auto prepared = prepare(e, world, Purpose::kValidate, place && place->resume);
+  if (place) check_resume_of(*place, *prepared, /*verify_data=*/true);
+  if (place) check_checkpoint_space(*prepared, *place);
+  if (place && nothing_left(*place, e, 0)) return 0;
+  prepared.reset();  // the ranks build their own: no copy of the model stays here while they train
   std::vector<std::string> common = {"run", request.file.string()};
   std::optional<fs::path> checkpoint;
   if (place) {

@@ -98,8 +98,16 @@ def fills_at_the_events():
 
 
 def fills_at_the_checkpoint():
-    """config.toml and the events fit, the checkpoint does not: the failed summary says why."""
+    """A file system that cannot hold even the model's float32 values is refused before training
+    (exit 2, nothing created); one that holds those but not the checkpoint (with its optimizer
+    state) fills at the save: config.toml and the events fit, the failed summary says why."""
     with tmpfs("512k") as mount:
+        out = os.path.join(mount, "run")
+        result = st.strata("run", experiment(), "--out", out, *st.set_args(*FAST, "checkpoint.at_end=true"),
+                           timeout=300)
+        st.expect_clean_failure(result, 2, "checkpoint.at_end", "needs at least", mount)
+        st.check(not os.path.exists(out), "the refused run created %s" % out, result)
+    with tmpfs("1200k") as mount:
         out = os.path.join(mount, "run")
         result = st.strata("run", experiment(), "--out", out, *st.set_args(*FAST, "checkpoint.at_end=true"),
                            timeout=300)

@@ -22,7 +22,8 @@ StrategyModel experiment_strategy_model(const Experiment& e, const Registry& reg
 
 std::string check_strategy_fits(const Experiment& e, const Registry& registry, const WorldInfo& world,
                                 const torch::Device& device, double parameters,
-                                const std::optional<ModelMemoryEstimate>& memory, std::optional<double> host_available) {
+                                const std::optional<ModelMemoryEstimate>& memory,
+                                const std::optional<HostMemory>& host_available) {
   FitRequest r;
   r.strategy = e.strategy.name;
   r.world_size = std::max(1, world.world_size);
@@ -64,11 +65,11 @@ std::string check_strategy_fits(const Experiment& e, const Registry& registry, c
   } else {
     if (!host_available) return {};
     const int local = std::max(1, world.local_world_size);
-    r.device_memory = *host_available / local;
+    r.device_memory = host_available->bytes / local;
     r.shared_memory = true;
-    r.device_memory_source = local > 1 ? fmt::format("this host's available memory ({}) shared by its {} ranks",
-                                                     gib(*host_available), local)
-                                       : std::string("this host's available memory");
+    r.device_memory_source = local > 1 ? fmt::format("{} ({}) shared by this host's {} ranks", host_available->source,
+                                                     gib(host_available->bytes), local)
+                                       : host_available->source;
   }
   const auto check = check_fit(r);
   if (!check.fits) throw e.error("strategy.name", fit_refusal(r, check), fit_fix(r, check));

@@ -8,6 +8,7 @@
 
 #include <torch/types.h>
 
+#include "device/host_memory.hpp"
 #include "estimate/strategies.hpp"
 #include "launch/world.hpp"
 #include "strata/registry.hpp"
@@ -26,11 +27,12 @@ StrategyModel experiment_strategy_model(const Experiment& e, const Registry& reg
 /// The strategy's memory per rank (fit.hpp: model state by its sharding, activations of this
 /// rank's micro-batch from the model's memory estimate, gathered units and communication buffers)
 /// against the device a rank uses: the GPU's total memory, or on the CPU `host_available` (the
-/// host's available memory) shared by this host's ranks. Returns the line validate prints ("" when
+/// memory this run may take: the host's, bounded by its cgroup's limit and a Slurm allocation;
+/// device/host_memory.hpp) shared by this host's ranks. Returns the line validate prints ("" when
 /// the host's memory is unknown); a strategy that does not fit is a config error at strategy.name
 /// naming what would.
 std::string check_strategy_fits(const Experiment& e, const Registry& registry, const WorldInfo& world,
                                 const torch::Device& device, double parameters,
-                                const std::optional<ModelMemoryEstimate>& memory, std::optional<double> host_available);
+                                const std::optional<ModelMemoryEstimate>& memory, const std::optional<HostMemory>& host_available);
 
 }  // namespace strata::estimate
