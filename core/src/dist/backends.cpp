@@ -108,20 +108,19 @@ std::string gloo_interface(const ProcessGroupOptions& o) {
     return std::string("GLOO_SOCKET_IFNAME=") + ifname;
   if (const auto names = nccl_interfaces(); !names.empty())
     return std::string("NCCL_SOCKET_IFNAME=") + std::getenv("NCCL_SOCKET_IFNAME");
-  if (is_loopback(o.world.master_addr)) return "127.0.0.1";
-  const std::string address = address_towards(o.world.master_addr, o.world.master_port);
+  // Every rank on this host (or a loopback master, which only this host reaches): peers connect
+  // over loopback, and nothing listens where other hosts could reach it.
   const bool spans_hosts = o.world.local_world_size < o.world.world_size;
-  if (!address.empty() && !(spans_hosts && is_loopback(address))) return address;
-  if (spans_hosts) {
-    // This host's name resolves to loopback (Debian's /etc/hosts), or nothing routes to the
-    // master: listen on the host's first real interface instead of one no peer can reach.
-    if (auto host = first_host_address(); !host.empty()) return host;
-    throw Error(rank_name(o.world) + ": no network interface of this host reaches MASTER_ADDR=" + o.world.master_addr +
-                    " (it resolves to loopback here, or not at all) and the job spans hosts",
-                "set MASTER_ADDR to rank 0's address as the other hosts reach it, or GLOO_SOCKET_IFNAME (and "
-                "NCCL_SOCKET_IFNAME) to the interface the ranks share, e.g. eth0");
-  }
-  return address.empty() ? "127.0.0.1" : address;
+  if (is_loopback(o.world.master_addr) || !spans_hosts) return "127.0.0.1";
+  const std::string address = address_towards(o.world.master_addr, o.world.master_port);
+  if (!address.empty() && !is_loopback(address)) return address;
+  // This host's name resolves to loopback (Debian's /etc/hosts), or nothing routes to the
+  // master: listen on the host's first real interface instead of one no peer can reach.
+  if (auto host = first_host_address(); !host.empty()) return host;
+  throw Error(rank_name(o.world) + ": no network interface of this host reaches MASTER_ADDR=" + o.world.master_addr +
+                  " (it resolves to loopback here, or not at all) and the job spans hosts",
+              "set MASTER_ADDR to rank 0's address as the other hosts reach it, or GLOO_SOCKET_IFNAME (and "
+              "NCCL_SOCKET_IFNAME) to the interface the ranks share, e.g. eth0");
 }
 
 namespace {

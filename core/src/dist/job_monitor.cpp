@@ -193,20 +193,26 @@ void JobMonitor::heartbeat_loop() {
   // advanced, and ends the job when none has for options_.hang while all of them train.
   const bool watch_hangs = options_.hang.count() > 0;
   std::vector<std::string> progress_seen(static_cast<std::size_t>(world));
+  std::vector<std::pair<std::int64_t, Clock::time_point>> progress_fresh(static_cast<std::size_t>(world),
+                                                                         {-1, Clock::now()});
   auto advanced = Clock::now();
+  std::int64_t beats = 0;
   while (!stopping_threads_) {
     try {
-      store_->add(mine, 1);
+      // A beat is a new value, not an add: after a stranger stored a non-number there, the store
+      // would drop this connection at the next add.
+      store_->set(mine, std::to_string(++beats));
       last_beat_ns_ = now_ns();
       if (watch_hangs) {
-        store_->set("pg/" + std::to_string(options_.rank), progress_json().dump(0));
-        if (options_.rank == 0) watch_hang(progress_seen, advanced);
+        store_->set("pg/" + std::to_string(options_.rank), progress_json(beats).dump(0));
+        if (options_.rank == 0) watch_hang(progress_seen, advanced, progress_fresh);
       }
       // Rank 0 watches every rank; the others watch rank 0 (whose store may be hosted elsewhere,
-      // by torchrun's agent, and so stay up while rank 0 is stopped).
+      // by torchrun's agent, and so stay up while rank 0 is stopped). Any change is a sign of
+      // life: a stranger's writes can delay this verdict, never cause it.
       for (int r = 0; r < world; ++r) {
         if (r == options_.rank || (options_.rank != 0 && r != 0)) continue;
-        const auto value = store_->get_if_set("hb/" + std::to_string(r)).value_or("");
+        const auto value = store_->stored("hb/" + std::to_string(r));
         const auto i = static_cast<std::size_t>(r);
         if (value != last[i]) {
           last[i] = value;
@@ -227,8 +233,11 @@ void JobMonitor::heartbeat_loop() {
         }
       }
       if (options_.rank != 0 && !finished_ && !failing_) {
-        if (auto abort = store_->get_if_set("abort")) {
-          store_->add("abort_seen", 1);
+        if (auto abort = store_->get_if_set("abort")) {  // the job's own only: sealed
+          try {
+            store_->set("abort_seen/" + std::to_string(options_.rank), "1");
+          } catch (...) {
+          }
           auto v = FailureRecord::from_json(Json::parse(*abort));
           v.error = "rank " + std::to_string(v.rank) + " ended the job: " + v.error;
           v.rank = options_.rank;
@@ -246,7 +255,7 @@ void JobMonitor::heartbeat_loop() {
   }
 }
 
-Json JobMonitor::progress_json() {
+Json JobMonitor::progress_json(std::int64_t beat) {
   JobProgress progress;
   {
     std::lock_guard lock(progress_mutex_);
@@ -254,6 +263,7 @@ Json JobMonitor::progress_json() {
   }
   Json j = Json::object();
   j["advance"] = progress.issued + step_.load();
+  j["beat"] = beat;
   j["phase"] = phase_.load();
   j["step"] = step_.load();
   Json last = Json::array();
@@ -262,7 +272,11 @@ Json JobMonitor::progress_json() {
   return j;
 }
 
-void JobMonitor::watch_hang(std::vector<std::string>& seen, Clock::time_point& advanced) {
+void JobMonitor::watch_hang(std::vector<std::string>& seen, Clock::time_point& advanced,
+                            std::vector<std::pair<std::int64_t, Clock::time_point>>& fresh) {
+  // Every rank rewrites its report each beat, so a beat number that has not risen for a few
+  // periods is an old report written again (a replay): no evidence of a hang.
+  const auto stale = 4 * std::clamp(options_.heartbeat / 5, std::chrono::milliseconds(100), std::chrono::milliseconds(2000));
   bool watched = !finished_ && !failing_;
   std::vector<Json> states;
   for (int r = 0; r < options_.world_size && watched; ++r) {
@@ -272,6 +286,15 @@ void JobMonitor::watch_hang(std::vector<std::string>& seen, Clock::time_point& a
       break;
     }
     Json state = Json::parse(*value);
+    auto& [beat, rose] = fresh[static_cast<std::size_t>(r)];
+    const Json* number = state.find("beat");
+    const auto now_beat = static_cast<std::int64_t>(number != nullptr ? number->number_or(-1) : -1);
+    if (now_beat > beat) {
+      beat = now_beat;
+      rose = Clock::now();
+    } else if (Clock::now() - rose > stale) {
+      watched = false;
+    }
     const std::string phase = state.find("phase") != nullptr ? state.find("phase")->string_or("") : "";
     if (phase != "train" && phase != "eval") watched = false;  // setting up, saving, ending: no hang watch
     const std::string key = state.find("advance") != nullptr ? state.find("advance")->dump(0) : "";
@@ -308,9 +331,10 @@ void JobMonitor::watch_hang(std::vector<std::string>& seen, Clock::time_point& a
                   options_.rank, unix_time_now()};
   try {
     store_->set("abort", v.to_json().dump(0));
+    std::vector<std::string> seen_by;
+    for (int r = 1; r < options_.world_size; ++r) seen_by.push_back("abort_seen/" + std::to_string(r));
     const auto until = Clock::now() + std::chrono::seconds(3);
-    while (Clock::now() < until && store_->add("abort_seen", 0) < options_.world_size - 1)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (Clock::now() < until && !store_->all_set(seen_by)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   } catch (...) {
   }
   fatal(v, 1, "the ranks disagree on the collectives they issue (a rank skipped or added one: compare the last "

@@ -28,15 +28,20 @@
 
 namespace strata {
 
-/// A connection of its own to the job's store, for a thread other than training's.
+/// A connection of its own to the job's store, for a thread other than training's. Any process
+/// that reaches the store may write there: values carry the seal of the job's secret where the
+/// job has one, and a value without it is not the job's.
 class JobStore {
  public:
   virtual ~JobStore() = default;
+  /// Sets `key` to `value`, sealed.
   virtual void set(const std::string& key, const std::string& value) = 0;
-  /// The value of `key`, std::nullopt when it is not set (does not wait for it).
+  /// The value of `key`; std::nullopt when it is not set or not sealed by the job (does not wait).
   virtual std::optional<std::string> get_if_set(const std::string& key) = 0;
-  /// Adds `delta` to the integer at `key` (0 when unset) and returns the sum.
-  virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
+  /// What `key` holds, sealed or not ("" when unset): for liveness, where any change counts.
+  virtual std::string stored(const std::string& key) = 0;
+  /// Whether every one of `keys` is set.
+  virtual bool all_set(const std::vector<std::string>& keys) = 0;
 };
 
 /// This rank was asked to stop (SIGINT, SIGTERM, SIGHUP): exit status 128 + signal.
@@ -114,11 +119,14 @@ class JobMonitor {
   void heartbeat_loop();
   /// Writes the verdict and the record, prints the error and exits the process with `code`.
   [[noreturn]] void fatal(const FailureRecord& verdict, int code, const std::string& fix);
-  /// This rank's progress, as the heartbeat publishes it ("pg/<rank>").
-  Json progress_json();
+  /// This rank's progress, as the heartbeat publishes it ("pg/<rank>"), with the beat's number.
+  Json progress_json(std::int64_t beat);
   /// Rank 0: reads every rank's progress; ends the job when none has advanced for options_.hang
-  /// while all of them train or evaluate. `seen` and `advanced` carry over between beats.
-  void watch_hang(std::vector<std::string>& seen, std::chrono::steady_clock::time_point& advanced);
+  /// while all of them train or evaluate. `seen` and `advanced` carry over between beats, and
+  /// `fresh` (each rank's last beat number and when it rose): a report whose number stops rising
+  /// is an old one written again, by a stranger, and suspends the watch.
+  void watch_hang(std::vector<std::string>& seen, std::chrono::steady_clock::time_point& advanced,
+                  std::vector<std::pair<std::int64_t, std::chrono::steady_clock::time_point>>& fresh);
   /// Writes the record next to the outputs and, for at most a second, to the store; returns
   /// whether the store took it.
   bool publish(const FailureRecord& record) noexcept;

@@ -25,6 +25,12 @@ struct ProcessGroupOptions {
   /// The job's keys in the store: "strata", or "strata/attempt_N" in the store of torchrun's
   /// agent, which outlives restarts (set by make_process_group_comm).
   std::string store_prefix = "strata";
+  /// The job's secret (STRATA_JOB_SECRET, or the file named by STRATA_JOB_SECRET_FILE; set by
+  /// make_process_group_comm): the store messages that make ranks act carry its seal, and ranks
+  /// ignore any that do not. Empty: no seal (a job started without a secret). Never printed.
+  std::string job_secret;
+  /// What a seal is bound to besides the key: the prefix and the launcher's restart count.
+  std::string seal_scope;
   /// Issue collectives even on one rank (Comm::skips_collectives() false): [distributed]
   /// force_collectives. Subgroups and separate streams inherit it.
   bool force_collectives = false;

@@ -2,10 +2,20 @@
 // torchrun's agent) and its namespaces, the job's Gloo or NCCL process group, and the first barrier
 // after which every rank is known to be up. Includes c10d headers: see dist/process_group.cpp.
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <memory>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,7 +26,9 @@
 #include "dist/backends.hpp"
 #include "dist/c10d_comm.hpp"
 #include "dist/comm_errors.hpp"
+#include "dist/job_guard.hpp"
 #include "strata/errors.hpp"
+#include "strata/logger.hpp"
 
 namespace strata {
 
@@ -44,6 +56,74 @@ void validate(const ProcessGroupOptions& o) {
   if (o.timeout.count() <= 0) bad("timeout must be positive, got " + std::to_string(o.timeout.count()) + " ms");
 }
 
+/// The job's secret: STRATA_JOB_SECRET, else the contents of the file STRATA_JOB_SECRET_FILE
+/// (which only its owner may read); empty when neither is set. Messages never show it.
+std::string read_job_secret() {
+  std::string secret, origin = "STRATA_JOB_SECRET";
+  if (const char* value = std::getenv("STRATA_JOB_SECRET"); value != nullptr && *value != '\0') {
+    secret = value;
+  } else if (const char* file = std::getenv("STRATA_JOB_SECRET_FILE"); file != nullptr && *file != '\0') {
+    origin = std::string("the file STRATA_JOB_SECRET_FILE=") + file;
+    struct stat info {};
+    std::ifstream in(file, std::ios::binary);
+    if (!in || ::stat(file, &info) != 0) {
+      throw UsageError(std::string("cannot read the job's secret from STRATA_JOB_SECRET_FILE=") + file + ": " +
+                           std::strerror(errno),
+                       "give every rank a file only its user can read (chmod 600) that holds the job's secret, or "
+                       "set STRATA_JOB_SECRET");
+    }
+    if ((info.st_mode & 077) != 0) {
+      throw UsageError(std::string("the job's secret in STRATA_JOB_SECRET_FILE=") + file +
+                           " is readable by other users (mode " + std::to_string((info.st_mode >> 6) & 7) +
+                           std::to_string((info.st_mode >> 3) & 7) + std::to_string(info.st_mode & 7) + ")",
+                       std::string("chmod 600 ") + file + ", and make a new secret if others may have read it");
+    }
+    secret.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' '))
+      secret.pop_back();
+  } else {
+    return {};
+  }
+  if (secret.size() < 16) {
+    throw UsageError("the job's secret (" + origin + ") has " + std::to_string(secret.size()) +
+                         " characters, too few to keep strangers out of the job",
+                     "use at least 16 random characters, the same for every rank, e.g. from `openssl rand -hex 16`");
+  }
+  return secret;
+}
+
+/// A socket listening at `host`:`port` for rank 0's store to adopt, so that the store is reachable
+/// only where the ranks connect; -1 when `host` is not an address of this host (a NAT or service
+/// address) or, in a job that spans hosts, resolves to loopback here (then c10d listens on every
+/// interface). Throws when the port is taken.
+int listen_socket(const std::string& host, int port, bool spans_hosts) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return -1;
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, &::freeaddrinfo);
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const bool loopback =
+        a->ai_family == AF_INET
+            ? (ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr) >> 24) == 127
+            : a->ai_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    if (spans_hosts && loopback) continue;  // this host's name as Debian maps it: the peers connect elsewhere
+    const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    const int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);  // as c10d: a port in TIME_WAIT is free
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 16384) == 0) return fd;
+    const int error = errno;
+    ::close(fd);
+    if (error == EADDRINUSE) {
+      throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) + ": " + std::strerror(error));
+    }
+  }
+  return -1;
+}
+
 }  // namespace
 
 void detail::C10dComm::connect_barrier() { backend_->barrier(barrier_options())->wait(options_.timeout); }
@@ -58,9 +138,17 @@ std::unique_ptr<ProcessGroupComm> make_process_group_comm(const ProcessGroupOpti
   // TORCHELASTIC_USE_AGENT_STORE=True its agent already hosts a store at MASTER_ADDR:MASTER_PORT
   // (binding there would fail): every rank is a client, and the first barrier gathers them.
   c10::intrusive_ptr<c10d::Store> root;
-  if (o.world.agent_store) {
-    const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
-    o.store_prefix = std::string("strata/attempt_") + (attempt != nullptr ? attempt : "0");
+  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  if (o.world.agent_store) o.store_prefix = std::string("strata/attempt_") + (attempt != nullptr ? attempt : "0");
+  if (o.job_secret.empty()) o.job_secret = read_job_secret();
+  o.seal_scope = o.store_prefix + "/" + (attempt != nullptr ? attempt : "0");
+  if (o.job_secret.empty() && !detail::one_host(o.world) && o.world.rank == 0) {
+    Logger(o.world.rank, o.world.world_size)
+        .warn("the job's store at " + detail::endpoint(o.world) +
+              " takes orders from any process that reaches it: a stranger on the network could end the job or "
+              "write its verdict. Set STRATA_JOB_SECRET for every rank (one value per job, e.g. from `openssl rand "
+              "-hex 16`, or a file only you can read named by STRATA_JOB_SECRET_FILE) so that ranks act only on the "
+              "job's own messages");
   }
   try {
     c10d::TCPStoreOptions store_options;
@@ -69,7 +157,13 @@ std::unique_ptr<ProcessGroupComm> make_process_group_comm(const ProcessGroupOpti
     store_options.numWorkers = static_cast<std::size_t>(o.world.world_size);
     store_options.waitWorkers = !o.world.agent_store;
     store_options.timeout = o.timeout;
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(o.world.master_addr, store_options);
+    // c10d's server listens on every interface; rank 0 listens where the ranks connect instead:
+    // loopback for a job of one host, MASTER_ADDR's address when it is this host's.
+    if (store_options.isServer) {
+      const int fd = listen_socket(detail::store_host(o.world), o.world.master_port, !detail::one_host(o.world));
+      if (fd >= 0) store_options.masterListenFd = fd;
+    }
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(detail::store_host(o.world), store_options);
     root = c10::make_intrusive<c10d::PrefixStore>(o.store_prefix, tcp);
   } catch (...) {
     throw_rendezvous_error(o, store_options_stage(o));

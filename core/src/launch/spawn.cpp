@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -132,7 +133,32 @@ std::string program_path() {
   return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string("strata");
 }
 
-ChildPlan make_plan(const SpawnOptions& options, int local_rank, int port, const std::string& program, int restart) {
+/// A fresh secret for one attempt of a job whose every rank this launcher starts: 128 random bits
+/// in hex, for the ranks' STRATA_JOB_SECRET (a process's environment is its user's to read). Empty
+/// when the user gave one (the ranks read it) or the job spans nodes (each node's launcher would
+/// draw another: the user's must be given to all).
+std::string draw_job_secret(const SpawnOptions& options) {
+  for (const char* name : {"STRATA_JOB_SECRET", "STRATA_JOB_SECRET_FILE"})
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return {};
+  if (options.nnodes > 1) return {};
+  unsigned char bytes[16];
+  for (std::size_t got = 0; got < sizeof bytes;) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(std::string("cannot draw the job's secret from the kernel (getrandom): ") + std::strerror(errno));
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string hex;
+  for (const unsigned char b : bytes) {
+    hex.push_back(digits[b >> 4]);
+    hex.push_back(digits[b & 15]);
+  }
+  return hex;
+}
+
+ChildPlan make_plan(const SpawnOptions& options, int local_rank, int port, const std::string& program, int restart,
+                    const std::string& secret) {
   std::vector<std::pair<std::string, std::string>> set = {
       {"RANK", std::to_string(options.node_rank * options.nproc + local_rank)},
       {"WORLD_SIZE", std::to_string(options.nnodes * options.nproc)},
@@ -145,6 +171,7 @@ ChildPlan make_plan(const SpawnOptions& options, int local_rank, int port, const
       {"STRATA_RESTART_COUNT", std::to_string(restart)},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart)},
   };
+  if (!secret.empty()) set.emplace_back("STRATA_JOB_SECRET", secret);
   set.insert(set.end(), options.env.begin(), options.env.end());
   ChildPlan plan;
   plan.strings.push_back(program);
@@ -241,8 +268,10 @@ void kill_and_reap(std::vector<Child>& children) {
 
 std::vector<Child> start_ranks(const SpawnOptions& options, int port, const SignalPipe& signals, int restart) {
   const std::string program = program_path();
+  const std::string secret = draw_job_secret(options);  // a new one per attempt: nothing of the last opens
   std::vector<ChildPlan> plans;
-  for (int rank = 0; rank < options.nproc; ++rank) plans.push_back(make_plan(options, rank, port, program, restart));
+  for (int rank = 0; rank < options.nproc; ++rank)
+    plans.push_back(make_plan(options, rank, port, program, restart, secret));
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const pid_t parent = ::getpid();
   std::vector<Child> children;
