@@ -3,13 +3,17 @@
 ends within [distributed] heartbeat_s of a stopped rank, the launcher names the rank that caused
 the end (not the first to exit) in a "cause" line and returns its code (128 + signal), and
 summary.json says how the run ended (status, error, failed_rank), written by the launcher when
-rank 0 could not.
+rank 0 could not. And the job listens on loopback only, and a stranger who writes its store's keys
+cannot end it.
 
     STRATA_BIN=build/bin/strata python3 tests/integration/test_heartbeat.py
 """
+import json
 import os
 import re
 import signal
+import socket
+import sys
 import time
 
 import strata_test as st
@@ -18,6 +22,7 @@ HEARTBEAT_S = 5
 SLACK_S = 5          # the job ends within heartbeat_s + this after a rank stops
 SETS = ["strategy.name=ddp", "train.steps=1000000", "train.global_batch_size=16", "log.every=200",
         "train.threads=1", "distributed.heartbeat_s=%d" % HEARTBEAT_S]
+STRANGER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "store_stranger.py")
 
 
 class Job:
@@ -152,6 +157,67 @@ def sigkill_of_rank_0_launcher_writes_the_summary():
     _sigkill_is_named(0, "sigkill0")
 
 
+def listeners(pids):
+    """The TCP sockets in LISTEN state that the processes `pids` hold: (address, port) pairs, from
+    /proc/net/tcp{,6} and each process's descriptors."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            pass
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] != "0A" or fields[9] not in inodes:
+                    continue
+                address, port = fields[1].split(":")
+                raw = bytes.fromhex(address)
+                words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # little-endian words
+                found.append((socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, words),
+                              int(port, 16)))
+    return found
+
+
+def one_host_job_listens_on_loopback_only_and_ignores_strangers():
+    """A `--nproc 2` job: every listening socket of its processes (rank 0's store, both ranks'
+    Gloo) is on loopback; a stranger on this host who writes the store's keys (a forged abort and
+    verdicts, another run directory, non-numbers in every key it lists) changes nothing: the job
+    trains on, and a SIGTERM afterwards ends it "interrupted" with no verdict of the stranger's."""
+    with Job("loopback") as job:
+        pids = [job.launcher.proc.pid] + list(job.ranks.values())
+        found = listeners(pids)
+        st.check(found, "the job's processes hold no listening TCP socket", job.result())
+        outside = [(a, p) for a, p in found if not (a.startswith("127.") or a in ("::1", "::ffff:127.0.0.1"))]
+        print("  listening: %s" % ", ".join("%s:%d" % lp for lp in sorted(found)))
+        st.check(not outside, "the job listens outside loopback: %s" % outside, job.result())
+        with open("/proc/%d/environ" % job.ranks[0], "rb") as f:
+            env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        secret, port = env.get(b"STRATA_JOB_SECRET", b"").decode(), int(env[b"MASTER_PORT"])
+        st.check(re.fullmatch(r"[0-9a-f]{32}", secret), "rank 0 got no 128-bit STRATA_JOB_SECRET from the launcher")
+        stranger = st.run_command([sys.executable, STRANGER, "127.0.0.1", str(port)], timeout=60)
+        st.check(stranger.returncode == 0, "the stranger could not reach the store", stranger)
+        seen = json.loads(stranger.stdout.strip().splitlines()[-1])
+        st.check(secret.encode().hex() not in "".join(seen["values"].values()) and secret not in str(seen["keys"]),
+                 "the store shows the job's secret to a stranger", stranger)
+        steps = len(re.findall(r"\bstep +\d+/", job.launcher.text("stdout") + job.launcher.text("stderr")))
+        time.sleep(3)  # three beats: each rank reads the abort key and every counter again
+        st.check(job.launcher.proc.poll() is None, "the job ended after a stranger wrote to its store", job.result())
+        sent_at = job.signal("launcher", signal.SIGTERM)
+        result = job.end(sent_at, 30, "SIGTERM to the launcher")
+        st.expect_exit(result, 128 + signal.SIGTERM)
+        expect_summary(job, "interrupted", None, result)
+        st.check(secret not in result.stdout + result.stderr, "the job printed its secret", result)
+        for forged in ("a stranger wrote this verdict", "a-stranger-chose-this"):
+            st.expect_not_in(forged, result.stdout + result.stderr, result)
+        st.check(steps >= 1, "no step line before the stranger", result)
+
+
 def hung_collective_ends_with_a_verdict():
     """Rank 1 never issues its 5th collective of the steps (STRATA_FAULT=hang-collective:5:1): both ranks
     are alive, rank 0 waits in that all-reduce, rank 1 where it would have issued it. With timeout_s =
@@ -181,5 +247,6 @@ def hung_collective_ends_with_a_verdict():
 if __name__ == "__main__":
     only = os.environ.get("STRATA_TEST_ONLY")
     cases = [sigstop_of_rank_1_ends_the_job, sigterm_to_the_launcher_interrupts, sigkill_of_rank_1_is_named,
-             sigkill_of_rank_0_launcher_writes_the_summary, hung_collective_ends_with_a_verdict]
+             sigkill_of_rank_0_launcher_writes_the_summary, hung_collective_ends_with_a_verdict,
+             one_host_job_listens_on_loopback_only_and_ignores_strangers]
     st.main([c for c in cases if not only or c.__name__ == only])

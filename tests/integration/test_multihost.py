@@ -4,17 +4,20 @@ each started by hand with torchrun's variables and MASTER_ADDR = A's veth addres
 environment (no GLOO_SOCKET_IFNAME). The host name resolves to 127.0.0.1 here, as on many real
 machines, so a Gloo that listens on (or advertises) the host name's address cannot be reached from
 the other host. Cases: DDP trains across the hosts; FSDP HYBRID_SHARD (one shard group per host)
-trains; the link goes down mid-run and both ranks end within heartbeat_s, each naming the other.
+trains; the link goes down mid-run and both ranks end within heartbeat_s, each naming the other;
+a stranger who reaches the store of a job with a secret cannot steer it.
 
 Skips, saying why, where namespaces cannot be made (not root, no `ip`, no permission).
 
     STRATA_BIN=build/bin/strata python3 tests/integration/test_multihost.py
 """
 import itertools
+import json
 import os
 import random
 import shutil
 import subprocess
+import sys
 import time
 
 import strata_test as st
@@ -27,6 +30,8 @@ SETS = ["train.steps=24", "train.global_batch_size=16", "log.every=4", "train.th
 # Variables that would steer Gloo or the rendezvous away from what this test sets.
 UNSET = ["GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE",
          "LOCAL_RANK", "LOCAL_WORLD_SIZE", "STRATA_PLUGIN_PATH"]
+
+STRANGER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "store_stranger.py")
 
 _serial = itertools.count()
 
@@ -81,8 +86,9 @@ class TwoHosts:
             _ip("netns", "del", ns, check=False)
         return False
 
-    def start_rank(self, rank, out, *sets):
-        """`ip netns exec NS env RANK=.. ... strata run GOOD_SYNTHETIC --out OUT --set ...`."""
+    def start_rank(self, rank, out, *sets, secret=None):
+        """`ip netns exec NS env RANK=.. ... strata run GOOD_SYNTHETIC --out OUT --set ...`, with
+        STRATA_JOB_SECRET in its environment when `secret` is given."""
         port = getattr(self, "port", None) or random.randint(20000, 39999)
         self.port = port  # nothing else listens inside these namespaces
         variables = ["RANK=%d" % rank, "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1",
@@ -90,8 +96,10 @@ class TwoHosts:
         args = (["ip", "netns", "exec", self.ns[rank], "env"] + variables
                 + [st.strata_bin(), "run", st.GOOD_SYNTHETIC, "--out", out] + st.set_args(*SETS, *sets))
         env, _ = st._clean_env()
-        for key in UNSET:
+        for key in UNSET + ["STRATA_JOB_SECRET", "STRATA_JOB_SECRET_FILE"]:
             env.pop(key, None)
+        if secret is not None:
+            env["STRATA_JOB_SECRET"] = secret  # not on the command line, which every user can read
         r = st.Watched(rank, args, env)
         self.ranks.append(r)
         return r
@@ -120,19 +128,76 @@ def train_across(label, *sets):
     st.check(summary.get("status") == "ok", "status %r, expected ok" % summary.get("status"), ranks[0].result())
     st.check(summary.get("world_size") == 2, "world_size %r, expected 2" % summary.get("world_size"))
     st.check(summary.get("backend") == "gloo", "backend %r, expected gloo" % summary.get("backend"))
-    return summary
+    return summary, ranks
 
 
 def ddp_trains_across_hosts():
-    summary = train_across("ddp", "strategy.name=ddp")
+    summary, ranks = train_across("ddp", "strategy.name=ddp")
     st.check(summary.get("strategy") == "ddp", "strategy %r" % summary.get("strategy"))
+    # Started without a secret, across hosts: rank 0 says once that strangers could steer the job.
+    st.expect_in("STRATA_JOB_SECRET", ranks[0].result().stderr, ranks[0].result(), "rank 0's stderr")
+    st.expect_not_in("STRATA_JOB_SECRET", ranks[1].result().stderr, ranks[1].result(), "rank 1's stderr")
 
 
 def fsdp_hybrid_shard_across_hosts():
     """HYBRID_SHARD with one rank per host: each host is a shard group of one, the two replicas
     all-reduce their gradients across the link."""
-    summary = train_across("fsdp_hybrid", "strategy.name=fsdp", "strategy.sharding_strategy=HYBRID_SHARD")
+    summary, _ = train_across("fsdp_hybrid", "strategy.name=fsdp", "strategy.sharding_strategy=HYBRID_SHARD")
     st.check(summary.get("strategy") == "fsdp", "strategy %r" % summary.get("strategy"))
+
+
+def stranger_cannot_steer_the_job():
+    """Both ranks get one STRATA_JOB_SECRET, as a user hands it to every host. Rank 0's store
+    listens on A's veth address only, where the ranks connect, not on every interface. While the
+    ranks train, a stranger in B (tests/integration/store_stranger.py) reaches the store, reads
+    every key and value, writes a verdict of its own into the monitor's abort key and the failure
+    records, another run directory, and a non-number into every key it listed: it finds no trace of
+    the secret, and the job trains on and ends ok, its summary without a word of the stranger's."""
+    secret = os.urandom(16).hex()
+    out = st.temp_dir("stranger")
+    sets = ["strategy.name=ddp", "train.steps=6000", "log.every=1000", "distributed.heartbeat_s=5"]
+    with TwoHosts() as hosts:
+        hosts.port = random.randint(20000, 39999)
+        # Started first, so that it strikes as soon as told (loading torch takes seconds).
+        stranger = subprocess.Popen(["ip", "netns", "exec", hosts.ns[1], sys.executable, STRANGER, hosts.addr[0],
+                                     str(hosts.port), "--on-line"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, env=st._clean_env()[0])
+        ranks = [hosts.start_rank(0, out, *sets, secret=secret), hosts.start_rank(1, out, *sets, secret=secret)]
+        if not ranks[0].wait_for_line(r"\bstep +\d+/", 120):
+            stranger.kill()
+            st.fail("rank 0 printed no step line within 120 s:\n%s" % "\n".join(r.result().describe() for r in ranks))
+        listening = _ip("netns", "exec", hosts.ns[0], "ss", "-ltnH").stdout
+        mine = [line.split()[3] for line in listening.splitlines() if line.split()[3].endswith(":%d" % hosts.port)]
+        print("  the store listens on %s" % mine)
+        st.check(mine == ["%s:%d" % (hosts.addr[0], hosts.port)], "rank 0's store listens on %s, expected %s:%d only"
+                 % (mine, hosts.addr[0], hosts.port))
+        try:
+            said, complaint = stranger.communicate("go\n", timeout=60)
+        except subprocess.TimeoutExpired:
+            stranger.kill()
+            said, complaint = stranger.communicate()
+        struck_at = time.monotonic()
+        st.check(stranger.returncode == 0, "the stranger could not reach the store: %s" % complaint[-3000:])
+        seen = json.loads(said.strip().splitlines()[-1])
+        print("  the stranger read %d keys and wrote %d" % (len(seen["keys"]), len(seen["written"])))
+        st.check(secret.encode().hex() not in "".join(seen["values"].values()) and secret not in str(seen["keys"]),
+                 "the store shows the job's secret to a stranger")
+        finish_both(ranks, RUN_TIMEOUT_S)
+        # Each rank read the store's keys again (a beat a second) after the stranger wrote them.
+        trained_on = min(r.ended_at for r in ranks) - struck_at
+        print("  the job trained on %.1f s after the stranger wrote" % trained_on)
+        st.check(trained_on >= 2, "the job ended %.1f s after the stranger wrote: give it more steps" % trained_on)
+        for r in ranks:
+            st.expect_exit(r.result(), 0)
+            st.expect_no_crash(r.result())
+            for forged in ("a stranger wrote this verdict", "a-stranger-chose-this"):
+                st.expect_not_in(forged, r.result().stdout + r.result().stderr, r.result())
+            st.check(secret not in r.result().stdout + r.result().stderr, "rank %d printed the secret" % r.label)
+    summary = st.load_summary(out)
+    st.check(summary.get("status") == "ok", "status %r, expected ok (error %r)"
+             % (summary.get("status"), summary.get("error")), ranks[0].result())
+    st.check(summary.get("failed_rank") is None, "failed_rank %r" % summary.get("failed_rank"))
+    st.check(not os.path.exists("/tmp/a-stranger-chose-this"), "a rank wrote where the stranger said")
 
 
 def read_json(path):
@@ -182,5 +247,6 @@ def link_down_ends_both_ranks():
 
 if __name__ == "__main__":
     only = os.environ.get("STRATA_TEST_ONLY")
-    cases = [ddp_trains_across_hosts, fsdp_hybrid_shard_across_hosts, link_down_ends_both_ranks]
+    cases = [ddp_trains_across_hosts, fsdp_hybrid_shard_across_hosts, link_down_ends_both_ranks,
+             stranger_cannot_steer_the_job]
     st.main([c for c in cases if not only or c.__name__ == only])
