@@ -387,7 +387,9 @@ int main(int argc, char** argv) {
     std::string prefix;
     const char* rank = std::getenv("RANK");
     const char* world = std::getenv("WORLD_SIZE");
-    if (rank && world && dynamic_cast<const strata::UsageError*>(&e) == nullptr) prefix = std::string("[rank ") + rank + "/" + world + "] ";
+    // As the logger, a job of one rank has none.
+    if (rank && world && std::string(world) != "1" && dynamic_cast<const strata::UsageError*>(&e) == nullptr)
+      prefix = std::string("[rank ") + rank + "/" + world + "] ";
     // One write, so that the paragraphs of several failing ranks do not interleave.
     const std::string text = prefix + strata::detail::format_error(e) + "\n";
     std::fwrite(text.data(), 1, text.size(), stderr);

@@ -572,8 +572,8 @@ int run_experiment(const RunRequest& request) {
                      "Start the ranks with srun: `srun strata run " + request.file.string() +
                          "` (one rank per task); or pass --standalone to start the ranks on this node anyway.");
   }
-  // Not started by a launcher: run in this process, or validate once here and spawn the ranks
-  // (also one, when failed ranks are to be restarted).
+  // Not started by a launcher: validate once here and spawn the ranks (also one, when failed ranks
+  // are to be restarted).
   SpawnOptions spawn;
   int nproc = static_cast<int>(e.distributed.nproc);
   if (node) {
@@ -592,9 +592,21 @@ int run_experiment(const RunRequest& request) {
   WorldInfo world;
   world.world_size = nproc * spawn.nnodes;
   world.local_world_size = nproc;
+  // A job of one rank runs in a fork of this process (no second start of the program), supervised
+  // as the ranks of larger jobs are: a crash, an exit mid-run or a kill still leaves a verdict. The
+  // child carries on here as the rank; where no fork is possible, the rank is spawned below.
   if (!node && nproc == 1 && e.distributed.max_restarts == 0) {
-    run_rank(request, std::move(e), world);
-    return 0;
+    SpawnOptions one;
+    if (const int code = fork_and_supervise(one); code != kForkUnavailable) {
+      if (code != kForkChild) {
+        // This process only supervised: nothing of its own to tear down (its libraries' static
+        // destructors alone took 0.2 s).
+        std::fflush(nullptr);
+        std::_Exit(code);
+      }
+      run_rank(request, std::move(e), world);
+      return 0;
+    }
   }
   // The node of rank 0 names and claims the run directory, for its ranks too (kRunClaimVariable:
   // its rank 0 finds the launcher's claim its own); the ranks of other nodes take rank 0's.
@@ -619,6 +631,7 @@ int run_experiment(const RunRequest& request) {
   }
   spawn.nproc = nproc;
   spawn.max_restarts = static_cast<int>(e.distributed.max_restarts);
+  spawn.beacons = true;
   for (const auto& o : request.overrides) common.insert(common.end(), {"--set", o});
   spawn.args = common;
   if (!request.resume.empty())

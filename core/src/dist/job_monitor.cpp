@@ -67,6 +67,8 @@ JobMonitor::JobMonitor(JobMonitorOptions options) : options_(std::move(options))
   }
   g_pipe_write = g_signals.fds[1];
   g_first_signal = 0;
+  beacon_ = rank_beacon();
+  record_crash_library(beacon_);
   for (std::size_t i = 0; i < std::size(kStopSignals); ++i) {
     ::sigaction(kStopSignals[i], nullptr, &g_signals.old[i]);
     if (g_signals.old[i].sa_handler == SIG_IGN) continue;  // `nohup`, `cmd &` in a script: stays ignored
@@ -80,6 +82,8 @@ JobMonitor::JobMonitor(JobMonitorOptions options) : options_(std::move(options))
 }
 
 JobMonitor::~JobMonitor() {
+  // This rank's code returned (a failure too ends non-zero): an exit before this is a plugin's.
+  if (beacon_ != nullptr) beacon_->done.store(1);
   stopping_threads_ = true;
   wake_.notify_all();
   const unsigned char byte = 0;
@@ -95,6 +99,12 @@ JobMonitor::~JobMonitor() {
 
 void JobMonitor::attach(std::shared_ptr<JobStore> store, std::filesystem::path run_dir, std::string endpoint) {
   run_dir_ = std::move(run_dir);
+  if (beacon_ != nullptr) {  // for the launcher's verdict, when it did not open the directory itself
+    const std::string dir = run_dir_.string();
+    const std::size_t n = std::min(dir.size(), sizeof beacon_->run_dir - 1);
+    std::copy_n(dir.data(), n, beacon_->run_dir);
+    beacon_->run_dir[n] = '\0';
+  }
   endpoint_ = std::move(endpoint);
   store_ = std::move(store);
   if (!store_ || options_.heartbeat.count() <= 0 || options_.world_size < 2) return;
@@ -128,12 +138,17 @@ void JobMonitor::monitor_loop() {
   std::optional<Clock::time_point> stop_deadline, first_signal;
   const auto period = std::chrono::milliseconds(200);
   auto woke = Clock::now();
+  std::int64_t own_seen = -1;
+  auto own_advanced = Clock::now();
   while (!stopping_threads_) {
     pollfd p{g_signals.fds[0], POLLIN, 0};
     ::poll(&p, 1, static_cast<int>(period.count()));
     // This process itself was paused (SIGSTOP, a suspended VM): the store's silence meanwhile is
-    // not the store's; give the heartbeat a fresh window.
-    if (Clock::now() - woke > period + std::chrono::seconds(1) && last_beat_ns_.load() != 0) last_beat_ns_ = now_ns();
+    // not the store's; give the heartbeat (and the hang watch) a fresh window.
+    if (Clock::now() - woke > period + std::chrono::seconds(1)) {
+      if (last_beat_ns_.load() != 0) last_beat_ns_ = now_ns();
+      own_advanced = Clock::now();
+    }
     woke = Clock::now();
     unsigned char buffer[16];
     int signals = 0;
@@ -166,6 +181,7 @@ void JobMonitor::monitor_loop() {
         fatal(v, 1, fix);
       }
     }
+    if (options_.world_size == 1 && options_.hang.count() > 0) watch_own_hang(own_seen, own_advanced);
     const auto beat = last_beat_ns_.load();
     if (beat != 0 && !finished_ && !failing_ &&
         now_ns() - beat > std::chrono::duration_cast<std::chrono::nanoseconds>(options_.heartbeat).count()) {
@@ -239,9 +255,12 @@ void JobMonitor::heartbeat_loop() {
           } catch (...) {
           }
           auto v = FailureRecord::from_json(Json::parse(*abort));
-          v.error = "rank " + std::to_string(v.rank) + " ended the job: " + v.error;
+          const bool me = v.cause_rank == options_.rank;  // the detector found this rank behind
+          v.error = "rank " + std::to_string(v.rank) + (me ? " found this rank stuck: " : " ended the job: ") + v.error;
           v.rank = options_.rank;
-          fatal(v, 1, "the rank named is the cause; this one only stopped with it");
+          fatal(v, 1, me ? "find where this rank waits (a plugin blocked in its step, a lock, I/O): the phase, step "
+                           "and last collectives above say where it stopped"
+                         : "the rank named is the cause; this one only stopped with it");
         }
       }
     } catch (const std::exception&) {
@@ -309,6 +328,18 @@ void JobMonitor::watch_hang(std::vector<std::string>& seen, Clock::time_point& a
     return;
   }
   if (Clock::now() - advanced <= options_.hang) return;
+  // The rank furthest behind (fewest steps and collectives) stopped first: the others went on to
+  // the next collective and wait for it there. No one rank behind: the collective itself hangs.
+  const auto advance_of = [&](std::size_t r) {
+    const Json* a = states[r].find("advance");
+    return a != nullptr ? a->number_or(0) : 0.0;
+  };
+  std::optional<std::size_t> behind;
+  for (std::size_t r = 0; r < states.size(); ++r)
+    if (!behind || advance_of(r) < advance_of(*behind)) behind = r;
+  std::size_t tied = 0;
+  for (std::size_t r = 0; r < states.size(); ++r) tied += advance_of(r) == advance_of(*behind) ? 1 : 0;
+  if (tied > 1) behind.reset();
   std::string ranks;
   for (std::size_t r = 0; r < states.size(); ++r) {
     const Json& s = states[r];
@@ -324,11 +355,18 @@ void JobMonitor::watch_hang(std::vector<std::string>& seen, Clock::time_point& a
   }
   // The verdict is the job's, found here: this rank names it (a record the launcher keeps as the
   // cause), and waits a moment for the peers to read it, since they lose the store with rank 0.
+  const int cause = behind ? static_cast<int>(*behind) : options_.rank;
   FailureRecord v{options_.rank, "failed",
                   fmt::format("a collective hangs: every rank is alive, but none has advanced (no step, no collective "
-                              "issued) for {:.1f} s. {}",
-                              seconds(options_.hang), ranks),
-                  options_.rank, unix_time_now()};
+                              "issued) for {:.1f} s{}. {}",
+                              seconds(options_.hang),
+                              behind ? fmt::format("; rank {} stopped first (the others issued more)", cause)
+                                     : std::string(),
+                              ranks),
+                  cause, unix_time_now()};
+  const Json& stuck = states[static_cast<std::size_t>(cause)];
+  if (const Json* phase = stuck.find("phase")) v.phase = phase->string_or("");
+  if (const Json* step = stuck.find("step")) v.step = static_cast<std::int64_t>(step->number_or(0)) + 1;
   try {
     store_->set("abort", v.to_json().dump(0));
     std::vector<std::string> seen_by;
@@ -340,6 +378,34 @@ void JobMonitor::watch_hang(std::vector<std::string>& seen, Clock::time_point& a
   fatal(v, 1, "the ranks disagree on the collectives they issue (a rank skipped or added one: compare the last "
               "collectives above), or a link stalled; raise [distributed] hang_timeout_s if a step legitimately "
               "issues no collective for that long");
+}
+
+void JobMonitor::watch_own_hang(std::int64_t& seen, Clock::time_point& advanced) {
+  const std::string phase = phase_.load();
+  std::int64_t advance = step_.load();
+  {
+    std::lock_guard lock(progress_mutex_);
+    if (progress_) advance += progress_().issued;
+  }
+  if (advance != seen || (phase != "train" && phase != "eval") || finished_ || failing_) {
+    seen = advance;
+    advanced = Clock::now();
+    return;
+  }
+  if (Clock::now() - advanced <= options_.hang) return;
+  FailureRecord v{options_.rank, "failed",
+                  fmt::format("rank {} stopped advancing: no step finished (and no collective was issued) for {:.1f} "
+                              "s, in {} at step {}: the step, or a plugin it calls, hangs",
+                              options_.rank, seconds(options_.hang), phase, step_.load() + 1),
+                  options_.rank, unix_time_now()};
+  note_where(v);
+  fatal(v, 1, "find where it waits (a lock, I/O, an endless loop in a plugin: `gdb -p PID -batch -ex 'thread apply "
+              "all bt'` while it hangs); raise [distributed] hang_timeout_s if a step legitimately takes longer");
+}
+
+void JobMonitor::note_where(FailureRecord& record) const {
+  record.phase = phase_.load();
+  record.step = record.phase == "setup" ? 0 : step_.load() + 1;
 }
 
 bool JobMonitor::publish(const FailureRecord& record) noexcept {
@@ -381,6 +447,7 @@ FailureRecord JobMonitor::record_failure(const std::exception& error) {
   std::string paragraph = detail::format_error(error);
   if (paragraph.rfind("error: ", 0) == 0) paragraph.erase(0, 7);
   FailureRecord own{options_.rank, "failed", paragraph, options_.rank, unix_time_now()};
+  note_where(own);
   const auto* distributed = dynamic_cast<const DistributedError*>(&error);
   if (stop_signal_ != 0 || dynamic_cast<const Interrupted*>(&error) != nullptr) {
     own.status = "interrupted";
@@ -396,6 +463,8 @@ FailureRecord JobMonitor::record_failure(const std::exception& error) {
     if (auto cause = cause_of(published_records())) {
       FailureRecord verdict = own;
       verdict.cause_rank = cause->cause_rank;
+      verdict.phase = cause->phase;
+      verdict.step = cause->step;
       verdict.error = cause->rank == *cause->cause_rank
                           ? "rank " + std::to_string(cause->rank) + " failed: " + cause->error
                           : "rank " + std::to_string(cause->rank) + " named rank " + std::to_string(*cause->cause_rank) +
@@ -412,21 +481,26 @@ void JobMonitor::fatal(const FailureRecord& verdict, int code, const std::string
   if (once.exchange(true)) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the first caller exits the process
   }
+  FailureRecord record = verdict;
+  if (record.phase.empty() && record.cause_rank == options_.rank) note_where(record);
   // Local first: the store may be what was lost, and a call to it can block on its connection.
-  write_failure_record(run_dir_, verdict);
+  write_failure_record(run_dir_, record);
   {
     std::lock_guard lock(writer_mutex_);
     try {
-      if (writer_) writer_(verdict);
+      if (writer_) writer_(record);
     } catch (...) {
     }
   }
-  std::string text = fmt::format("[rank {}/{}] error: {}\n", options_.rank, options_.world_size, verdict.error);
+  // As the logger: a job of one rank has no prefix.
+  std::string text = (options_.world_size > 1 ? fmt::format("[rank {}/{}] ", options_.rank, options_.world_size)
+                                               : std::string()) +
+                     "error: " + record.error + "\n";
   if (!fix.empty()) text += "  fix: " + fix + "\n";
   write_error(text);
   std::fflush(nullptr);
   // Then the peers, through the store, unless it is the store that is gone.
-  if (!(verdict.cause_rank == 0 && options_.rank != 0)) publish(verdict);
+  if (!(record.cause_rank == 0 && options_.rank != 0)) publish(record);
   std::_Exit(code);
 }
 

@@ -91,11 +91,17 @@ class JobMonitor {
   void attach(std::shared_ptr<JobStore> store, std::filesystem::path run_dir, std::string endpoint);
   /// The signal that asked this rank to stop, 0 if none. The trainer checks it between steps.
   int stop_signal() const noexcept { return stop_signal_.load(); }
-  /// Steps done so far, for a verdict the monitor writes.
-  void note_step(std::int64_t step) noexcept { step_.store(step); }
+  /// Steps done so far, for a verdict the monitor writes (and the launcher's beacon).
+  void note_step(std::int64_t step) noexcept {
+    step_.store(step);
+    if (beacon_ != nullptr) beacon_->step.store(step + 1, std::memory_order_relaxed);
+  }
   /// What the training thread is doing: "setup", "train", "eval", "checkpoint" or "end". Only
   /// "train" and "eval" are watched for hangs (a save waits for rank 0 through the store).
-  void note_phase(const char* phase) noexcept { phase_.store(phase); }
+  void note_phase(const char* phase) noexcept {
+    phase_.store(phase);
+    if (beacon_ != nullptr) beacon_->phase.store(beacon_phase_index(phase), std::memory_order_relaxed);
+  }
   /// Where the hang watch reads this rank's collectives (called from the heartbeat thread; must
   /// stay valid until attach()'s threads stop, or be reset to null first).
   void set_progress_source(std::function<JobProgress()> source);
@@ -122,11 +128,17 @@ class JobMonitor {
   /// This rank's progress, as the heartbeat publishes it ("pg/<rank>"), with the beat's number.
   Json progress_json(std::int64_t beat);
   /// Rank 0: reads every rank's progress; ends the job when none has advanced for options_.hang
-  /// while all of them train or evaluate. `seen` and `advanced` carry over between beats, and
-  /// `fresh` (each rank's last beat number and when it rose): a report whose number stops rising
-  /// is an old one written again, by a stranger, and suspends the watch.
+  /// while all of them train or evaluate, blaming the rank furthest behind. `seen` and
+  /// `advanced` carry over between beats, and `fresh` (each rank's last beat number and when it
+  /// rose): a report whose number stops rising is an old one written again, by a stranger, and
+  /// suspends the watch.
   void watch_hang(std::vector<std::string>& seen, std::chrono::steady_clock::time_point& advanced,
                   std::vector<std::pair<std::int64_t, std::chrono::steady_clock::time_point>>& fresh);
+  /// A job of one process (no store): the same watch over this rank alone, from the monitor's
+  /// thread. `seen` and `advanced` carry over between calls.
+  void watch_own_hang(std::int64_t& seen, std::chrono::steady_clock::time_point& advanced);
+  /// This rank's phase and step (1-based, as a verdict names them).
+  void note_where(FailureRecord& record) const;
   /// Writes the record next to the outputs and, for at most a second, to the store; returns
   /// whether the store took it.
   bool publish(const FailureRecord& record) noexcept;
@@ -139,6 +151,7 @@ class JobMonitor {
   std::atomic<int> stop_signal_{0};
   std::atomic<std::int64_t> step_{0};
   std::atomic<const char*> phase_{"setup"};
+  RankBeacon* beacon_ = nullptr;  // shared with strata's launcher, when it started this rank
   std::mutex progress_mutex_;
   std::function<JobProgress()> progress_;
   std::atomic<bool> finished_{false};

@@ -158,7 +158,7 @@ std::string draw_job_secret(const SpawnOptions& options) {
 }
 
 ChildPlan make_plan(const SpawnOptions& options, int local_rank, int port, const std::string& program, int restart,
-                    const std::string& secret) {
+                    const std::string& secret, int beacon_fd) {
   std::vector<std::pair<std::string, std::string>> set = {
       {"RANK", std::to_string(options.node_rank * options.nproc + local_rank)},
       {"WORLD_SIZE", std::to_string(options.nnodes * options.nproc)},
@@ -170,6 +170,7 @@ ChildPlan make_plan(const SpawnOptions& options, int local_rank, int port, const
       {"STRATA_SPAWNED", "1"},
       {"STRATA_RESTART_COUNT", std::to_string(restart)},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart)},
+      {kBeaconFdVariable, beacon_fd >= 0 ? std::to_string(beacon_fd) : std::string()},
   };
   if (!secret.empty()) set.emplace_back("STRATA_JOB_SECRET", secret);
   set.insert(set.end(), options.env.begin(), options.env.end());
@@ -221,8 +222,8 @@ void write_stderr(int value) {
 }
 
 /// The child side of fork: only async-signal-safe calls until exec.
-[[noreturn]] void become_rank(const ChildPlan& plan, pid_t parent, int devnull, const SignalPipe& signals,
-                              const sigset_t& mask) {
+[[noreturn]] void become_rank(const ChildPlan& plan, pid_t parent, int devnull, int beacon_fd,
+                              const SignalPipe& signals, const sigset_t& mask) {
   // Die with the launcher, and close the race where it died before prctl took effect.
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(kExecFailed);
   for (std::size_t i = 0; i < std::size(SignalPipe::kSignals); ++i) {
@@ -230,6 +231,7 @@ void write_stderr(int value) {
   }
   ::sigprocmask(SIG_SETMASK, &mask, nullptr);
   if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+  if (beacon_fd >= 0) ::fcntl(beacon_fd, F_SETFD, 0);  // the rank inherits its beacons
   // /proc/self/exe rather than the path: every rank runs the very binary of the launcher, even
   // if a rebuild replaced the file meanwhile.
   ::execve("/proc/self/exe", plan.argv.data(), plan.envp.data());
@@ -247,6 +249,9 @@ struct Child {
   int status = 0;             // wait status once reaped
   bool before_stop = false;   // ended (or was stopped) before the launcher began stopping the ranks
   int stopped_by = 0;         // the signal that stopped it (SIGSTOP, SIGTSTP, ...), if it was
+  int local = 0;              // local rank: its beacon
+  bool early = false;         // exited with status 0 before its run ended
+  int status_lost_errno = 0;  // waitpid's errno when its status was lost
 };
 
 void signal_alive(const std::vector<Child>& children, int sig) {
@@ -266,12 +271,13 @@ void kill_and_reap(std::vector<Child>& children) {
   }
 }
 
-std::vector<Child> start_ranks(const SpawnOptions& options, int port, const SignalPipe& signals, int restart) {
+std::vector<Child> start_ranks(const SpawnOptions& options, int port, const SignalPipe& signals, int restart,
+                               int beacon_fd) {
   const std::string program = program_path();
   const std::string secret = draw_job_secret(options);  // a new one per attempt: nothing of the last opens
   std::vector<ChildPlan> plans;
   for (int rank = 0; rank < options.nproc; ++rank)
-    plans.push_back(make_plan(options, rank, port, program, restart, secret));
+    plans.push_back(make_plan(options, rank, port, program, restart, secret, beacon_fd));
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const pid_t parent = ::getpid();
   std::vector<Child> children;
@@ -282,7 +288,7 @@ std::vector<Child> start_ranks(const SpawnOptions& options, int port, const Sign
     sigfillset(&all);
     ::pthread_sigmask(SIG_SETMASK, &all, &old);
     const pid_t pid = ::fork();
-    if (pid == 0) become_rank(plans[rank], parent, devnull, signals, old);
+    if (pid == 0) become_rank(plans[rank], parent, devnull, beacon_fd, signals, old);
     const int fork_errno = errno;
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (pid < 0) {
@@ -294,29 +300,78 @@ std::vector<Child> start_ranks(const SpawnOptions& options, int port, const Sign
     Child child;
     child.pid = pid;
     child.rank = options.node_rank * options.nproc + rank;
+    child.local = rank;
     children.push_back(child);
   }
   if (devnull >= 0) ::close(devnull);
   return children;
 }
 
-/// The launcher's exit code for a child's wait status, and prints why it failed (0: success).
-int report_exit(int rank, int status) {
+/// The launcher's exit code for a child's wait status (0: success); prints how it ended unless
+/// `quiet` (a job of one rank, whose cause paragraph says it).
+int report_exit(int rank, int status, bool quiet) {
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
-    if (code != 0) std::fprintf(stderr, "strata: rank %d exited with status %d\n", rank, code);
+    if (code != 0 && !quiet) std::fprintf(stderr, "strata: rank %d exited with status %d\n", rank, code);
     return code;
   }
   const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-  std::fprintf(stderr, "strata: rank %d was killed by signal %d (%s)\n", rank, sig, signal_name(sig).c_str());
+  if (!quiet) std::fprintf(stderr, "strata: rank %d was killed by signal %d (%s)\n", rank, sig, signal_name(sig).c_str());
   return 128 + sig;
+}
+
+/// Why a job failed, as the launcher names it.
+struct Cause {
+  int rank = -1;
+  std::string how;  // "was killed by SIGSEGV", "exited with status 0 before its run ended", ...
+  int signal = 0;   // the signal that ended or stopped it
+  std::string phase;  // where it was, when known (its beacon or its record)
+  std::optional<std::int64_t> step;
+  std::string library;  // the plugin library a fatal signal came from
+  std::string fix;
+  bool own_record = false;  // its own failure record: the rank printed its error paragraph itself
+
+  /// " in train at step 3, in libstrata_strategy_x.so"
+  std::string where() const {
+    std::string w;
+    if (phase == "setup") w = " in setup";
+    else if (!phase.empty()) w = " in " + phase + (step ? " at step " + std::to_string(*step) : std::string());
+    if (!library.empty()) w += ", in " + library;
+    return w;
+  }
+  std::string text() const { return "rank " + std::to_string(rank) + " " + how + where(); }
+};
+
+/// What to do about a rank that died of `sig`.
+std::string signal_fix(int sig, const std::string& library) {
+  switch (sig) {
+    case SIGKILL:
+      return "SIGKILL comes from outside the rank, most often from the kernel's OOM killer (`dmesg | grep -i oom`, "
+             "or the container's memory limit): use a smaller model, batch or fewer ranks per host, or give it more "
+             "memory; else find who sent it";
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGILL:
+    case SIGFPE:
+    case SIGABRT:
+      return "a crash in native code" + (library.empty() ? std::string() : " of " + library) +
+             ": rerun it under gdb (`gdb -ex run --args strata run ...`, then `bt`) or with core dumps on (`ulimit -c "
+             "unlimited`) to find the frame, and fix or report " +
+             (library.empty() ? std::string("the plugin or library it is in") : std::string("that plugin"));
+    default:
+      return "the signal came from outside the job (a scheduler's time or memory limit, a user, a watchdog): find "
+             "who sent it";
+  }
 }
 
 /// Waits for the ranks; the first failure or a SIGINT/SIGTERM to the launcher stops the rest.
 class Supervisor {
  public:
-  Supervisor(std::vector<Child> children, std::chrono::seconds grace, const SignalPipe& signals)
-      : children_(std::move(children)), grace_(grace), signals_(signals) {}
+  /// `beacons`: the ranks' beacons (null: none); `single`: a job of one rank, whose own output
+  /// says what a launcher's lines would repeat.
+  Supervisor(std::vector<Child> children, std::chrono::seconds grace, const SignalPipe& signals,
+             const RankBeacons* beacons, bool single)
+      : children_(std::move(children)), grace_(grace), signals_(signals), beacons_(beacons), single_(single) {}
   /// Normally all children are reaped by run(); this covers an exception out of it.
   ~Supervisor() { kill_and_reap(children_); }
   Supervisor(const Supervisor&) = delete;
@@ -334,35 +389,56 @@ class Supervisor {
   /// Whether the launcher itself was told to stop (SIGINT, SIGTERM): no restart then.
   bool interrupted() const noexcept { return interrupted_; }
 
-  /// The cause of a failed job: the rank that stopped, died of a signal, or raised first (its
-  /// failure record), not the first rank to exit. Prints it and returns the job's exit code.
-  int name_cause(const std::filesystem::path& run_dir, int code) {
-    const auto records = run_dir.empty() ? std::vector<FailureRecord>{} : read_failure_records(run_dir);
+  /// The cause of a failed job: the rank that stopped, died of a signal, exited before its run
+  /// ended, or raised first (its failure record), not the first rank to exit. Prints it as one
+  /// paragraph and returns the job's exit code.
+  /// `since`: records older than this (UNIX seconds) are an earlier run's.
+  int name_cause(const std::filesystem::path& run_dir, int code, double since = 0) {
+    auto records = run_dir.empty() ? std::vector<FailureRecord>{} : read_failure_records(run_dir);
+    records.erase(std::remove_if(records.begin(), records.end(), [&](const auto& r) { return r.time < since; }),
+                  records.end());
     const Child* cause = nullptr;
-    std::string how;
+    Cause why;
     for (const auto& c : children_)  // stopped: its peers' failures follow from its silence
       if (c.stopped_by != 0 && cause == nullptr) {
         cause = &c;
-        how = "was stopped by " + signal_name(c.stopped_by) + " and went silent";
+        why.how = "was stopped by " + signal_name(c.stopped_by) + " and went silent";
+        why.signal = c.stopped_by;
+        why.fix = "a stopped rank holds up its peers: continue it (kill -CONT) or end it; raise [distributed] "
+                  "heartbeat_s if ranks pause for longer on purpose";
         code = 128 + c.stopped_by;
       }
     for (const auto& c : children_)  // died of a signal the launcher did not send (OOM killer, ...)
       if (cause == nullptr && c.before_stop && c.status > 0 && WIFSIGNALED(c.status)) {
         cause = &c;
-        how = "was killed by " + signal_name(WTERMSIG(c.status));
-        code = 128 + WTERMSIG(c.status);
+        why.signal = WTERMSIG(c.status);
+        why.how = "was killed by " + signal_name(why.signal);
+        code = 128 + why.signal;
+      }
+    for (const auto& c : children_)  // exited, even with status 0, before its run ended
+      if (cause == nullptr && c.early) {
+        cause = &c;
+        why.how = "exited with status 0 before its run ended";
+        why.fix = "a plugin, or a library it calls, ended the process (exit(), _exit(), quick_exit()) while the job "
+                  "ran; a plugin reports a failure by throwing strata::Error";
+        code = 1;
       }
     if (cause == nullptr) {
       if (const auto record = cause_of(records)) {
         for (const auto& c : children_)
           if (c.rank == *record->cause_rank) cause = &c;
-        how = record->rank == *record->cause_rank ? "failed: " + first_line(record->error)
-                                                   : "(named by rank " + std::to_string(record->rank) +
-                                                         "): " + first_line(record->error);
+        why.how = record->rank == *record->cause_rank ? "failed: " + first_line(record->error)
+                                                       : "(named by rank " + std::to_string(record->rank) +
+                                                             "): " + first_line(record->error);
+        why.phase = record->phase;
+        why.step = record->step;
+        why.own_record = record->rank == *record->cause_rank;
+        why.fix = "the error paragraph of rank " + std::to_string(*record->cause_rank) + " above says what to fix";
         if (cause != nullptr && cause->status > 0 && WIFEXITED(cause->status) && WEXITSTATUS(cause->status) != 0)
           code = WEXITSTATUS(cause->status);
         if (cause == nullptr) {  // a rank of another node: no exit status here
-          std::fprintf(stderr, "strata: cause: rank %d %s\n", *record->cause_rank, how.c_str());
+          why.rank = *record->cause_rank;
+          print(why);
           return code;
         }
       }
@@ -371,27 +447,54 @@ class Supervisor {
       for (const auto& c : children_)
         if (c.before_stop && c.status != 0 && cause == nullptr) cause = &c;
       if (cause == nullptr) return code;
-      how = c_status_text(cause->status);
+      for (const auto& r : records)  // a rank signalled itself (not through the launcher): no failure
+        if (r.rank == cause->rank && r.status == "interrupted") return code;
+      why.how = c_status_text(cause->status);
+      why.fix = "read the rank's output above";
+      // Status 1 or 2: strata's own error exit, its paragraph printed by the rank.
+      why.own_record = cause->status > 0 && WIFEXITED(cause->status) &&
+                       (WEXITSTATUS(cause->status) == 1 || WEXITSTATUS(cause->status) == 2);
     }
-    std::fprintf(stderr, "strata: cause: rank %d %s\n", cause->rank, how.c_str());
-    cause_rank_ = cause->rank;
-    cause_text_ = "rank " + std::to_string(cause->rank) + " " + how;
-    cause_signal_ = cause->stopped_by != 0 ? cause->stopped_by
-                    : cause->status > 0 && WIFSIGNALED(cause->status) ? WTERMSIG(cause->status) : 0;
+    why.rank = cause->rank;
+    if (const RankBeacon* b = beacons_ != nullptr ? beacons_->at(cause->local) : nullptr) {
+      if (why.phase.empty()) {
+        why.phase = beacon_phase_name(b->phase.load());
+        why.step = b->step.load();
+      }
+      why.library.assign(b->library, ::strnlen(b->library, sizeof b->library));
+    }
+    if (why.fix.empty()) why.fix = signal_fix(why.signal, why.library);
+    cause_ = why;
+    print(why);
     return code;
   }
-  int cause_rank() const noexcept { return cause_rank_; }
-  const std::string& cause_text() const noexcept { return cause_text_; }
-  int cause_signal() const noexcept { return cause_signal_; }
+  /// The cause name_cause() found; rank -1 when none.
+  const Cause& cause() const noexcept { return cause_; }
 
  private:
+  /// The cause as one paragraph; not for a job of one rank that printed its own error.
+  void print(const Cause& why) const {
+    if (single_ && why.own_record) return;
+    const std::string text = "strata: cause: " + why.text() + "\n  fix: " + why.fix + "\n";
+    std::fputs(text.c_str(), stderr);
+  }
+
   int alive() const {
     int n = 0;
     for (const auto& c : children_) n += c.alive ? 1 : 0;
     return n;
   }
 
+  /// Whether a rank that exited with status 0 had not finished its run (no beacon: it had).
+  bool ended_early(const Child& c) const {
+    const RankBeacon* b = beacons_ != nullptr ? beacons_->at(c.local) : nullptr;
+    return b != nullptr && b->done.load() == 0;
+  }
+
   void reap() {
+    // Every rank that ended since the last look counts as ending before the stop: the order of
+    // waitpid is not the order in which they ended.
+    std::vector<Child*> ended;
     for (auto& c : children_) {
       if (!c.alive) continue;
       int status = 0;
@@ -407,19 +510,36 @@ class Supervisor {
         }
         continue;
       }
-      if (r > 0 && WIFCONTINUED(status)) continue;
+      if (r > 0 && WIFCONTINUED(status)) {
+        if (!result_ && c.stopped_by != 0) {  // resumed (fg after Ctrl-Z): no longer the cause of anything
+          c.stopped_by = 0;
+          c.before_stop = false;
+        }
+        continue;
+      }
       c.alive = false;
       c.status = r > 0 ? status : -1;
-      if (result_) continue;  // already stopping: later exits are consequences, not causes
-      c.before_stop = true;
-      int code = 1;
-      if (r < 0) {  // reaped elsewhere: the status is lost, which must not pass for success
-        std::fprintf(stderr, "strata: rank %d vanished (waitpid: %s)\n", c.rank, std::strerror(errno));
-      } else {
-        code = report_exit(c.rank, status);
-      }
-      if (code != 0) stop(code, SIGTERM, "strata: stopping the other ranks\n");
+      if (r < 0) c.status_lost_errno = errno;
+      ended.push_back(&c);
     }
+    if (result_) return;  // already stopping: later exits are consequences, not causes
+    int code = 0;
+    for (Child* c : ended) {
+      c->before_stop = true;
+      int own = 1;
+      if (c->status < 0) {  // reaped elsewhere: the status is lost, which must not pass for success
+        std::fprintf(stderr, "strata: rank %d vanished (waitpid: %s)\n", c->rank, std::strerror(c->status_lost_errno));
+      } else {
+        own = report_exit(c->rank, c->status, single_);
+        if (own == 0 && ended_early(*c)) {
+          c->early = true;
+          own = 1;
+          if (!single_) std::fprintf(stderr, "strata: rank %d exited with status 0 before its run ended\n", c->rank);
+        }
+      }
+      if (code == 0) code = own;
+    }
+    if (code != 0) stop(code, SIGTERM, "strata: stopping the other ranks\n");
   }
 
   void on_launcher_signal(int sig) {
@@ -430,7 +550,7 @@ class Supervisor {
       kill_all();
       return;
     }
-    std::fprintf(stderr, "strata: received %s, stopping the ranks\n", signal_name(sig).c_str());
+    if (!single_) std::fprintf(stderr, "strata: received %s, stopping the ranks\n", signal_name(sig).c_str());
     interrupted_ = true;
     // Forward the signal itself (a rank may handle SIGINT by stopping cleanly); SIGKILL follows
     // after the grace period.
@@ -469,11 +589,11 @@ class Supervisor {
   }
 
   std::vector<Child> children_;
-  int cause_rank_ = -1;  // set by name_cause
-  std::string cause_text_;
-  int cause_signal_ = 0;
+  Cause cause_;  // set by name_cause
   std::chrono::seconds grace_;
   const SignalPipe& signals_;
+  const RankBeacons* beacons_;
+  bool single_;
   std::optional<int> result_;                // exit code, set when stopping begins
   std::optional<Clock::time_point> kill_at_;  // when survivors get SIGKILL
   bool killed_ = false;
@@ -485,6 +605,7 @@ class Supervisor {
 /// summary rank 0 wrote stays; the launcher only adds the failed rank when rank 0 did not know it.
 void write_launcher_verdict(const std::filesystem::path& run_dir, const Supervisor& supervisor, int code) {
   if (run_dir.empty() || !std::filesystem::is_directory(run_dir)) return;
+  const Cause& cause = supervisor.cause();
   const auto file = run_dir / "summary.json";
   try {
     Json summary = Json::object();
@@ -496,9 +617,11 @@ void write_launcher_verdict(const std::filesystem::path& run_dir, const Supervis
       const Json* failed = summary.find("failed_rank");
       const bool known = failed != nullptr && failed->is_number();
       const bool failed_status = summary.find("status") && summary.find("status")->string_or("") == "failed";
-      if (supervisor.interrupted() || supervisor.cause_rank() < 0) return;  // what rank 0 wrote stands
-      if (failed_status && known && static_cast<int>(failed->number_or(-1)) != supervisor.cause_rank()) return;
-      if (failed_status && known && supervisor.cause_signal() == 0) return;  // nothing to add
+      if (supervisor.interrupted() || cause.rank < 0) return;  // what rank 0 wrote stands
+      if (failed_status && known && static_cast<int>(failed->number_or(-1)) != cause.rank) return;
+      const Json* phase = summary.find("failed_phase");
+      const bool placed = (phase != nullptr && !phase->is_null()) || cause.phase.empty();
+      if (failed_status && known && cause.signal == 0 && placed) return;  // nothing to add
       if (!failed_status || !known) {
         // Rank 0 saw only the consequence: a collective that broke, or the launcher's SIGTERM
         // (sent because another rank failed) taken for an interruption. The cause replaces it.
@@ -507,18 +630,23 @@ void write_launcher_verdict(const std::filesystem::path& run_dir, const Supervis
           summary["rank0_error"] = rank0_error;
         }
         summary["status"] = "failed";
-        summary["error"] = supervisor.cause_text();
+        summary["error"] = cause.text();
       }
     } else {
       summary["status"] = supervisor.interrupted() ? "interrupted" : "failed";
       summary["error"] = supervisor.interrupted() ? "the launcher was interrupted (exit status " +
                                                         std::to_string(code) + ") before rank 0 wrote its summary"
-                                                  : supervisor.cause_text();
+                                                  : cause.text();
       summary["written_by"] = "launcher";
     }
-    summary["failed_rank"] = supervisor.cause_rank() >= 0 ? Json(supervisor.cause_rank()) : Json();
-    summary["signal"] = supervisor.cause_signal() != 0 ? Json(signal_name(supervisor.cause_signal())) : Json();
+    summary["failed_rank"] = cause.rank >= 0 ? Json(cause.rank) : Json();
+    summary["signal"] = cause.signal != 0 ? Json(signal_name(cause.signal)) : Json();
     summary["exit_code"] = code;
+    if (cause.rank >= 0) {  // where the failed rank was, as far as the launcher knows
+      if (!cause.phase.empty()) summary["failed_phase"] = cause.phase;
+      if (cause.step) summary["failed_step"] = *cause.step;
+      summary["failed_plugin"] = cause.library.empty() ? Json() : Json(cause.library);
+    }
     write_file_atomically(file, summary.dump() + "\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "strata: could not write %s: %s\n", file.c_str(), e.what());
@@ -557,12 +685,16 @@ void validate(const SpawnOptions& options) {
 int spawn_and_supervise(const SpawnOptions& options) {
   validate(options);
   SignalPipe signals;
+  RankBeacons beacons(options.beacons ? options.nproc : 0);
+  const bool single = options.nproc * options.nnodes == 1;
   for (int restart = 0;; ++restart) {
     // A fresh port per attempt: the old store's port may linger in TIME_WAIT.
     const int port = options.master_port != 0 ? options.master_port : free_port(options.master_addr);
     std::fflush(nullptr);  // buffered output must not be written twice by the children
     clear_failure_records(options.run_dir);
-    Supervisor supervisor(start_ranks(options, port, signals, restart), options.grace, signals);
+    beacons.reset();
+    Supervisor supervisor(start_ranks(options, port, signals, restart, beacons.fd()), options.grace, signals,
+                          beacons.fd() >= 0 ? &beacons : nullptr, single);
     int code = supervisor.run();
     if (code != 0 && !supervisor.interrupted()) code = supervisor.name_cause(options.run_dir, code);
     if (code != 0 && options.node_rank == 0) write_launcher_verdict(options.run_dir, supervisor, code);
@@ -574,6 +706,44 @@ int spawn_and_supervise(const SpawnOptions& options) {
     std::fprintf(stderr, "strata: restarting all %d ranks from the latest checkpoint (restart %d of %d)\n",
                  options.nproc, restart + 1, options.max_restarts);
   }
+}
+
+int fork_and_supervise(const SpawnOptions& options) {
+  validate(options);
+  if (options.nproc != 1 || options.nnodes != 1 || options.max_restarts != 0) return kForkUnavailable;
+  std::error_code ec;
+  int threads = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec); !ec && it != decltype(it)(); it.increment(ec))
+    ++threads;
+  if (threads != 1) return kForkUnavailable;
+  std::optional<SignalPipe> signals;
+  signals.emplace();
+  RankBeacons beacons(1);
+  std::fflush(nullptr);  // buffered output must not be written twice
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t parent = ::getpid();
+  const double started = unix_time_now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // The rank: dies with the launcher; the launcher's handlers go before any signal is let in.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(kExecFailed);
+    adopt_rank_beacon(beacons.keep_for_child(0));
+    signals.reset();
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return kForkChild;
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return kForkUnavailable;
+  Child child;
+  child.pid = pid;
+  Supervisor supervisor({child}, options.grace, *signals, beacons.fd() >= 0 ? &beacons : nullptr, /*single=*/true);
+  int code = supervisor.run();
+  const auto run_dir = options.run_dir.empty() ? beacons.run_dir(0) : options.run_dir;
+  if (code != 0 && !supervisor.interrupted()) code = supervisor.name_cause(run_dir, code, started);
+  if (code != 0) write_launcher_verdict(run_dir, supervisor, code);
+  return code;
 }
 
 int free_port(const std::string& addr) {

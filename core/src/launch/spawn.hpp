@@ -28,6 +28,10 @@ struct SpawnOptions {
   /// the ranks' failure records there to name the cause of a failure, and writes summary.json
   /// itself when rank 0 could not. Empty: no verdict files.
   std::filesystem::path run_dir;
+  /// The ranks are `strata run` ranks, which keep a beacon (launch/verdict.hpp): a rank that exits
+  /// before its run ended, even with status 0, fails the job, and a verdict names the phase, the
+  /// step and the plugin library of a rank that died.
+  bool beacons = false;
 };
 
 /// Starts `nproc` children of this executable with RANK, WORLD_SIZE, LOCAL_RANK,
@@ -37,9 +41,22 @@ struct SpawnOptions {
 /// SIGTERM to this process are forwarded to every child. Children die with their parent
 /// (PR_SET_PDEATHSIG). With max_restarts, a failed group is restarted whole (each restart on a
 /// fresh port, with STRATA_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT set to its number, and
-/// logged). Returns the exit code for this process: 0 when all succeeded, else the last failed
-/// rank's exit code, or 128 + signal.
+/// logged). The cause of a failure is printed as one paragraph (rank, how it ended, phase, step,
+/// the fix). Returns the exit code for this process: 0 when all succeeded, else the failed rank's
+/// exit code, or 128 + signal.
 int spawn_and_supervise(const SpawnOptions& options);
+
+/// fork_and_supervise() in the child, which is to carry on as the job's one rank.
+inline constexpr int kForkChild = -1;
+/// fork_and_supervise() could not fork (another thread runs: a fork would copy its locks held).
+inline constexpr int kForkUnavailable = -2;
+
+/// A job of one rank (options.nproc = 1 on one node, no restarts) run by this very process: forks,
+/// and the child returns kForkChild to run the rank here, its libraries already loaded (no second
+/// start of the program). The parent supervises it as spawn_and_supervise() does (signals
+/// forwarded, the cause named, the launcher's verdict written in the run directory the rank
+/// opened, found through its beacon) and returns the job's exit code. kForkUnavailable: spawn.
+int fork_and_supervise(const SpawnOptions& options);
 
 /// A TCP port on `addr` that was free a moment ago (bind to port 0, read it, close).
 int free_port(const std::string& addr = "127.0.0.1");

@@ -34,6 +34,9 @@ void Loop::write_verdict(Json s, const FailureRecord& verdict) const {
   s["status"] = verdict.status;
   s["error"] = verdict.error;
   s["failed_rank"] = verdict.cause_rank ? Json(*verdict.cause_rank) : Json();
+  // Where the failed rank was, when known.
+  s["failed_phase"] = verdict.phase.empty() ? Json() : Json(verdict.phase);
+  s["failed_step"] = verdict.step ? Json(*verdict.step) : Json();
   if (rank0_) {
     write_text_file(r_.place.run_dir / "summary.json", s.dump() + "\n");
   } else if (verdict.cause_rank == 0) {
