@@ -1,9 +1,11 @@
 #include "test_support.hpp"
 // How a job's end is recorded: failure records, the cause among them, and where Gloo listens.
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "dist/backends.hpp"
@@ -52,6 +54,45 @@ TEST_CASE("verdict: the cause is the earliest own error, else the earliest blame
   // Consequences and interruptions name no cause.
   CHECK_FALSE(strata::cause_of({record(0, std::nullopt, 1), record(1, 1, 1, "interrupted")}).has_value());
   CHECK_FALSE(strata::cause_of({}).has_value());
+}
+
+TEST_CASE("verdict: a record keeps the failed rank's phase and step") {
+  FailureRecord r = record(1, 1, 2.0);
+  r.phase = "train";
+  r.step = 3;
+  const FailureRecord back = FailureRecord::from_json(r.to_json());
+  CHECK(back.phase == "train");
+  CHECK(back.step == 3);
+  const FailureRecord bare = FailureRecord::from_json(record(0, 0, 1.0).to_json());
+  CHECK(bare.phase.empty());
+  CHECK_FALSE(bare.step.has_value());
+}
+
+TEST_CASE("verdict: beacons carry a child's phase, step, run directory and end to the launcher") {
+  strata::RankBeacons beacons(2);
+  REQUIRE(beacons.fd() >= 0);
+  REQUIRE(beacons.at(1) != nullptr);
+  CHECK(beacons.at(2) == nullptr);
+  CHECK(std::string(strata::beacon_phase_name(beacons.at(1)->phase.load())) == "setup");
+  const pid_t pid = ::fork();
+  if (pid == 0) {  // the rank: writes through the shared mapping, then ends without "done"
+    strata::RankBeacon* mine = beacons.keep_for_child(1);
+    mine->phase.store(strata::beacon_phase_index("train"));
+    mine->step.store(7);
+    std::strcpy(mine->run_dir, "/runs/a");
+    ::_exit(0);
+  }
+  REQUIRE(pid > 0);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(std::string(strata::beacon_phase_name(beacons.at(1)->phase.load())) == "train");
+  CHECK(beacons.at(1)->step.load() == 7);
+  CHECK(beacons.at(1)->done.load() == 0);
+  CHECK(beacons.run_dir(1) == fs::path("/runs/a"));
+  CHECK(beacons.run_dir(0).empty());
+  beacons.reset();
+  CHECK(beacons.at(1)->step.load() == 0);
+  CHECK(strata::beacon_phase_index("no such phase") == 0);
 }
 
 TEST_CASE("verdict: signal names") {
