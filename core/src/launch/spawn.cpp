@@ -418,7 +418,7 @@ class Supervisor {
     for (const auto& c : children_)  // exited, even with status 0, before its run ended
       if (cause == nullptr && c.early) {
         cause = &c;
-        why.how = "exited with status 0 before its run ended";
+        why.how = "exited with status 0 before its run ended,";
         why.fix = "a plugin, or a library it calls, ended the process (exit(), _exit(), quick_exit()) while the job "
                   "ran; a plugin reports a failure by throwing strata::Error";
         code = 1;
