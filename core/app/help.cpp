@@ -82,6 +82,11 @@ constexpr const char* kLauncherEnvironment = R"(  RANK WORLD_SIZE LOCAL_RANK LOC
   GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME
                   the network interface(s) the ranks talk over (Gloo: GLOO_SOCKET_IFNAME, else
                   NCCL_SOCKET_IFNAME's names)
+  STRATA_JOB_SECRET STRATA_JOB_SECRET_FILE
+                  the job's secret (or a file only its owner can read holding it): the messages
+                  that steer the job carry it, so nobody else who reaches its store can; give
+                  every rank of a job of several hosts the same fresh one (strata run --nproc N
+                  on one host draws its own)
 )";
 
 constexpr const char* kPluginEnvironment = R"(  STRATA_PLUGIN_PATH

@@ -438,7 +438,10 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   watch.rank = world.rank;
   watch.world_size = world.world_size;
   watch.heartbeat = std::chrono::milliseconds(static_cast<std::int64_t>(d.heartbeat_s * 1000));
-  watch.hang = std::chrono::milliseconds(static_cast<std::int64_t>((d.hang_timeout_s > 0 ? d.hang_timeout_s : d.timeout_s / 2) * 1000));
+  // By default half the collective timeout, so that the verdict comes before c10d aborts; a job of one
+  // rank has no collective to beat and waits the whole timeout.
+  const double hang_s = d.hang_timeout_s > 0 ? d.hang_timeout_s : world.world_size == 1 ? d.timeout_s : d.timeout_s / 2;
+  watch.hang = std::chrono::milliseconds(static_cast<std::int64_t>(hang_s * 1000));
   JobMonitor monitor(watch);  // from here SIGINT/SIGTERM stop the run at a step boundary
   // Where the run lives and what it resumes is decided first, and every check a resume can fail
   // runs before the run directory is opened: a refused resume leaves it as it was.

@@ -9,9 +9,11 @@ the plugin library of a crash).
     STRATA_BIN=build/bin/strata STRATA_FIXTURE_PLUGIN_DIR=build/tests/fixtures/plugins \
       python3 tests/integration/test_faults.py
 """
+import contextlib
 import os
 import re
 import signal
+import time
 
 import strata_test as st
 
@@ -100,6 +102,61 @@ def case(fault, world, rank):
     return check
 
 
+@contextlib.contextmanager
+def memory_cgroup(limit):
+    """A fresh memory cgroup of `limit` bytes (v1, or v2 where that is the hierarchy), without swap;
+    yields the command prefix that runs a program in it. Skip where none can be made (not root)."""
+    v1 = "/sys/fs/cgroup/memory"
+    root = v1 if os.path.isfile(os.path.join(v1, "memory.limit_in_bytes")) else "/sys/fs/cgroup"
+    limit_file = "memory.limit_in_bytes" if root == v1 else "memory.max"
+    group = os.path.join(root, "strata-test-oom-%d" % os.getpid())
+    try:
+        os.mkdir(group)
+        with open(os.path.join(group, limit_file), "w") as f:
+            f.write(str(limit))
+    except OSError as e:
+        if os.path.isdir(group):
+            os.rmdir(group)
+        raise st.Skip("cannot make a memory cgroup (%s): needs root and a writable cgroup hierarchy" % e)
+    for name, value in (("memory.memsw.limit_in_bytes", limit), ("memory.swap.max", 0)):
+        with contextlib.suppress(OSError):
+            with open(os.path.join(group, name), "w") as f:
+                f.write(str(value))
+    try:
+        yield group, ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', group]
+    finally:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                os.rmdir(group)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+
+def oom_kill_is_named_with_the_limit():
+    """In a cgroup of 1 GiB: validate of a model larger than that names the cgroup's limit (exit 2),
+    and a rank that allocates past it is killed by the OOM killer, which the verdict names with the
+    limit (exit 137, summary.json failed with SIGKILL)."""
+    env = {"STRATA_PLUGIN_PATH": st.fixture_plugin_dir("fault")}
+    with memory_cgroup(1 << 30) as (group, prefix):
+        limit_file = "memory.limit_in_bytes" if group.startswith("/sys/fs/cgroup/memory/") else "memory.max"
+        result = st.run_command(prefix + [st.strata_bin(), "validate", st.GOOD_SYNTHETIC, "--set",
+                                          "model.hidden=[20000, 20000]"], env=env, timeout=60)
+        st.expect_clean_failure(result, 2, "cgroup", os.path.join(group, limit_file))
+        out = st.temp_dir("oom")
+        result = st.run_command(prefix + [st.strata_bin(), "run", st.GOOD_SYNTHETIC, "--out", out] + st.set_args(
+            *SETS, "strategy.fault=oom-step", "strategy.on_rank=0"), env=env, timeout=120)
+        print("  oom-step in a 1 GiB cgroup: exit %s after %.1f s" % (result.returncode, result.seconds))
+        expect_no_crash_output(result)
+        st.expect_exit(result, 128 + signal.SIGKILL)
+        expect_paragraph(result, 0, "cause:", "killed by the kernel's OOM killer", "memory limit",
+                         os.path.join(group, limit_file))
+        expect_summary(out, result, 0, "train", AT_STEP, signal="SIGKILL")
+
+
 def no_fault_trains():
     """fault = "none": the fixture trains like ddp, at world 2, and nothing names a cause."""
     out, result = run("none", 2, 0)
@@ -113,7 +170,7 @@ def no_fault_trains():
 
 if __name__ == "__main__":
     only = os.environ.get("STRATA_TEST_ONLY")
-    cases = [no_fault_trains]
+    cases = [no_fault_trains, oom_kill_is_named_with_the_limit]
     for fault in ("throw-setup", "segfault-step", "exit0-step", "hang-step"):
         cases += [case(fault, 1, 0), case(fault, 2, 1)]
     st.main([c for c in cases if not only or only in c.__name__])

@@ -170,7 +170,8 @@ const Schema<DistributedSection>& distributed_schema() {
         .option("hang_timeout_s", &DistributedSection::hang_timeout_s,
                 "every rank alive but none advancing (no step, no collective issued) for this long while training "
                 "or evaluating ends the job with a verdict naming each rank's phase, step and last collective per "
-                "communicator, before the collective timeout would; 0 = timeout_s / 2; below timeout_s",
+                "communicator, before the collective timeout would; 0 = timeout_s / 2 (a job of one rank: "
+                "timeout_s); below timeout_s",
                 between(0, detail::kMaxSeconds))
         .option("force_collectives", &DistributedSection::force_collectives,
                 "debug: a one-rank job runs a real process group and issues every all-gather, reduce-scatter and "

@@ -82,7 +82,7 @@ struct DistributedSection {
                                    ///< up to this many times when one fails (torchrun's --max-restarts)
   bool force_collectives = false;  ///< debug: a one-rank job issues every collective a larger one would
   double save_timeout_s = 3600.0;  ///< deadline of the barriers around rank 0's saves (checkpoint, final model)
-  double hang_timeout_s = 0.0;     ///< no rank advancing this long while training is a hang; 0 = timeout_s / 2
+  double hang_timeout_s = 0.0;     ///< no rank advancing this long while training is a hang; 0 = timeout_s / 2 (world 1: timeout_s)
 };
 
 /// [checkpoint]

@@ -62,12 +62,15 @@ std::vector<std::string> levels(const std::string& root, std::string path) {
   return out;
 }
 
+/// The OOM kills the cgroup in `dir` has seen: v2's memory.events, v1's memory.oom_control.
 std::optional<std::int64_t> oom_kills(const std::string& dir) {
-  std::ifstream in(dir + "/memory.events");
-  std::string key;
-  std::int64_t value = 0;
-  while (in >> key >> value)
-    if (key == "oom_kill") return value;
+  for (const char* file : {"memory.events", "memory.oom_control"}) {
+    std::ifstream in(dir + "/" + file);
+    std::string key;
+    std::int64_t value = 0;
+    while (in >> key >> value)
+      if (key == "oom_kill") return value;
+  }
   return std::nullopt;
 }
 

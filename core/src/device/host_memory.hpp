@@ -28,8 +28,8 @@ struct HostMemoryFiles {
 std::optional<HostMemory> available_host_memory(const HostMemoryFiles& files = {});
 
 /// The memory limit of this process's cgroup (the tightest level) and the file that sets it, or
-/// nullopt where there is none; with the count of OOM kills it has seen (memory.events oom_kill,
-/// v2; -1 where unknown).
+/// nullopt where there is none; with the count of OOM kills it has seen (oom_kill of v2's
+/// memory.events or v1's memory.oom_control; -1 where unknown).
 struct CgroupLimit {
   double bytes = 0;
   std::string file;

@@ -13,7 +13,7 @@ namespace strata::detail {
 /// gloo_interface says.
 c10::intrusive_ptr<c10d::Backend> make_gloo(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store);
 /// Where this rank's Gloo listens: "GLOO_SOCKET_IFNAME=..." or "NCCL_SOCKET_IFNAME=..." when set
-/// (a plain list of interfaces), 127.0.0.1 for a loopback master, else the address of the
+/// (a plain list of interfaces), 127.0.0.1 for a loopback master or a job on one host, else the address of the
 /// interface that routes to MASTER_ADDR; when the job spans hosts and that is loopback (this
 /// host's name resolves to 127.0.x.x), the host's first real interface. Throws strata::Error when
 /// a job that spans hosts finds no usable interface.

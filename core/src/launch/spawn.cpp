@@ -34,6 +34,9 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "device/host_memory.hpp"
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "launch/verdict.hpp"
@@ -386,6 +389,23 @@ class Supervisor {
     }
     return result_.value_or(0);
   }
+  /// A SIGKILL the launcher did not send: the OOM killer's when the cgroup counted one more OOM kill
+  /// since the job started (cgroup v2's memory.events), named with its limit; else the limit is
+  /// named in the fix, where there is one.
+  void explain_kill(Cause& why) const {
+    const auto now = cgroup_memory_limit();
+    if (!now) return;
+    const std::string limit = fmt::format("{:.3g} GiB in {}", now->bytes / (1024.0 * 1024 * 1024), now->file);
+    if (memory_ && memory_->oom_kills >= 0 && now->oom_kills > memory_->oom_kills) {
+      why.how = fmt::format("was killed by the kernel's OOM killer (SIGKILL): its cgroup reached its memory limit ({})",
+                            limit);
+      why.fix = "the ranks of this host need more memory than the limit: use a smaller model or batch, fewer ranks "
+                "per host, or a larger limit (the container's or the job's memory request)";
+      return;
+    }
+    why.fix = signal_fix(SIGKILL, why.library) + fmt::format("; this process's cgroup limits memory to {}", limit);
+  }
+
   /// Whether the launcher itself was told to stop (SIGINT, SIGTERM): no restart then.
   bool interrupted() const noexcept { return interrupted_; }
 
@@ -414,6 +434,7 @@ class Supervisor {
         why.signal = WTERMSIG(c.status);
         why.how = "was killed by " + signal_name(why.signal);
         code = 128 + why.signal;
+        if (why.signal == SIGKILL) explain_kill(why);
       }
     for (const auto& c : children_)  // exited, even with status 0, before its run ended
       if (cause == nullptr && c.early) {
@@ -596,6 +617,8 @@ class Supervisor {
   bool single_;
   std::optional<int> result_;                // exit code, set when stopping begins
   std::optional<Clock::time_point> kill_at_;  // when survivors get SIGKILL
+  // The cgroup's memory limit and its OOM kills so far, to tell an OOM kill from another SIGKILL.
+  std::optional<CgroupLimit> memory_ = cgroup_memory_limit();
   bool killed_ = false;
   bool interrupted_ = false;
 };
