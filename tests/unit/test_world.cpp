@@ -290,3 +290,48 @@ TEST_CASE("world: first host of a Slurm node list") {
   CHECK(strata::first_slurm_host("node[007-010]") == "node007");
   CHECK(strata::first_slurm_host("rack[2-3]-n[05-06]") == "rack2-n05");
 }
+
+#include "dist/job_guard.hpp"
+
+TEST_CASE("world: one host only where the launcher said so, or the master is loopback") {
+  using strata::detail::one_host;
+  // torchrun and strata's own launcher always say how many ranks run here.
+  auto w = world({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+                  {"MASTER_ADDR", "10.0.0.5"}, {"MASTER_PORT", "29500"}});
+  CHECK(w.local_world_size_known);
+  CHECK(one_host(w));
+  CHECK(strata::detail::store_host(w) == "127.0.0.1");
+  // Started by hand on several hosts, without LOCAL_WORLD_SIZE: it may span hosts, so the store
+  // is where MASTER_ADDR says (as before loopback-only listening).
+  w = world({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.5"}, {"MASTER_PORT", "29500"}});
+  CHECK_FALSE(w.local_world_size_known);
+  CHECK(w.local_world_size == 2);  // the default, still
+  CHECK_FALSE(one_host(w));
+  CHECK(strata::detail::store_host(w) == "10.0.0.5");
+  // ... unless MASTER_ADDR is loopback (unset defaults to it), which no other host reaches.
+  w = world({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "localhost"}, {"MASTER_PORT", "29500"}});
+  CHECK(one_host(w));
+  w = world({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29500"}});
+  CHECK(one_host(w));
+  // strata's launcher of one node.
+  w = world({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"},
+             {"MASTER_ADDR", "node1"}, {"MASTER_PORT", "29500"}, {"STRATA_SPAWNED", "1"}});
+  CHECK(one_host(w));
+  // ... of two nodes.
+  w = world({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"},
+             {"MASTER_ADDR", "node1"}, {"MASTER_PORT", "29500"}, {"STRATA_SPAWNED", "1"}});
+  CHECK_FALSE(one_host(w));
+  // Slurm: srun's per-node count is known; its default of one task per node is not.
+  w = world({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NTASKS_PER_NODE", "2"}, {"SLURM_STEP_ID", "0"},
+             {"SLURM_JOB_ID", "42"}, {"SLURM_JOB_NODELIST", "node[1-2]"}});
+  CHECK(w.local_world_size_known);
+  CHECK(one_host(w));
+  w = world({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_STEP_ID", "0"}, {"SLURM_JOB_ID", "42"},
+             {"SLURM_JOB_NODELIST", "node1"}});
+  CHECK_FALSE(w.local_world_size_known);
+  CHECK(one_host(w));  // a job of one rank is on one host
+  // OpenMPI always sets its local size.
+  w = world({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"MASTER_ADDR", "node1"}});
+  CHECK(one_host(w));
+}

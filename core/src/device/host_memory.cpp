@@ -62,18 +62,6 @@ std::vector<std::string> levels(const std::string& root, std::string path) {
   return out;
 }
 
-/// The OOM kills the cgroup in `dir` has seen: v2's memory.events, v1's memory.oom_control.
-std::optional<std::int64_t> oom_kills(const std::string& dir) {
-  for (const char* file : {"memory.events", "memory.oom_control"}) {
-    std::ifstream in(dir + "/" + file);
-    std::string key;
-    std::int64_t value = 0;
-    while (in >> key >> value)
-      if (key == "oom_kill") return value;
-  }
-  return std::nullopt;
-}
-
 /// The tightest level: its limit, its room left (limit - usage), its limit file.
 struct Level {
   double limit = 0, room = 0;
@@ -107,7 +95,20 @@ std::optional<Level> tightest(const HostMemoryFiles& files) {
 std::optional<CgroupLimit> cgroup_memory_limit(const HostMemoryFiles& files) {
   const auto level = tightest(files);
   if (!level) return std::nullopt;
-  return CgroupLimit{level->limit, level->file, oom_kills(level->dir).value_or(-1)};
+  return CgroupLimit{level->limit, level->file, cgroup_oom_kills(level->dir).value_or(-1), level->dir};
+}
+
+std::optional<std::int64_t> cgroup_oom_kills(const std::string& dir) {
+  // v2's memory.events is hierarchical (a kill anywhere below counts); .local (Linux 5.2+) only
+  // this cgroup's own.
+  for (const char* file : {"memory.events.local", "memory.events", "memory.oom_control"}) {
+    std::ifstream in(dir + "/" + file);
+    std::string key;
+    std::int64_t value = 0;
+    while (in >> key >> value)
+      if (key == "oom_kill") return value;
+  }
+  return std::nullopt;
 }
 
 std::optional<HostMemory> available_host_memory(const HostMemoryFiles& files) {

@@ -28,13 +28,19 @@ struct HostMemoryFiles {
 std::optional<HostMemory> available_host_memory(const HostMemoryFiles& files = {});
 
 /// The memory limit of this process's cgroup (the tightest level) and the file that sets it, or
-/// nullopt where there is none; with the count of OOM kills it has seen (oom_kill of v2's
-/// memory.events or v1's memory.oom_control; -1 where unknown).
+/// nullopt where there is none; with the count of OOM kills it has seen (see cgroup_oom_kills;
+/// -1 where unknown) and the level's directory, to read that same count again later.
 struct CgroupLimit {
   double bytes = 0;
   std::string file;
   std::int64_t oom_kills = -1;
+  std::string dir;  ///< the level's cgroup directory
 };
 std::optional<CgroupLimit> cgroup_memory_limit(const HostMemoryFiles& files = {});
+
+/// The OOM kills the cgroup in `dir` has counted: v2's memory.events.local where the kernel has it
+/// (kills of this cgroup's own processes, not its descendants' or siblings'), else memory.events,
+/// else v1's memory.oom_control; nullopt where none says.
+std::optional<std::int64_t> cgroup_oom_kills(const std::string& dir);
 
 }  // namespace strata

@@ -4,27 +4,87 @@
 // c10d's TCPStore admits any process that reaches its port and lets it list, read and write every
 // key, so nothing in the store stays secret: a message counts only when it carries
 // HMAC-SHA256(the job's secret, its scope, key and value), which only the job's ranks can make.
-// Header-only, without c10d: dist/rendezvous.cpp and dist/store.cpp use it.
+// Header-only, without c10d: dist/rendezvous.cpp, dist/store.cpp and launch/spawn.cpp use it.
+
+#include <sys/stat.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "launch/world.hpp"
+#include "strata/errors.hpp"
 
 namespace strata::detail {
 
-/// Every rank of the job runs on this host (LOCAL_WORLD_SIZE = WORLD_SIZE): its store and Gloo
-/// listen on loopback, and the ranks reach the store there, whatever MASTER_ADDR says.
-inline bool one_host(const WorldInfo& w) { return w.local_world_size == w.world_size; }
+/// The variable strata's launcher sets for the ranks of one attempt of a job of one node: a value
+/// of its own per attempt, part of the seal's scope (empty for a job of several nodes, whose
+/// launchers would each draw another).
+inline constexpr const char* kAttemptIdVariable = "STRATA_ATTEMPT_ID";
+
+/// Whether `host` names loopback ("localhost", "::1", 127.x.y.z), as dist/backends.cpp tells it.
+inline bool loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+/// Every rank of the job runs on this host: its store and Gloo listen on loopback, and the ranks
+/// reach the store there, whatever MASTER_ADDR says. Known only where the launcher said how many
+/// ranks run here (LOCAL_WORLD_SIZE, SLURM_NTASKS_PER_NODE, OMPI_COMM_WORLD_LOCAL_SIZE, strata's
+/// own launcher of one node) and that is all of them, or where MASTER_ADDR is loopback (which no
+/// other host reaches). A job started by hand with RANK, WORLD_SIZE and a real MASTER_ADDR but no
+/// LOCAL_WORLD_SIZE may span hosts: it listens where MASTER_ADDR says.
+inline bool one_host(const WorldInfo& w) {
+  return w.world_size == 1 ||
+         (w.local_world_size == w.world_size && (w.local_world_size_known || loopback_host(w.master_addr)));
+}
 
 /// Where this rank reaches the job's store: loopback for a job of one host whose store rank 0
 /// hosts, else MASTER_ADDR (torchrun's agent listens where torchrun chose).
 inline std::string store_host(const WorldInfo& w) {
   return one_host(w) && !w.agent_store ? std::string("127.0.0.1") : w.master_addr;
+}
+
+/// The job's secret: STRATA_JOB_SECRET, else the contents of the file STRATA_JOB_SECRET_FILE
+/// (which only its owner may read); empty when neither is set. Messages never show it.
+inline std::string read_job_secret() {
+  std::string secret, origin = "STRATA_JOB_SECRET";
+  if (const char* value = std::getenv("STRATA_JOB_SECRET"); value != nullptr && *value != '\0') {
+    secret = value;
+  } else if (const char* file = std::getenv("STRATA_JOB_SECRET_FILE"); file != nullptr && *file != '\0') {
+    origin = std::string("the file STRATA_JOB_SECRET_FILE=") + file;
+    struct stat info {};
+    std::ifstream in(file, std::ios::binary);
+    if (!in || ::stat(file, &info) != 0) {
+      throw UsageError(std::string("cannot read the job's secret from STRATA_JOB_SECRET_FILE=") + file + ": " +
+                           std::strerror(errno),
+                       "give every rank a file only its user can read (chmod 600) that holds the job's secret, or "
+                       "set STRATA_JOB_SECRET");
+    }
+    if ((info.st_mode & 077) != 0) {
+      throw UsageError(std::string("the job's secret in STRATA_JOB_SECRET_FILE=") + file +
+                           " is readable by other users (mode " + std::to_string((info.st_mode >> 6) & 7) +
+                           std::to_string((info.st_mode >> 3) & 7) + std::to_string(info.st_mode & 7) + ")",
+                       std::string("chmod 600 ") + file + ", and make a new secret if others may have read it");
+    }
+    secret.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' '))
+      secret.pop_back();
+  } else {
+    return {};
+  }
+  if (secret.size() < 16) {
+    throw UsageError("the job's secret (" + origin + ") has " + std::to_string(secret.size()) +
+                         " characters, too few to keep strangers out of the job",
+                     "use at least 16 random characters, the same for every rank, e.g. from `openssl rand -hex 16`");
+  }
+  return secret;
 }
 
 /// SHA-256 (FIPS 180-4) of `data`.

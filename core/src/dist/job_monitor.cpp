@@ -14,6 +14,8 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <tuple>
+#include <utility>
 #include <vector>
 #include <cstdio>
 #include <cstdlib>
@@ -260,7 +262,10 @@ void JobMonitor::heartbeat_loop() {
           v.rank = options_.rank;
           fatal(v, 1, me ? "find where this rank waits (a plugin blocked in its step, a lock, I/O): the phase, step "
                            "and last collectives above say where it stopped"
-                         : "the rank named is the cause; this one only stopped with it");
+                         : v.cause_rank ? "the rank named is the cause; this one only stopped with it"
+                                        : "no rank is behind the others: the collective they all wait in does not "
+                                          "complete (a link stalled, or the backend hangs); the last collectives "
+                                          "above say which");
         }
       }
     } catch (const std::exception&) {
@@ -355,18 +360,34 @@ void JobMonitor::watch_hang(std::vector<std::string>& seen, Clock::time_point& a
   }
   // The verdict is the job's, found here: this rank names it (a record the launcher keeps as the
   // cause), and waits a moment for the peers to read it, since they lose the store with rank 0.
-  const int cause = behind ? static_cast<int>(*behind) : options_.rank;
+  // No rank behind the others (all stuck at the same point, in one collective): the hang is the
+  // job's, and no rank is blamed, least of all this one, which only found it.
+  const std::optional<int> cause = behind ? std::optional<int>(static_cast<int>(*behind)) : std::nullopt;
   FailureRecord v{options_.rank, "failed",
-                  fmt::format("a collective hangs: every rank is alive, but none has advanced (no step, no collective "
+                  fmt::format("{}: every rank is alive, but none has advanced (no step, no collective "
                               "issued) for {:.1f} s{}. {}",
-                              seconds(options_.hang),
-                              behind ? fmt::format("; rank {} stopped first (the others issued more)", cause)
-                                     : std::string(),
+                              kJobHangVerdict, seconds(options_.hang),
+                              cause ? fmt::format("; rank {} stopped first (the others issued more)", *cause)
+                                    : std::string("; every rank is at the same point (the same steps and collectives "
+                                                  "issued): the collective itself does not complete"),
                               ranks),
                   cause, unix_time_now()};
-  const Json& stuck = states[static_cast<std::size_t>(cause)];
-  if (const Json* phase = stuck.find("phase")) v.phase = phase->string_or("");
-  if (const Json* step = stuck.find("step")) v.step = static_cast<std::int64_t>(step->number_or(0)) + 1;
+  const auto where_of = [](const Json& s) {
+    const Json* phase = s.find("phase");
+    const Json* step = s.find("step");
+    return std::make_pair(phase != nullptr ? phase->string_or("") : std::string(),
+                          step != nullptr ? std::optional<std::int64_t>(static_cast<std::int64_t>(step->number_or(0)) + 1)
+                                          : std::nullopt);
+  };
+  if (cause) {
+    std::tie(v.phase, v.step) = where_of(states[static_cast<std::size_t>(*cause)]);
+  } else {
+    // Where the job is, when every rank is in the same phase at the same step.
+    auto where = where_of(states.front());
+    for (const auto& s : states)
+      if (where_of(s) != where) where = {};
+    std::tie(v.phase, v.step) = where;
+  }
   try {
     store_->set("abort", v.to_json().dump(0));
     std::vector<std::string> seen_by;
@@ -387,7 +408,10 @@ void JobMonitor::watch_own_hang(std::int64_t& seen, Clock::time_point& advanced)
     std::lock_guard lock(progress_mutex_);
     if (progress_) advance += progress_().issued;
   }
-  if (advance != seen || (phase != "train" && phase != "eval") || finished_ || failing_) {
+  // Only a training step is watched: at world size 1 progress is the step counter alone, so an
+  // evaluation (the final one too), setup, a checkpoint or the final save, however long, restarts
+  // the clock instead of passing for a hang.
+  if (advance != seen || phase != "train" || finished_ || failing_) {
     seen = advance;
     advanced = Clock::now();
     return;

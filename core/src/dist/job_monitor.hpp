@@ -56,6 +56,10 @@ class Interrupted : public Error {
   int signal_;
 };
 
+/// How the hang watch's verdict begins: where no rank is behind the others it blames none
+/// (cause_rank unset), and the launcher names the hang as the job's by this opening.
+inline constexpr const char* kJobHangVerdict = "a collective hangs";
+
 struct JobMonitorOptions {
   int rank = 0;
   int world_size = 1;
@@ -128,14 +132,16 @@ class JobMonitor {
   /// This rank's progress, as the heartbeat publishes it ("pg/<rank>"), with the beat's number.
   Json progress_json(std::int64_t beat);
   /// Rank 0: reads every rank's progress; ends the job when none has advanced for options_.hang
-  /// while all of them train or evaluate, blaming the rank furthest behind. `seen` and
+  /// while all of them train or evaluate, blaming the rank furthest behind (none when they are
+  /// tied: the hang is the job's). `seen` and
   /// `advanced` carry over between beats, and `fresh` (each rank's last beat number and when it
   /// rose): a report whose number stops rising is an old one written again, by a stranger, and
   /// suspends the watch.
   void watch_hang(std::vector<std::string>& seen, std::chrono::steady_clock::time_point& advanced,
                   std::vector<std::pair<std::int64_t, std::chrono::steady_clock::time_point>>& fresh);
   /// A job of one process (no store): the same watch over this rank alone, from the monitor's
-  /// thread. `seen` and `advanced` carry over between calls.
+  /// thread, in "train" only (its progress is the step counter alone: an evaluation, a save or
+  /// setup restarts the clock). `seen` and `advanced` carry over between calls.
   void watch_own_hang(std::int64_t& seen, std::chrono::steady_clock::time_point& advanced);
   /// This rank's phase and step (1-based, as a verdict names them).
   void note_where(FailureRecord& record) const;

@@ -56,42 +56,6 @@ void validate(const ProcessGroupOptions& o) {
   if (o.timeout.count() <= 0) bad("timeout must be positive, got " + std::to_string(o.timeout.count()) + " ms");
 }
 
-/// The job's secret: STRATA_JOB_SECRET, else the contents of the file STRATA_JOB_SECRET_FILE
-/// (which only its owner may read); empty when neither is set. Messages never show it.
-std::string read_job_secret() {
-  std::string secret, origin = "STRATA_JOB_SECRET";
-  if (const char* value = std::getenv("STRATA_JOB_SECRET"); value != nullptr && *value != '\0') {
-    secret = value;
-  } else if (const char* file = std::getenv("STRATA_JOB_SECRET_FILE"); file != nullptr && *file != '\0') {
-    origin = std::string("the file STRATA_JOB_SECRET_FILE=") + file;
-    struct stat info {};
-    std::ifstream in(file, std::ios::binary);
-    if (!in || ::stat(file, &info) != 0) {
-      throw UsageError(std::string("cannot read the job's secret from STRATA_JOB_SECRET_FILE=") + file + ": " +
-                           std::strerror(errno),
-                       "give every rank a file only its user can read (chmod 600) that holds the job's secret, or "
-                       "set STRATA_JOB_SECRET");
-    }
-    if ((info.st_mode & 077) != 0) {
-      throw UsageError(std::string("the job's secret in STRATA_JOB_SECRET_FILE=") + file +
-                           " is readable by other users (mode " + std::to_string((info.st_mode >> 6) & 7) +
-                           std::to_string((info.st_mode >> 3) & 7) + std::to_string(info.st_mode & 7) + ")",
-                       std::string("chmod 600 ") + file + ", and make a new secret if others may have read it");
-    }
-    secret.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' '))
-      secret.pop_back();
-  } else {
-    return {};
-  }
-  if (secret.size() < 16) {
-    throw UsageError("the job's secret (" + origin + ") has " + std::to_string(secret.size()) +
-                         " characters, too few to keep strangers out of the job",
-                     "use at least 16 random characters, the same for every rank, e.g. from `openssl rand -hex 16`");
-  }
-  return secret;
-}
-
 /// A socket listening at `host`:`port` for rank 0's store to adopt, so that the store is reachable
 /// only where the ranks connect; -1 when `host` is not an address of this host (a NAT or service
 /// address) or, in a job that spans hosts, resolves to loopback here (then c10d listens on every
@@ -124,6 +88,24 @@ int listen_socket(const std::string& host, int port, bool spans_hosts) {
   return -1;
 }
 
+/// What tells this job (and attempt) from another that used the same secret, the same for every
+/// rank: the store's MASTER_ADDR:MASTER_PORT, and where set, Slurm's job and step, torchrun's run id
+/// and strata's launcher's attempt. A message sealed in one job does not open in another.
+std::string job_identity(const WorldInfo& w) {
+  std::string id = w.master_addr + ":" + std::to_string(w.master_port);
+  const auto add = [&](const char* tag, const char* name) {
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') id.append("/").append(tag).append(value);
+  };
+  if (const char* job = std::getenv("SLURM_JOB_ID"); job != nullptr && *job != '\0') {
+    const char* step = std::getenv("SLURM_STEP_ID");
+    if (step == nullptr) step = std::getenv("SLURM_STEPID");
+    id.append("/slurm=").append(job).append(".").append(step != nullptr ? step : "");
+  }
+  add("torchelastic=", "TORCHELASTIC_RUN_ID");
+  add("strata=", detail::kAttemptIdVariable);
+  return id;
+}
+
 }  // namespace
 
 void detail::C10dComm::connect_barrier() { backend_->barrier(barrier_options())->wait(options_.timeout); }
@@ -140,8 +122,8 @@ std::unique_ptr<ProcessGroupComm> make_process_group_comm(const ProcessGroupOpti
   c10::intrusive_ptr<c10d::Store> root;
   const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
   if (o.world.agent_store) o.store_prefix = std::string("strata/attempt_") + (attempt != nullptr ? attempt : "0");
-  if (o.job_secret.empty()) o.job_secret = read_job_secret();
-  o.seal_scope = o.store_prefix + "/" + (attempt != nullptr ? attempt : "0");
+  if (o.job_secret.empty()) o.job_secret = detail::read_job_secret();
+  o.seal_scope = o.store_prefix + "/" + (attempt != nullptr ? attempt : "0") + "/" + job_identity(o.world);
   if (o.job_secret.empty() && !detail::one_host(o.world) && o.world.rank == 0) {
     Logger(o.world.rank, o.world.world_size)
         .warn("the job's store at " + detail::endpoint(o.world) +

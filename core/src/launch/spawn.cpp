@@ -37,6 +37,8 @@
 #include <fmt/format.h>
 
 #include "device/host_memory.hpp"
+#include "dist/job_guard.hpp"
+#include "dist/job_monitor.hpp"
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "launch/verdict.hpp"
@@ -136,19 +138,13 @@ std::string program_path() {
   return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string("strata");
 }
 
-/// A fresh secret for one attempt of a job whose every rank this launcher starts: 128 random bits
-/// in hex, for the ranks' STRATA_JOB_SECRET (a process's environment is its user's to read). Empty
-/// when the user gave one (the ranks read it) or the job spans nodes (each node's launcher would
-/// draw another: the user's must be given to all).
-std::string draw_job_secret(const SpawnOptions& options) {
-  for (const char* name : {"STRATA_JOB_SECRET", "STRATA_JOB_SECRET_FILE"})
-    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return {};
-  if (options.nnodes > 1) return {};
+/// 128 random bits in hex; `what` names them in the error.
+std::string random_hex(const char* what) {
   unsigned char bytes[16];
   for (std::size_t got = 0; got < sizeof bytes;) {
     const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw Error(std::string("cannot draw the job's secret from the kernel (getrandom): ") + std::strerror(errno));
+    if (n < 0) throw Error(std::string("cannot draw ") + what + " from the kernel (getrandom): " + std::strerror(errno));
     got += static_cast<std::size_t>(n);
   }
   static constexpr char digits[] = "0123456789abcdef";
@@ -160,8 +156,26 @@ std::string draw_job_secret(const SpawnOptions& options) {
   return hex;
 }
 
+/// A fresh secret for one attempt of a job whose every rank this launcher starts, for the ranks'
+/// STRATA_JOB_SECRET (a process's environment is its user's to read). Empty when the user gave one
+/// (the ranks read it) or the job spans nodes (each node's launcher would draw another: the user's
+/// must be given to all).
+std::string draw_job_secret(const SpawnOptions& options) {
+  for (const char* name : {"STRATA_JOB_SECRET", "STRATA_JOB_SECRET_FILE"})
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return {};
+  if (options.nnodes > 1) return {};
+  return random_hex("the job's secret");
+}
+
+/// The ranks' STRATA_ATTEMPT_ID: a value of this attempt's own, in the scope of the job's seals
+/// (a message of another job or attempt under the same secret does not open). Empty for a job of
+/// several nodes: each node's launcher would draw another.
+std::string draw_attempt_id(const SpawnOptions& options) {
+  return options.nnodes > 1 ? std::string() : random_hex("the job's attempt id");
+}
+
 ChildPlan make_plan(const SpawnOptions& options, int local_rank, int port, const std::string& program, int restart,
-                    const std::string& secret, int beacon_fd) {
+                    const std::string& secret, const std::string& attempt_id, int beacon_fd) {
   std::vector<std::pair<std::string, std::string>> set = {
       {"RANK", std::to_string(options.node_rank * options.nproc + local_rank)},
       {"WORLD_SIZE", std::to_string(options.nnodes * options.nproc)},
@@ -174,6 +188,7 @@ ChildPlan make_plan(const SpawnOptions& options, int local_rank, int port, const
       {"STRATA_RESTART_COUNT", std::to_string(restart)},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart)},
       {kBeaconFdVariable, beacon_fd >= 0 ? std::to_string(beacon_fd) : std::string()},
+      {detail::kAttemptIdVariable, attempt_id},  // empty replaces one inherited from an outer job
   };
   if (!secret.empty()) set.emplace_back("STRATA_JOB_SECRET", secret);
   set.insert(set.end(), options.env.begin(), options.env.end());
@@ -278,9 +293,10 @@ std::vector<Child> start_ranks(const SpawnOptions& options, int port, const Sign
                                int beacon_fd) {
   const std::string program = program_path();
   const std::string secret = draw_job_secret(options);  // a new one per attempt: nothing of the last opens
+  const std::string attempt_id = draw_attempt_id(options);
   std::vector<ChildPlan> plans;
   for (int rank = 0; rank < options.nproc; ++rank)
-    plans.push_back(make_plan(options, rank, port, program, restart, secret, beacon_fd));
+    plans.push_back(make_plan(options, rank, port, program, restart, secret, attempt_id, beacon_fd));
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const pid_t parent = ::getpid();
   std::vector<Child> children;
@@ -342,7 +358,8 @@ struct Cause {
     if (!library.empty()) w += ", in " + library;
     return w;
   }
-  std::string text() const { return "rank " + std::to_string(rank) + " " + how + where(); }
+  /// The cause as a sentence; a cause without a rank (-1) is the job's as a whole.
+  std::string text() const { return (rank >= 0 ? "rank " + std::to_string(rank) + " " : std::string()) + how + where(); }
 };
 
 /// What to do about a rank that died of `sig`.
@@ -389,14 +406,18 @@ class Supervisor {
     }
     return result_.value_or(0);
   }
-  /// A SIGKILL the launcher did not send: the OOM killer's when the cgroup counted one more OOM kill
-  /// since the job started (cgroup v2's memory.events), named with its limit; else the limit is
-  /// named in the fix, where there is one.
+  /// A SIGKILL the launcher did not send: the OOM killer's when the cgroup level that limited the
+  /// job at its start counted one more OOM kill since (v2's memory.events.local, else
+  /// memory.events; v1's memory.oom_control), named with its limit; else the limit is named in
+  /// the fix, where there is one.
   void explain_kill(Cause& why) const {
-    const auto now = cgroup_memory_limit();
-    if (!now) return;
-    const std::string limit = fmt::format("{:.3g} GiB in {}", now->bytes / (1024.0 * 1024 * 1024), now->file);
-    if (memory_ && memory_->oom_kills >= 0 && now->oom_kills > memory_->oom_kills) {
+    // The level found at the start, its OOM kills read again from that very directory: the
+    // tightest level by room left may be another one now (the killed rank's memory is freed).
+    const auto level = memory_ ? memory_ : cgroup_memory_limit();
+    if (!level) return;
+    const std::string limit = fmt::format("{:.3g} GiB in {}", level->bytes / (1024.0 * 1024 * 1024), level->file);
+    const auto kills = memory_ && !memory_->dir.empty() ? cgroup_oom_kills(memory_->dir) : std::nullopt;
+    if (memory_ && memory_->oom_kills >= 0 && kills && *kills > memory_->oom_kills) {
       why.how = fmt::format("was killed by the kernel's OOM killer (SIGKILL): its cgroup reached its memory limit ({})",
                             limit);
       why.fix = "the ranks of this host need more memory than the limit: use a smaller model or batch, fewer ranks "
@@ -465,6 +486,22 @@ class Supervisor {
       }
     }
     if (cause == nullptr) {
+      // The hang watch's verdict where no rank was behind the others: the job's own, no rank to
+      // blame (least of all rank 0, which found it and exited first).
+      for (const auto& r : records)
+        if (r.status == "failed" && !r.cause_rank && r.error.rfind(kJobHangVerdict, 0) == 0) {
+          why.rank = -1;
+          why.how = "the job hung: every rank was alive and at the same point (the same steps and collectives "
+                    "issued), but none advanced";
+          why.phase = r.phase;
+          why.step = r.step;
+          why.fix = "the collective every rank waits in does not complete (a link stalled, or the backend hangs): "
+                    "rank 0's error paragraph above names each rank's last collectives; raise [distributed] "
+                    "hang_timeout_s if a step legitimately issues no collective for that long";
+          cause_ = why;
+          print(why);
+          return code;
+        }
       for (const auto& c : children_)
         if (c.before_stop && c.status != 0 && cause == nullptr) cause = &c;
       if (cause == nullptr) return code;
@@ -491,6 +528,23 @@ class Supervisor {
   }
   /// The cause name_cause() found; rank -1 when none.
   const Cause& cause() const noexcept { return cause_; }
+  /// Whether a rank opened the run directory (its beacon names it); true without beacons, where
+  /// the launcher cannot tell. Ranks refused before that (a check only they run) leave it as it was.
+  bool attached() const {
+    if (beacons_ == nullptr) return true;
+    for (const auto& c : children_)
+      if (const RankBeacon* b = beacons_->at(c.local); b != nullptr && b->run_dir[0] != '\0') return true;
+    return false;
+  }
+  /// Whether rank 0 (of this node's ranks) reported its run done (its own code returned); false
+  /// without beacons.
+  bool rank0_done() const {
+    if (beacons_ == nullptr) return false;
+    for (const auto& c : children_)
+      if (const RankBeacon* b = c.rank == 0 ? beacons_->at(c.local) : nullptr; b != nullptr && b->done.load() != 0)
+        return true;
+    return false;
+  }
 
  private:
   /// The cause as one paragraph; not for a job of one rank that printed its own error.
@@ -628,6 +682,9 @@ class Supervisor {
 /// summary rank 0 wrote stays; the launcher only adds the failed rank when rank 0 did not know it.
 void write_launcher_verdict(const std::filesystem::path& run_dir, const Supervisor& supervisor, int code) {
   if (run_dir.empty() || !std::filesystem::is_directory(run_dir)) return;
+  // No rank opened the run directory (refused by a check only the ranks run, e.g. a resume of a
+  // finished run): it is not this attempt's, and what it says stands.
+  if (!supervisor.attached()) return;
   const Cause& cause = supervisor.cause();
   const auto file = run_dir / "summary.json";
   try {
@@ -641,6 +698,9 @@ void write_launcher_verdict(const std::filesystem::path& run_dir, const Supervis
       const bool known = failed != nullptr && failed->is_number();
       const bool failed_status = summary.find("status") && summary.find("status")->string_or("") == "failed";
       if (supervisor.interrupted() || cause.rank < 0) return;  // what rank 0 wrote stands
+      // Rank 0 finished its run and said so: a failure after that (a crash in a static destructor,
+      // a kill on the way out) does not undo the run.
+      if (summary.find("status") && summary.find("status")->string_or("") == "ok" && supervisor.rank0_done()) return;
       if (failed_status && known && static_cast<int>(failed->number_or(-1)) != cause.rank) return;
       const Json* phase = summary.find("failed_phase");
       const bool placed = (phase != nullptr && !phase->is_null()) || cause.phase.empty();
@@ -705,8 +765,11 @@ void validate(const SpawnOptions& options) {
 
 }  // namespace
 
+void check_job_secret() { (void)detail::read_job_secret(); }
+
 int spawn_and_supervise(const SpawnOptions& options) {
   validate(options);
+  check_job_secret();  // once, here, not once per rank after they start
   SignalPipe signals;
   RankBeacons beacons(options.beacons ? options.nproc : 0);
   const bool single = options.nproc * options.nnodes == 1;
@@ -733,6 +796,7 @@ int spawn_and_supervise(const SpawnOptions& options) {
 
 int fork_and_supervise(const SpawnOptions& options) {
   validate(options);
+  check_job_secret();
   if (options.nproc != 1 || options.nnodes != 1 || options.max_restarts != 0) return kForkUnavailable;
   std::error_code ec;
   int threads = 0;

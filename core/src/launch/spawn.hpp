@@ -46,6 +46,13 @@ struct SpawnOptions {
 /// exit code, or 128 + signal.
 int spawn_and_supervise(const SpawnOptions& options);
 
+/// Checks the job's secret as every rank will read it (STRATA_JOB_SECRET, or the file named by
+/// STRATA_JOB_SECRET_FILE: readable, only by its owner, at least 16 characters), so that a bad
+/// one is reported once, by the launcher, before any rank starts or the run directory is opened.
+/// Throws UsageError (exit 2); nothing when neither variable is set. spawn_and_supervise() and
+/// fork_and_supervise() call it too.
+void check_job_secret();
+
 /// fork_and_supervise() in the child, which is to carry on as the job's one rank.
 inline constexpr int kForkChild = -1;
 /// fork_and_supervise() could not fork (another thread runs: a fork would copy its locks held).

@@ -143,7 +143,9 @@ std::optional<WorldInfo> paired_world(const EnvLookup& env, const RankVars& v, c
   WorldInfo w;
   w.rank = *rank;
   w.world_size = *size;
-  w.local_world_size = read_count(env, v.local_size).value_or(w.world_size);
+  const auto local_size = read_count(env, v.local_size);
+  w.local_world_size = local_size.value_or(w.world_size);
+  w.local_world_size_known = local_size.has_value();
   settle_ranks(w, read_count(env, v.local_rank), v, v.local_size);
   w.master_addr = master_addr(env, w, v, v.local_size);
   w.source = describe(v.rank, w.rank) + " " + describe(v.size, w.world_size) + " " +
@@ -235,6 +237,8 @@ std::optional<WorldInfo> slurm_world(const EnvLookup& env) {
   w.world_size = *read_count(env, v.size);
   std::string local_size_name;
   w.local_world_size = slurm_local_size(env, local_size_name);
+  // srun's per-node counts; the default of one task per node is a guess.
+  w.local_world_size_known = local_size_name == "SLURM_NTASKS_PER_NODE" || local_size_name == "SLURM_TASKS_PER_NODE";
   settle_ranks(w, read_count(env, v.local_rank), v, local_size_name);
   // Rank 0 runs on the first node of the step; the job's list is the fallback outside a step.
   std::string first_host;

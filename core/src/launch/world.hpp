@@ -14,6 +14,11 @@ struct WorldInfo {
   int world_size = 1;          ///< number of ranks in the job
   int local_rank = 0;          ///< rank among the processes on this host (selects the GPU)
   int local_world_size = 1;    ///< processes on this host
+  /// The launcher said how many processes run on this host (LOCAL_WORLD_SIZE, which strata's own
+  /// launcher sets, SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE, OMPI_COMM_WORLD_LOCAL_SIZE);
+  /// false where local_world_size is only a default (a job started by hand with RANK and
+  /// WORLD_SIZE alone may span hosts).
+  bool local_world_size_known = false;
   std::string master_addr = "127.0.0.1";  ///< host of rank 0's TCPStore
   int master_port = 0;         ///< port of rank 0's TCPStore
   std::string launcher = "none";  ///< "torchrun", "slurm", "openmpi", "strata" (our spawner) or "none"
