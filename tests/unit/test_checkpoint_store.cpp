@@ -3,6 +3,7 @@
 // a damaged file is named instead of loaded.
 #include "test_support.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -120,12 +121,18 @@ TEST_CASE("a save removes only its own run's step directories, never another run
   save(1, "mine", 0);
   save(2, "mine", 0);
   const auto theirs = save(3, "theirs", 0);
-  std::filesystem::create_directories(dir.path() / "step_00000004");  // incomplete, of no known run
+  // Incomplete, from before owner records: the root's owner's leftover. One whose owner record is
+  // unreadable is nobody's to remove.
+  std::filesystem::create_directories(dir.path() / "step_00000004");
+  std::filesystem::create_directories(dir.path() / "step_00000006");
+  std::ofstream(dir.path() / "step_00000006" / ".strata-owner") << "garbage\n";
   const auto kept = save(5, "mine", 1);
-  CHECK(kept.removed == std::vector<std::string>{"step_00000001", "step_00000002"});
+  auto removed = kept.removed;
+  std::sort(removed.begin(), removed.end());
+  CHECK(removed == std::vector<std::string>{"step_00000001", "step_00000002", "step_00000004 (incomplete)"});
   const auto left = strata::ckpt::complete_checkpoints(dir.path());
   CHECK(left == std::vector<std::filesystem::path>{theirs.dir, kept.dir});
-  CHECK(std::filesystem::is_directory(dir.path() / "step_00000004"));
+  CHECK(std::filesystem::is_directory(dir.path() / "step_00000006"));
   // A step directory another run wrote is never overwritten by a save of the same step.
   CHECK_THROWS_WITH_AS(save(3, "mine", 0), doctest::Contains("not written by this run"), strata::Error);
   CHECK(strata::ckpt::Checkpoint(theirs.dir).metadata().find("run_id")->string_or("") == "theirs");

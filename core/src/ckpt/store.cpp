@@ -208,10 +208,15 @@ std::string step_owner(const fs::path& dir) {
   return line.rfind("run ", 0) == 0 ? line.substr(4) : std::string();
 }
 
-bool written_by(const fs::path& dir, const std::string& run_id) { return !run_id.empty() && step_owner(dir) == run_id; }
+/// Whether this run may remove `dir`: it wrote it, or it predates owner records (a root is saved
+/// into only by the run that owns it, so such a directory is that run's, from an older Strata).
+bool written_by(const fs::path& dir, const std::string& run_id) {
+  const std::string owner = step_owner(dir);
+  return owner.empty() ? !fs::exists(dir / kStepOwnerFile) : owner == run_id;
+}
 
 /// Rank 0, after a commit: removes the run's incomplete checkpoints and its complete ones beyond
-/// `keep`; a step directory another run wrote, or of no known run, is left as it is.
+/// `keep`; a step directory another run wrote is left as it is.
 std::vector<std::string> clean_up(const fs::path& root, const fs::path& current, std::int64_t keep,
                                   const std::string& run_id) {
   std::vector<std::string> removed;

@@ -70,7 +70,8 @@ struct SaveResult {
 
 /// Writes one checkpoint; collective (every rank of `comm` calls it, three barriers). Rank 0
 /// then removes its run's incomplete checkpoints and its complete ones beyond `keep`, oldest first
-/// (step directories another run wrote, or of no known run, are never removed). Throws
+/// (step directories another run wrote are never removed; ones from before owner records are the
+/// root's owner's). Throws
 /// strata::Error naming the file on a write error (a full disk): the previous checkpoints are
 /// untouched.
 SaveResult save(const SaveInput& input, Comm& comm);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -108,7 +109,8 @@ std::string run_id(const fs::path& dir) { return marker_field(read_marker(dir), 
 fs::path enclosing_run_directory(const fs::path& path) {
   std::error_code ec;
   for (fs::path dir = fs::absolute(path, ec).lexically_normal(); !dir.empty(); dir = dir.parent_path()) {
-    if (fs::is_regular_file(dir / kRunMarkerFile, ec)) return dir;
+    // A run from before markers: its summary.json says so.
+    if (fs::is_regular_file(dir / kRunMarkerFile, ec) || fs::is_regular_file(dir / "summary.json", ec)) return dir;
     if (dir == dir.parent_path()) break;
   }
   return {};
@@ -127,8 +129,14 @@ std::unique_ptr<RunDirLock> lock_run_directory(const fs::path& dir) {
                      kWritableFix);
   auto lock = std::make_unique<RunDirLock>(fd);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    // A file system without flock (ENOLCK, EOPNOTSUPP) locks nothing: the run goes on unguarded.
-    if (errno != EWOULDBLOCK) return lock;
+    // A file system without flock (ENOLCK, EOPNOTSUPP: Lustre without -o flock) locks nothing.
+    if (errno != EWOULDBLOCK) {
+      std::fprintf(stderr,
+                   "warning: run directory %s cannot be locked (flock: %s): this file system does not guard it "
+                   "against a second writer; do not resume it while it runs\n",
+                   dir.c_str(), std::strerror(errno));
+      return lock;
+    }
     std::string holder(512, '\0');
     const ssize_t got = ::pread(fd, holder.data(), holder.size(), 0);
     holder.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
@@ -141,7 +149,9 @@ std::unique_ptr<RunDirLock> lock_run_directory(const fs::path& dir) {
                                                            marker_field(holder, "started"), pid,
                                                            marker_field(holder, "host"))),
                      "Wait for that run to end (or stop it) before resuming it, or give this run a new directory "
-                     "with --out DIR (with --resume, a new run from that checkpoint).");
+                     "with --out DIR (with --resume, a new run from that checkpoint). Where that process is gone "
+                     "but a network file system still holds its lock (its node crashed), remove " +
+                         file.string() + ".");
   }
   return lock;
 }
@@ -150,6 +160,21 @@ void RunDirLock::announce() {
   const std::string text =
       fmt::format("pid {}\nhost {}\nstarted {}\n", ::getpid(), host_name(), utc_time("%Y-%m-%dT%H:%M:%SZ"));
   if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, text.data(), text.size(), 0);  // only for a refusal's message
+}
+
+void remove_dead_temporaries(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    // AtomicFile's ".NAME.<16 hex digits>.tmp"
+    constexpr std::size_t kTail = 1 + 16 + 4;
+    if (name.size() <= kTail + 1 || name[0] != '.' || name.compare(name.size() - 4, 4, ".tmp") != 0 ||
+        name[name.size() - kTail] != '.')
+      continue;
+    const std::string digits = name.substr(name.size() - kTail + 1, 16);
+    if (digits.find_first_not_of("0123456789abcdef") != std::string::npos) continue;
+    if (entry.is_regular_file(ec) || entry.is_symlink(ec)) fs::remove(entry.path(), ec);
+  }
 }
 
 bool launcher_holds_run_lock() {

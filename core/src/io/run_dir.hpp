@@ -63,6 +63,9 @@ class RunDirLock {
 /// Takes the lock of run directory `dir` (which exists), writing nothing. Throws UsageError (exit
 /// 2) naming the holder (pid, host, start) when another live process holds it.
 std::unique_ptr<RunDirLock> lock_run_directory(const std::filesystem::path& dir);
+/// Removes the temporary files (AtomicFile's ".NAME.<random>.tmp") writers of the run directory
+/// `dir` left when they were killed; only its lock's holder calls it, before anything writes there.
+void remove_dead_temporaries(const std::filesystem::path& dir);
 /// Whether strata's launcher started this process as a rank of a job whose run directory it opened
 /// and holds (STRATA_SPAWNED with a handed claim): the rank then takes no lock of its own.
 bool launcher_holds_run_lock();

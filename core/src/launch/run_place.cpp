@@ -49,8 +49,9 @@ RunPlace plan_run_place(const RunRequest& request, const Experiment& e, bool sha
     place.lock = lock_run_directory(place.run_dir);
   place.run_id = place.run_dir.empty() ? std::string() : run_id(place.run_dir);
   if (place.run_id.empty()) place.run_id = run_claim();
-  // Before `auto` looks into the root: never another run's checkpoints.
-  if (!share && (saves_checkpoints(e) || automatic)) check_checkpoint_root(e, place.run_dir, place.run_id);
+  // Before `auto` looks into the root: never another run's checkpoints. Only the process that opens
+  // the run directory claims the root (and tells the other ranks what they resume).
+  if (opens && !share && (saves_checkpoints(e) || automatic)) check_checkpoint_root(e, place.run_dir, place.run_id);
   if (automatic) place.resume = resolve_resume("auto", e, place.run_dir);
   return place;
 }
@@ -60,7 +61,10 @@ RunPlace open_run_place(RunPlace place, const Experiment& e) {
   place.opened = true;
   if (place.use == RunDirUse::kShare) return place;
   if (!place.lock && !launcher_holds_run_lock()) place.lock = lock_run_directory(place.run_dir);
-  if (place.lock) place.lock->announce();
+  if (place.lock) {
+    place.lock->announce();
+    if (place.use == RunDirUse::kContinue) remove_dead_temporaries(place.run_dir);
+  }
   if (const auto marked = run_id(place.run_dir); !marked.empty()) place.run_id = marked;
   if (saves_checkpoints(e)) claim_checkpoint_root(e, place.run_dir, place.run_id);
   return place;

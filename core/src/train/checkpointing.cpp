@@ -81,7 +81,17 @@ fs::path root_of(const Experiment& e, const fs::path& run_dir) {
   return fs::absolute(checkpoint_root(e, run_dir)).lexically_normal();
 }
 
-bool inside_run_dir(const Experiment& e) { return !fs::path(e.checkpoint.dir).is_absolute(); }
+/// Whether `root` lies in `run_dir` as the file system resolves both: a root reached through a link
+/// out of the run, or through "..", is outside (a copy of the run would share it).
+bool lies_in(const fs::path& root, const fs::path& run_dir) {
+  if (root.empty() || run_dir.empty()) return false;
+  std::error_code ec;
+  const fs::path r = fs::weakly_canonical(fs::absolute(root), ec);
+  if (ec) return false;
+  const fs::path d = fs::weakly_canonical(fs::absolute(run_dir), ec);
+  if (ec) return false;
+  return std::mismatch(d.begin(), d.end(), r.begin(), r.end()).first == d.end();
+}
 
 std::string user_name() {
   if (const passwd* pw = ::getpwuid(::getuid()); pw != nullptr && pw->pw_name != nullptr) return pw->pw_name;
@@ -90,9 +100,9 @@ std::string user_name() {
 
 /// Whether `owner` is this run: the same id, and the same directory unless the root lies inside the
 /// run directory (then a copy or a move of the run carries its own root along).
-bool owned_by(const Experiment& e, const RootOwner& owner, const fs::path& run_dir, const std::string& run_id) {
+bool owned_by(const RootOwner& owner, const fs::path& root, const fs::path& run_dir, const std::string& run_id) {
   return !run_id.empty() && owner.field("run") == run_id &&
-         (inside_run_dir(e) || same_directory(owner.field("run_dir"), run_dir));
+         (same_directory(owner.field("run_dir"), run_dir) || lies_in(root, run_dir));
 }
 
 [[noreturn]] void refuse_root(const Experiment& e, const fs::path& root, const std::string& why) {
@@ -117,7 +127,7 @@ void check_checkpoint_root(const Experiment& e, const fs::path& run_dir, const s
   if (root.empty()) return;
   std::error_code ec;
   if (const auto owner = read_owner(root)) {
-    if (owned_by(e, *owner, run_dir, run_id)) return;
+    if (owned_by(*owner, root, run_dir, run_id)) return;
     refuse_root(e, root,
                 fmt::format("belongs to {} (started {} by {} on {}, pid {}); a run removes old checkpoints of its "
                             "root, so two runs never share one.",
@@ -128,8 +138,7 @@ void check_checkpoint_root(const Experiment& e, const fs::path& run_dir, const s
                             owner->field("pid")));
   }
   // Checkpoints from before owner records: the run's own when they lie in its directory.
-  if (!(inside_run_dir(e) && !run_dir.empty() && !run_id.empty() && run_id == strata::run_id(run_dir)) &&
-      holds_step_directories(root))
+  if (!lies_in(root, run_dir) && holds_step_directories(root))
     refuse_root(e, root, "holds checkpoints of another run (step_* directories with no owner record).");
   fs::path existing = root;
   while (!fs::exists(existing, ec) && existing != existing.parent_path()) existing = existing.parent_path();
@@ -164,7 +173,12 @@ void claim_checkpoint_root(const Experiment& e, const fs::path& run_dir, const s
                   fmt::format("cannot claim checkpoint root {}: {}.", root.string(), std::strerror(errno)),
                   "Choose a writable [checkpoint] dir.");
   }
-  file.append(text.data(), text.size());
+  try {
+    file.append(text.data(), text.size());
+  } catch (...) {
+    file.remove();  // never an empty record: it would hold the root for nobody
+    throw;
+  }
 }
 
 std::optional<fs::path> resolve_resume(const std::string& resume, const Experiment& e, const fs::path& run_dir) {
@@ -186,8 +200,14 @@ std::optional<fs::path> resolve_resume(const std::string& resume, const Experime
                                  resume, ckpt::kMetadataFile),
                      "Resume from an older complete checkpoint, or from the run directory (its latest complete one).");
   if (auto latest = latest_in(path)) return latest;
-  if (fs::is_regular_file(path / kRunMarkerFile, ec))
-    if (auto latest = latest_in(checkpoint_root(e, path))) return latest;
+  if (fs::is_regular_file(path / kRunMarkerFile, ec)) {
+    // Its root under this experiment, when that root is this run's (an absolute root of another
+    // run's is never resumed for it).
+    const fs::path root = checkpoint_root(e, path);
+    const auto owner = read_owner(root);
+    if (lies_in(root, path) || (owner && owner->field("run") == run_id(path)))
+      if (auto latest = latest_in(root)) return latest;
+  }
   if (auto latest = latest_in(path / "checkpoints")) return latest;
   throw UsageError(fmt::format("--resume {}: no complete checkpoint in it or in its checkpoints/.", resume), kResumeFix);
 }
