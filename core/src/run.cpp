@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -213,24 +214,37 @@ void check_plan_fits_world(const Experiment& e, const Registry& registry, const 
   } catch (const OptionError& err) {
     throw e.error("strategy." + err.option(), err.what(), err.fix());
   }
+  // The option that set a size, for the error's position: a group-size option holding that number.
+  const auto key_of = [&](int size) {
+    for (const auto& [key, value] : e.strategy.options.values())
+      if (key.find("group") != std::string::npos && to_toml(value) == std::to_string(size)) return "strategy." + key;
+    return std::string("strategy.name");
+  };
   const int shard = plan.shard_size == 0 ? world.world_size : plan.shard_size;
-  if (shard < 1 || world.world_size % shard != 0)
-    throw e.error("strategy.name",
-                  fmt::format("strategy '{}' shards over groups of {} ranks, which does not divide this job's {} ranks.",
-                              e.strategy.name, shard, world.world_size),
-                  fmt::format("Run on a multiple of {} ranks, or set the strategy's shard-group option to a divisor "
-                              "of {} (`strata describe {}` lists its options).",
-                              shard, world.world_size, e.strategy.name));
+  if (shard < 1 || world.world_size % shard != 0) {
+    const std::string key = key_of(shard);
+    throw e.error(key,
+                  fmt::format("strategy '{}' shards over groups of {} ranks ({}), which does not divide this job's {} "
+                              "ranks.",
+                              e.strategy.name, shard, key, world.world_size),
+                  fmt::format("Set {} to a divisor of {}, or run on a multiple of {} ranks (`strata describe {}` lists "
+                              "its options).",
+                              key == "strategy.name" ? "the strategy's shard-group option" : key, world.world_size,
+                              shard, e.strategy.name));
+  }
   if (plan.units.after_forward == PlanOutline::Reshard::kSubgroup) {
     const int sub = plan.units.subgroup_size == 0 ? std::min(std::max(1, world.local_world_size), shard)
                                                   : plan.units.subgroup_size;
-    if (sub < 1 || shard % sub != 0)
-      throw e.error("strategy.name",
-                    fmt::format("strategy '{}' reshards into sub-groups of {} ranks, which does not divide its shard "
-                                "group of {} ranks at this job's {} ranks.",
-                                e.strategy.name, sub, shard, world.world_size),
-                    fmt::format("Set the strategy's sub-group option to a divisor of {} (`strata describe {}`).", shard,
+    if (sub < 1 || shard % sub != 0) {
+      const std::string key = key_of(sub);
+      throw e.error(key,
+                    fmt::format("strategy '{}' reshards into sub-groups of {} ranks ({}), which does not divide its "
+                                "shard group of {} ranks at this job's {} ranks.",
+                                e.strategy.name, sub, key, shard, world.world_size),
+                    fmt::format("Set {} to a divisor of {} (`strata describe {}` lists its options).",
+                                key == "strategy.name" ? "the strategy's sub-group option" : key, shard,
                                 e.strategy.name));
+    }
   }
 }
 
@@ -363,12 +377,24 @@ void check_checkpoint_space(const RankRun& p, const RunPlace& place) {
                 "Free space there, point [checkpoint] dir at a larger file system, or turn checkpoints off.");
 }
 
-/// A resume whose checkpoint has done every step: says so; the run directory is left as it is
-/// (no segment of 0 steps). True when there is nothing to train.
+/// A resume whose checkpoint has done every step of a run that ended well: says so; the run
+/// directory is left as it is (no segment of 0 steps). True when there is nothing to train. A
+/// restart, or a run whose summary is not "ok" (it failed after its last checkpoint: in the final
+/// evaluation, the final model, the summary), goes on to finish those.
 bool nothing_left(const RunPlace& place, const Experiment& e, int rank) {
-  if (!place.resume) return false;
+  if (!place.resume || place.restarts > 0) return false;
   const ckpt::Checkpoint c(*place.resume);
   if (c.step() < e.train.steps) return false;
+  if (place.use == RunDirUse::kContinue) {
+    std::ifstream in(place.run_dir / "summary.json", std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    try {
+      const Json* status = text.empty() ? nullptr : Json::parse(text).find("status");
+      if (status == nullptr || status->string_or("") != "ok") return false;
+    } catch (const Error&) {
+      return false;
+    }
+  }
   if (rank == 0)
     std::cerr << fmt::format("strata: nothing to train: checkpoint {} has done step {} of train.steps = {}; {} is "
                              "left as it is. To train further, resume with more steps (--set train.steps=N).\n",
@@ -447,7 +473,10 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   // runs before the run directory is opened: a refused resume leaves it as it was.
   RunPlace place = plan_run_place(request, experiment, /*share=*/false, /*opens=*/world.rank == 0);
   auto p = prepare(std::move(experiment), world, Purpose::kRun, place.resume.has_value());
-  check_resume_of(place, *p, /*verify_data=*/world.rank == 0 && !launcher_holds_run_lock());
+  // The whole checkpoint is read against its checksums where nobody waits for this process: in a
+  // job of one rank (strata's launcher verifies for its ranks). Under torchrun, srun or mpirun the
+  // other ranks wait at the rendezvous meanwhile, so there damage is found as each rank loads.
+  check_resume_of(place, *p, /*verify_data=*/world.launcher == "none");
   if (world.rank == 0) check_checkpoint_space(*p, place);
   if (nothing_left(place, p->experiment, world.rank)) return;
   const auto& e = p->experiment;
@@ -595,6 +624,7 @@ int run_experiment(const RunRequest& request) {
   WorldInfo world;
   world.world_size = nproc * spawn.nnodes;
   world.local_world_size = nproc;
+  check_job_secret();  // a secret the ranks would refuse is named once, before anything is written
   // A job of one rank runs in a fork of this process (no second start of the program), supervised
   // as the ranks of larger jobs are: a crash, an exit mid-run or a kill still leaves a verdict. The
   // child carries on here as the rank; where no fork is possible, the rank is spawned below.
@@ -619,7 +649,7 @@ int run_experiment(const RunRequest& request) {
   // Every configuration error, and every check a resume can fail, surfaces once, before the run
   // directory is opened and before any rank starts.
   auto prepared = prepare(e, world, Purpose::kValidate, place && place->resume);
-  if (place) check_resume_of(*place, *prepared, /*verify_data=*/true);
+  if (place) check_resume_of(*place, *prepared, /*verify_data=*/spawn.node_rank == 0);
   if (place) check_checkpoint_space(*prepared, *place);
   if (place && nothing_left(*place, e, 0)) return 0;
   prepared.reset();  // the ranks build their own: no copy of the model stays here while they train

@@ -30,7 +30,8 @@ TEST_CASE("host memory: a cgroup v2 limit bounds the host's available memory, at
   const auto files = files_in(dir.path());
   write(dir.path() / "cgroup", "0::/job/step\n");
   write(dir.path() / "fs/job/memory.max", "4294967296\n");  // 4 GiB for the job, 1 GiB used
-  write(dir.path() / "fs/job/memory.current", "1073741824\n");
+  write(dir.path() / "fs/job/memory.current", "1610612736\n");  // 0.5 GiB of it reclaimable page cache
+  write(dir.path() / "fs/job/memory.stat", "anon 1073741824\nfile 536870912\ninactive_file 536870912\n");
   write(dir.path() / "fs/job/step/memory.max", "max\n");
   write(dir.path() / "fs/job/step/memory.current", "536870912\n");
   write(dir.path() / "fs/job/memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n");

@@ -71,10 +71,18 @@ struct Level {
 std::optional<Level> tightest(const HostMemoryFiles& files) {
   const auto self = self_cgroup(files.self_cgroup);
   std::optional<Level> best;
-  const auto consider = [&](const std::string& dir, const char* limit_file, const char* usage_file) {
+  const auto consider = [&](const std::string& dir, const char* limit_file, const char* usage_file,
+                            const char* cache_key) {
     const auto limit = read_number(dir + "/" + limit_file);
     if (!limit) return;
-    const double used = read_number(dir + "/" + usage_file).value_or(0);
+    // The usage counts page cache the kernel reclaims before it kills (a data set read once): the
+    // working set is the usage less the inactive file pages, as the kubelet counts it.
+    double used = read_number(dir + "/" + usage_file).value_or(0);
+    std::ifstream stat(dir + "/memory.stat");
+    std::string key;
+    double value = 0;
+    while (stat >> key >> value)
+      if (key == cache_key) used = std::max(0.0, used - value);
     const double room = std::max(0.0, *limit - used);
     if (!best || room < best->room) best = Level{*limit, room, dir + "/" + limit_file, dir};
   };
@@ -82,11 +90,11 @@ std::optional<Level> tightest(const HostMemoryFiles& files) {
     // A hybrid host mounts the v2 hierarchy at unified/.
     std::ifstream hybrid(files.cgroup_root + "/unified/cgroup.controllers");
     const std::string root = hybrid ? files.cgroup_root + "/unified" : files.cgroup_root;
-    for (const auto& dir : levels(root, *self.v2)) consider(dir, "memory.max", "memory.current");
+    for (const auto& dir : levels(root, *self.v2)) consider(dir, "memory.max", "memory.current", "inactive_file");
   }
   if (self.v1_memory)
     for (const auto& dir : levels(files.cgroup_root + "/memory", *self.v1_memory))
-      consider(dir, "memory.limit_in_bytes", "memory.usage_in_bytes");
+      consider(dir, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file");
   return best;
 }
 

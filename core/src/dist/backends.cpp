@@ -29,6 +29,7 @@
 #endif
 
 #include "dist/comm_errors.hpp"
+#include "dist/job_guard.hpp"
 #include "strata/errors.hpp"
 
 namespace strata::detail {
@@ -110,7 +111,7 @@ std::string gloo_interface(const ProcessGroupOptions& o) {
     return std::string("NCCL_SOCKET_IFNAME=") + std::getenv("NCCL_SOCKET_IFNAME");
   // Every rank on this host (or a loopback master, which only this host reaches): peers connect
   // over loopback, and nothing listens where other hosts could reach it.
-  const bool spans_hosts = o.world.local_world_size < o.world.world_size;
+  const bool spans_hosts = !one_host(o.world);
   if (is_loopback(o.world.master_addr) || !spans_hosts) return "127.0.0.1";
   const std::string address = address_towards(o.world.master_addr, o.world.master_port);
   if (!address.empty() && !is_loopback(address)) return address;
