@@ -127,6 +127,17 @@ def resume_writes_only_where_it_is_pointed():
     st.check(st.load_summary(elsewhere)["steps"] == 15, "--out elsewhere: a new run from the checkpoint")
     st.check(os.path.isfile(os.path.join(elsewhere, ".strata-run")), "--out elsewhere is not a run directory")
     expect_unchanged(before, snapshot(original), "resumes of a copy and --out elsewhere")
+    # A root outside the run by a relative path ("../"): a copy shares it with its original, so the
+    # copy's resume is refused and the original's checkpoints stay.
+    outside = os.path.join(base, "outside")
+    run(outside, *FAST, "checkpoint.dir=../outside_ckpts")
+    subprocess.run(["cp", "-a", outside, outside + "_copy"], check=True)
+    root = os.path.join(base, "outside_ckpts")
+    before = snapshot(root)
+    result = run(None, "train.steps=15", "log.every=5", "checkpoint.every=5", "checkpoint.keep=1",
+                 "checkpoint.dir=../outside_ckpts", resume=outside + "_copy", expect=2)
+    st.expect_stderr(result, "of which this run is a copy")
+    expect_unchanged(before, snapshot(root), "the resume of a copy sharing its original's root")
 
 
 def flip(path, offset, bit=0x01):

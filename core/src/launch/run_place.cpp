@@ -25,7 +25,10 @@ RunPlace plan_run_place(const RunRequest& request, const Experiment& e, bool sha
   bool continues = automatic;
   if (!request.resume.empty() && !automatic) {
     place.resume = resolve_resume(request.resume, e, {});
-    const fs::path owner = checkpoint_run_dir(*place.resume);
+    // The run directory PATH names or lies in (a copy's own, even where its root is shared with
+    // the original: check_checkpoint_root then refuses that root); else the checkpoint's.
+    fs::path owner = enclosing_run_directory(request.resume);
+    if (owner.empty()) owner = checkpoint_run_dir(*place.resume);
     if (place.run_dir.empty() && owner.empty())
       throw UsageError(fmt::format("checkpoint {} lies in no run directory (none of its parents holds a run's {}), so "
                                    "there is no run to continue.",
