@@ -16,6 +16,8 @@
 
 namespace {
 
+using strata::test::temporaries;
+
 namespace fs = std::filesystem;
 using strata::RunDirUse;
 using strata::test::FileSizeLimit;
@@ -38,15 +40,6 @@ std::string error_of(F&& f) {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-/// The names of `dir`'s temporary files (".NAME.RANDOM.tmp" from AtomicFile).
-std::vector<std::string> temporaries(const std::filesystem::path& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-    if (entry.path().extension() == ".tmp") out.push_back(entry.path().filename().string());
-  return out;
-}
 
 }  // namespace
 

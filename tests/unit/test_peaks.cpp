@@ -12,6 +12,8 @@
 
 namespace {
 
+using strata::test::temporaries;
+
 /// Sets an environment variable for one scope and restores the previous value.
 class ScopedEnv {
  public:
@@ -38,15 +40,6 @@ double tflops(const std::string& device, const std::string& dtype) {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-/// The names of `dir`'s temporary files (".NAME.RANDOM.tmp" from AtomicFile).
-std::vector<std::string> temporaries(const std::filesystem::path& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-    if (entry.path().extension() == ".tmp") out.push_back(entry.path().filename().string());
-  return out;
-}
 
 }  // namespace
 

@@ -12,6 +12,8 @@
 
 namespace {
 
+using strata::test::temporaries;
+
 using strata::test::TempDir;
 namespace fs = std::filesystem;
 
@@ -27,15 +29,6 @@ std::string error_of(F&& f) {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-/// The names of `dir`'s temporary files (".NAME.RANDOM.tmp" from AtomicFile).
-std::vector<std::string> temporaries(const std::filesystem::path& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-    if (entry.path().extension() == ".tmp") out.push_back(entry.path().filename().string());
-  return out;
-}
 
 /// Same dtype, shape and bytes (works for dtypes LibTorch cannot compare, such as uint16).
 bool same_bytes(const torch::Tensor& a, const torch::Tensor& b) {

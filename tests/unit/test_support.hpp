@@ -45,6 +45,15 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+/// The names of `dir`'s temporary files (".NAME.RANDOM.tmp" from AtomicFile).
+inline std::vector<std::string> temporaries(const std::filesystem::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (entry.path().extension() == ".tmp") out.push_back(entry.path().filename().string());
+  return out;
+}
+
 /// Leaf tensors that require grad, of the given sizes, holding 1, 2, 3, ... in order.
 inline std::vector<torch::Tensor> make_params(std::initializer_list<std::int64_t> sizes) {
   std::vector<torch::Tensor> params;
