@@ -21,8 +21,8 @@
 #include "config/experiment.hpp"
 #include "dist/job_monitor.hpp"
 #include "dist/process_group.hpp"
-#include "estimate/fit_experiment.hpp"
 #include "device/host_memory.hpp"
+#include "estimate/fit_experiment.hpp"
 #include "launch/device_choice.hpp"
 #include "launch/env_checks.hpp"
 #include "launch/run_place.hpp"
@@ -344,8 +344,8 @@ std::unique_ptr<RankRun> prepare(Experiment experiment, const WorldInfo& world, 
 }
 
 /// Every check a resume of `place`'s checkpoint can fail, with what `p` has built; `verify_data`
-/// also reads the whole checkpoint against its checksums (once per job: by the process that opens
-/// the run directory).
+/// also reads the whole checkpoint against its checksums (where no rank waits meanwhile: a job of
+/// one rank, or strata's launcher before it starts the ranks).
 void check_resume_of(const RunPlace& place, const RankRun& p, bool verify_data) {
   if (!place.resume) return;
   const DataSpec data = p.dataset->spec();
