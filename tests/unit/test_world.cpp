@@ -2,6 +2,11 @@
 // Rank discovery from launcher environments (torchrun, strata's spawner, Slurm, OpenMPI).
 
 #include <map>
+#include <optional>
+
+#include <sys/stat.h>
+
+#include <fmt/format.h>
 
 #include "launch/world.hpp"
 #include "strata/errors.hpp"
@@ -334,4 +339,89 @@ TEST_CASE("world: one host only where the launcher said so, or the master is loo
   w = world({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
              {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"MASTER_ADDR", "node1"}});
   CHECK(one_host(w));
+}
+
+// ---- the job's secret and the seal of the messages that steer the job ----------------------------
+
+namespace {
+
+std::string hex(const std::array<std::uint8_t, 32>& bytes) {
+  std::string out;
+  for (auto b : bytes) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+/// Sets (or, for nullptr, unsets) an environment variable for one scope.
+class EnvVar {
+ public:
+  EnvVar(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~EnvVar() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+  EnvVar(const EnvVar&) = delete;
+  EnvVar& operator=(const EnvVar&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+}  // namespace
+
+TEST_CASE("job seal: SHA-256 and HMAC-SHA256 give the published test vectors") {
+  using strata::detail::hmac_sha256;
+  using strata::detail::sha256;
+  CHECK(hex(sha256("")) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(hex(sha256("abc")) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(hex(sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")) ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  // RFC 4231 test cases 2 and 6 (a key longer than a block).
+  CHECK(hex(hmac_sha256("Jefe", "what do ya want for nothing?")) ==
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  CHECK(hex(hmac_sha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")) ==
+        "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+}
+
+TEST_CASE("job seal: a sealed value opens only under its secret, scope and key, unaltered") {
+  const strata::detail::JobSeal seal("0123456789abcdef0123", "strata/0/kv");
+  const std::string sealed = seal.seal("run_dir", "/runs/a");
+  CHECK(seal.open("run_dir", sealed) == std::optional<std::string>("/runs/a"));
+  CHECK_FALSE(seal.open("run_dir", "/runs/a"));                    // unsealed: a stranger's
+  CHECK_FALSE(seal.open("resume", sealed));                        // another key
+  CHECK_FALSE(strata::detail::JobSeal("0123456789abcdef0124", "strata/0/kv").open("run_dir", sealed));
+  CHECK_FALSE(strata::detail::JobSeal("0123456789abcdef0123", "strata/1/kv").open("run_dir", sealed));
+  std::string altered = sealed;
+  altered[1] = 'R';
+  CHECK_FALSE(seal.open("run_dir", altered));
+  altered = sealed;
+  altered.back() = altered.back() == '0' ? '1' : '0';
+  CHECK_FALSE(seal.open("run_dir", altered));
+  // Without a secret nothing is sealed and everything opens (a job started without one).
+  const strata::detail::JobSeal none;
+  CHECK(none.seal("run_dir", "/runs/a") == "/runs/a");
+  CHECK(none.open("run_dir", "anything") == std::optional<std::string>("anything"));
+}
+
+TEST_CASE("job secret: from the environment or a file of its owner's, at least 16 characters") {
+  strata::test::TempDir dir;
+  EnvVar value("STRATA_JOB_SECRET", nullptr), file("STRATA_JOB_SECRET_FILE", nullptr);
+  CHECK(strata::detail::read_job_secret().empty());
+  {
+    EnvVar set("STRATA_JOB_SECRET", "short");
+    CHECK_THROWS_WITH_AS(strata::detail::read_job_secret(), doctest::Contains("has 5 characters"), strata::UsageError);
+  }
+  const auto path = dir.write("secret", "0123456789abcdef0123\n");
+  ::chmod(path.c_str(), 0644);
+  EnvVar set_file("STRATA_JOB_SECRET_FILE", path.c_str());
+  CHECK_THROWS_WITH_AS(strata::detail::read_job_secret(), doctest::Contains("readable by other users (mode 644)"),
+                       strata::UsageError);
+  ::chmod(path.c_str(), 0600);
+  CHECK(strata::detail::read_job_secret() == "0123456789abcdef0123");
+  EnvVar set("STRATA_JOB_SECRET", "fedcba9876543210fedc");  // the variable wins over the file
+  CHECK(strata::detail::read_job_secret() == "fedcba9876543210fedc");
 }
