@@ -12,26 +12,8 @@
 
 namespace {
 
+using strata::test::ScopedEnv;
 using strata::test::temporaries;
-
-/// Sets an environment variable for one scope and restores the previous value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 double tflops(const std::string& device, const std::string& dtype) {
   const auto peak = strata::datasheet_peak(device, dtype);

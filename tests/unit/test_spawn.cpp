@@ -24,31 +24,14 @@
 
 namespace {
 
+using strata::test::ScopedEnv;
+
 using namespace std::chrono_literals;
 
 std::string env_or(const char* name, const std::string& fallback = "") {
   const char* value = std::getenv(name);
   return value != nullptr ? value : fallback;
 }
-
-/// Sets an environment variable for the scope (the children inherit it), then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(std::string name, const std::string& value) : name_(std::move(name)) {
-    if (const char* old = std::getenv(name_.c_str())) old_ = old;
-    ::setenv(name_.c_str(), value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-    else ::unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 /// Waits up to `timeout` for `path` to exist.
 bool wait_for_file(const std::filesystem::path& path, std::chrono::seconds timeout = 20s) {

@@ -11,7 +11,9 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 #include <unistd.h>
@@ -53,6 +55,27 @@ inline std::vector<std::string> temporaries(const std::filesystem::path& dir) {
     if (entry.path().extension() == ".tmp") out.push_back(entry.path().filename().string());
   return out;
 }
+
+/// Sets an environment variable (std::nullopt: unsets it) for one scope, then restores it; the
+/// children a test starts meanwhile inherit it.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, const std::optional<std::string>& value) : name_(std::move(name)) {
+    if (const char* old = std::getenv(name_.c_str())) old_ = old;
+    if (value) ::setenv(name_.c_str(), value->c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 /// Leaf tensors that require grad, of the given sizes, holding 1, 2, 3, ... in order.
 inline std::vector<torch::Tensor> make_params(std::initializer_list<std::int64_t> sizes) {

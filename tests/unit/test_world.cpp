@@ -351,27 +351,9 @@ std::string hex(const std::array<std::uint8_t, 32>& bytes) {
   return out;
 }
 
-/// Sets (or, for nullptr, unsets) an environment variable for one scope.
-class EnvVar {
- public:
-  EnvVar(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~EnvVar() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  EnvVar(const EnvVar&) = delete;
-  EnvVar& operator=(const EnvVar&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 }  // namespace
+
+using strata::test::ScopedEnv;
 
 TEST_CASE("job seal: SHA-256 and HMAC-SHA256 give the published test vectors") {
   using strata::detail::hmac_sha256;
@@ -409,19 +391,19 @@ TEST_CASE("job seal: a sealed value opens only under its secret, scope and key, 
 
 TEST_CASE("job secret: from the environment or a file of its owner's, at least 16 characters") {
   strata::test::TempDir dir;
-  EnvVar value("STRATA_JOB_SECRET", nullptr), file("STRATA_JOB_SECRET_FILE", nullptr);
+  ScopedEnv value("STRATA_JOB_SECRET", std::nullopt), file("STRATA_JOB_SECRET_FILE", std::nullopt);
   CHECK(strata::detail::read_job_secret().empty());
   {
-    EnvVar set("STRATA_JOB_SECRET", "short");
+    ScopedEnv set("STRATA_JOB_SECRET", "short");
     CHECK_THROWS_WITH_AS(strata::detail::read_job_secret(), doctest::Contains("has 5 characters"), strata::UsageError);
   }
   const auto path = dir.write("secret", "0123456789abcdef0123\n");
   ::chmod(path.c_str(), 0644);
-  EnvVar set_file("STRATA_JOB_SECRET_FILE", path.c_str());
+  ScopedEnv set_file("STRATA_JOB_SECRET_FILE", path.c_str());
   CHECK_THROWS_WITH_AS(strata::detail::read_job_secret(), doctest::Contains("readable by other users (mode 644)"),
                        strata::UsageError);
   ::chmod(path.c_str(), 0600);
   CHECK(strata::detail::read_job_secret() == "0123456789abcdef0123");
-  EnvVar set("STRATA_JOB_SECRET", "fedcba9876543210fedc");  // the variable wins over the file
+  ScopedEnv set("STRATA_JOB_SECRET", "fedcba9876543210fedc");  // the variable wins over the file
   CHECK(strata::detail::read_job_secret() == "fedcba9876543210fedc");
 }
