@@ -8,12 +8,13 @@
 
 #include <fmt/format.h>
 
+#include "text/units.hpp"
+
 namespace strata {
 
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024;
-constexpr double kGiB = kMiB * 1024;
 /// A v1 cgroup without a limit reports about 2^63 (rounded to pages): anything above this is none.
 constexpr double kUnlimited = 1e18;
 
@@ -27,7 +28,6 @@ std::optional<double> read_number(const std::string& file) {
   return value;
 }
 
-std::string gib(double bytes) { return fmt::format("{:.3g} GiB", bytes / kGiB); }
 
 /// This process's cgroup path for v2 ("0::/path") and for v1's memory controller.
 struct SelfCgroup {

@@ -7,13 +7,10 @@
 
 #include "config/experiment.hpp"
 #include "estimate/fit.hpp"
+#include "text/units.hpp"
 #include "train/device_memory.hpp"
 
 namespace strata::estimate {
-
-namespace {
-std::string gib(double bytes) { return fmt::format("{:.3g} GiB", bytes / (1024.0 * 1024 * 1024)); }
-}  // namespace
 
 StrategyModel experiment_strategy_model(const Experiment& e, const Registry& registry, const std::string& name,
                                         const Topology& topology) {

@@ -43,6 +43,7 @@
 #include "io/json.hpp"
 #include "launch/verdict.hpp"
 #include "strata/errors.hpp"
+#include "text/units.hpp"
 
 extern char** environ;
 
@@ -415,7 +416,7 @@ class Supervisor {
     // tightest level by room left may be another one now (the killed rank's memory is freed).
     const auto level = memory_ ? memory_ : cgroup_memory_limit();
     if (!level) return;
-    const std::string limit = fmt::format("{:.3g} GiB in {}", level->bytes / (1024.0 * 1024 * 1024), level->file);
+    const std::string limit = gib(level->bytes) + " in " + level->file;
     const auto kills = memory_ && !memory_->dir.empty() ? cgroup_oom_kills(memory_->dir) : std::nullopt;
     if (memory_ && memory_->oom_kills >= 0 && kills && *kills > memory_->oom_kills) {
       why.how = fmt::format("was killed by the kernel's OOM killer (SIGKILL): its cgroup reached its memory limit ({})",
