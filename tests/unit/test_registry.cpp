@@ -76,3 +76,26 @@ TEST_CASE("suggestions count a swap of two adjacent letters as one edit") {
   CHECK(strata::detail::closest_match("mpl", {"dp", "mlp"}) == "mlp");
   CHECK(strata::detail::closest_match("zzzzzz", {"dp", "mlp"}).empty());
 }
+
+TEST_CASE("a strategy's equivalence and option matrix name its own options, and a band is positive") {
+  struct Options {
+    std::int64_t sync_every = 4;
+  };
+  strata::Schema<Options> schema;
+  schema.option("sync_every", &Options::sync_every, "steps between averages");
+  const auto make = [](const Options&) { return std::shared_ptr<strata::Strategy>(); };
+  strata::Registry r;
+  r.add_strategy("ok", "", schema, make,
+                 {strata::Placement::rank_per_device(),
+                  strata::Equivalence::exact_under({{"sync_every", "1"}}, 0.5, "local steps"),
+                  {{"every step", {{"sync_every", "1"}}}}});
+  CHECK(r.at(strata::PluginKind::kStrategy, "ok").traits.option_matrix.size() == 1);
+  CHECK_THROWS_WITH_AS(r.add_strategy("typo", "", schema, make,
+                                      {strata::Placement::rank_per_device(), {}, {{"row", {{"sync_evry", "1"}}}}}),
+                       doctest::Contains("sync_evry"), strata::PluginError);
+  CHECK_THROWS_WITH_AS(r.add_strategy("exact_typo", "", schema, make,
+                                      strata::Equivalence::exact_under({{"synk", "1"}}, 0.5, "why")),
+                       doctest::Contains("synk"), strata::PluginError);
+  CHECK_THROWS_WITH_AS(r.add_strategy("no_band", "", schema, make, strata::Equivalence::within_loss_band(0, "why")),
+                       doctest::Contains("positive loss band"), strata::PluginError);
+}

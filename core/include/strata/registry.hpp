@@ -16,6 +16,7 @@
 
 #include "strata/errors.hpp"
 #include "strata/options.hpp"
+#include "strata/schedule.hpp"
 
 namespace strata {
 
@@ -64,101 +65,70 @@ struct Placement {
   static Placement devices_in_process(std::string option) { return {Kind::kDevicesInProcess, std::move(option)}; }
 };
 
-/// How closely a strategy reproduces `single` (`strata check` holds it to this): exactly up to
-/// floating-point reduction order (the default), or approximately by design (local SGD, gradient
-/// compression), within a relative tolerance on the final parameter norm that it states.
+/// How closely a strategy reproduces another strategy's training (`strata check` enforces it):
+///  - exact: every tensor of the final model equals `single`'s up to floating-point reduction
+///    order (the default); possibly only under named option values (`exact_when`), e.g. an outer
+///    learning rate of 1 without momentum, which the check then sets for its tensor-by-tensor runs;
+///  - a loss band: after `steps` optimizer steps (0: the check's), the final training loss is
+///    within `loss_band` (absolute, in the loss's units) of the `reference` strategy's at the same
+///    world size (the reference on one device runs at world size 1), for a
+///    strategy that differs by design (local steps, compressed gradients). A strategy exact only
+///    under some option values declares the band its defaults keep.
 struct Equivalence {
   bool exact = true;
-  double rel_tolerance = 1e-5;  ///< on param_norm after the check's steps
-  std::string reason;           ///< why it is approximate (shown in the check's table)
+  /// Exact only with these options (name, TOML value); empty: exact with any options.
+  std::vector<std::pair<std::string, std::string>> exact_when;
+  double loss_band = 0;              ///< > 0: the loss band, absolute, around the reference's final loss
+  std::string reference = "single";  ///< the strategy the band is measured against
+  std::int64_t steps = 0;            ///< the band holds after this many steps (0: the check's)
+  std::string reason;                ///< why it differs (shown in the check's table)
 
-  static Equivalence approximate(double rel_tolerance, std::string reason) {
-    return {false, rel_tolerance, std::move(reason)};
+  /// Exact with `options` set (name, TOML value), within `band` of single's loss with the defaults.
+  static Equivalence exact_under(std::vector<std::pair<std::string, std::string>> options, double band,
+                                 std::string reason) {
+    Equivalence e;
+    e.exact = false;
+    e.exact_when = std::move(options);
+    e.loss_band = band;
+    e.reason = std::move(reason);
+    return e;
+  }
+  /// Within `band` of `reference`'s final loss after `steps` steps (0: the check's).
+  static Equivalence within_loss_band(double band, std::string reason, std::string reference = "single",
+                                      std::int64_t steps = 0) {
+    Equivalence e;
+    e.exact = false;
+    e.loss_band = band;
+    e.reference = std::move(reference);
+    e.steps = steps;
+    e.reason = std::move(reason);
+    return e;
   }
 };
 
-/// What a strategy holds and moves by DESIGN §5 and §8, declared like its Equivalence, so that
-/// `strata check` can hold the measured figures to the formula (an undeclared part is checked for
-/// consistency only). With Psi parameters, N ranks and M micro-batches per step:
-struct Footprint {
-  /// Model state per rank: parameters 4 Psi, gradients 4 Psi, optimizer state (AdamW 8 Psi,
-  /// SGD with momentum 4 Psi), each divided by N where sharded.
-  struct Memory {
-    bool params = false;
-    bool grads = false;
-    bool optimizer = false;
-  };
-  /// Bus bytes per optimizer step, in units of (N-1)/N x 4 Psi: per_step + per_micro_batch x M
-  /// (ddp, zero1: 2 + 0; zero2: 1 + 1; zero3, fsdp FULL_SHARD: 0 + 3). Two-level strategies add
-  /// what travels inside sub-groups of g ranks, in units of (g-1)/g x 4 Psi per micro-batch, g being
-  /// the integer strategy option `subgroup_option` (0 there: the ranks of one host); e.g. ZeRO++
-  /// hpZ: 2 per micro-batch over all ranks, and its backward all-gather, 1, inside the sub-group.
-  struct Traffic {
-    Traffic() = default;
-    Traffic(double step, double micro_batch) : per_step(step), per_micro_batch(micro_batch) {}
-    /// Adds `per_micro_batch` units of (g-1)/g x 4 Psi inside sub-groups of g ranks, g read from
-    /// the strategy option `option`.
-    Traffic& with_subgroup(double micro_batch, std::string option) {
-      subgroup_per_micro_batch = micro_batch;
-      subgroup_option = std::move(option);
-      return *this;
-    }
-    double per_step = 0;
-    double per_micro_batch = 0;
-    double subgroup_per_micro_batch = 0;
-    std::string subgroup_option;
-  };
-  std::optional<Memory> memory;
-  std::optional<Traffic> traffic;
+/// One row of the option matrix `strata check` runs besides a strategy's defaults: a label and
+/// the option values (name, TOML value). A row whose schedule does not apply at a world size
+/// (a group size that does not divide it) is skipped there.
+struct OptionRow {
+  std::string label;
+  std::vector<std::pair<std::string, std::string>> options;
 };
 
-/// The ranks a strategy's plan is made for: the world size and the ranks of one host.
-struct Topology {
-  int world_size = 1;
-  int local_world_size = 1;
-};
-
-/// A strategy of the kit (kit/include/strata/plan.hpp) as data the host reads: `strata estimate`
-/// and validate's fit check simulate the schedule the kit's engine runs for it, instead of a
-/// description of their own. The kit makes it from its Plan (strata::outline) and registers it
-/// with Registry::set_plan; a strategy without one is estimated from its Footprint, coarser.
-struct PlanOutline {
-  enum class Sharded { kNothing, kOptimizer, kGradients, kParameters };  ///< the kit's Sharded
-  enum class Reshard { kNone, kShardGroup, kSubgroup };                  ///< the kit's Reshard
-  struct Unit {
-    Reshard after_forward = Reshard::kShardGroup;
-    int subgroup_size = 0;  ///< kSubgroup: ranks of the sub-group, 0: the ranks of one host
-  };
-  std::string owner;
-  Sharded sharded = Sharded::kNothing;
-  int shard_size = 0;                   ///< ranks per shard group: 0 every rank, 1 none, k hybrid
-  bool reduce = true;                   ///< gradients averaged over the ranks
-  std::int64_t group_bytes = 0;         ///< flat groups (buckets) of about this many bytes; kParameters: cuts a unit
-  bool overlap = true;                  ///< reductions launched during backward
-  std::int64_t reduce_coalesce_bytes = 0;
-  int reductions_in_flight = 2;         ///< 0: every group
-  std::int64_t allgather_bytes = 0;     ///< kOptimizer/kGradients: groups gathered together after the step
-  bool wait_params_per_unit = false;    ///< kOptimizer/kGradients: those gathers waited for by each unit's next forward
-  int forward_prefetch = 1;
-  int backward_prefetch = 1;
-  Unit units;                           ///< every unit's plan unless `unit` changes one
-  bool keep_last_unit_gathered = true;
-  /// Optional: the plan of unit `index` named `name`, starting from `units`.
-  std::function<void(std::size_t index, const std::string& name, Unit& unit)> unit;
-};
-/// A strategy's plan for its options at a topology.
-using StrategyPlanner = std::function<PlanOutline(const Options&, const Topology&)>;
+/// A strategy's step for its options at a topology (strata/schedule.hpp): what `strata check`,
+/// `strata estimate` and the fit check read. Throws OptionError for options that cannot be planned.
+using StrategyScheduler = std::function<Schedule(const Options&, const ScheduleInput&)>;
 
 /// What the host needs to know about a strategy besides its options.
 struct StrategyTraits {
   StrategyTraits() = default;
-  StrategyTraits(Placement p, Equivalence e = {}, Footprint f = {})  // NOLINT
-      : placement(std::move(p)), equivalence(std::move(e)), footprint(std::move(f)) {}
+  StrategyTraits(Placement p, Equivalence e = {}, std::vector<OptionRow> matrix = {})  // NOLINT
+      : placement(std::move(p)), equivalence(std::move(e)), option_matrix(std::move(matrix)) {}
   StrategyTraits(Equivalence e) : equivalence(std::move(e)) {}  // NOLINT
-  StrategyTraits(Footprint f) : footprint(std::move(f)) {}      // NOLINT
   Placement placement;
   Equivalence equivalence;
-  Footprint footprint;
+  /// Option values `strata check` runs besides the defaults (fsdp's sharding strategies, hpz's
+  /// sub-group sizes), each held to its own schedule.
+  std::vector<OptionRow> option_matrix;
 };
 
 /// One registered name.
@@ -174,7 +144,10 @@ struct RegistryEntry {
   StrategyTraits traits;  ///< strategies only
   ModelEstimator estimator;  ///< models only; empty when the plugin declares none
   ModelMemoryEstimator memory_estimator;  ///< models only; empty when the plugin declares none
-  StrategyPlanner planner;  ///< strategies of the kit only (ABI 10.1): its plan as data; empty otherwise
+  /// Its step as data (strata/schedule.hpp); empty when the strategy declares none (then `strata
+  /// check` only counts its traffic and `strata estimate` predicts it as a replica that does not
+  /// communicate, saying so).
+  StrategyScheduler scheduler;
 };
 
 class Registry {
@@ -242,14 +215,16 @@ class Registry {
     if (it == entries_.end()) throw_not_added("set_memory_estimator", name);
     it->second.memory_estimator = std::move(estimator);
   }
-  /// Declares strategy `name` (added before) a plan of the kit: `plan(const T& options, const
-  /// Topology&)` returns its PlanOutline without building anything (the kit's strata::add_plan
-  /// calls this with the Plan the strategy's setup takes over).
+  /// Declares the schedule of strategy `name` (added before): `schedule(const T& options, const
+  /// ScheduleInput&)` returns its strata::Schedule without building anything (the kit's
+  /// strata::add_plan calls this with the Plan the strategy's setup takes over).
   template <class T, class P>
-  void set_plan(const std::string& name, Schema<T> schema, P plan) {
-    set_planner(name, [schema, plan](const Options& o, const Topology& t) -> PlanOutline { return plan(schema.bind(o), t); });
+  void set_schedule(const std::string& name, Schema<T> schema, P schedule) {
+    set_scheduler(name, [schema, schedule](const Options& o, const ScheduleInput& in) -> Schedule {
+      return schedule(schema.bind(o), in);
+    });
   }
-  void set_planner(const std::string& name, StrategyPlanner planner);
+  void set_scheduler(const std::string& name, StrategyScheduler scheduler);
   /// Sets the traits of strategy `name` (added before); checks them against its schema.
   void set_traits(const std::string& name, StrategyTraits traits);
   /// The entry of `name`, or nullptr.

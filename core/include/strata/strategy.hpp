@@ -78,7 +78,15 @@ struct ModelStateBytes {
   std::int64_t params = 0;     ///< parameters (and master copies), in bytes
   std::int64_t grads = 0;      ///< gradients, in bytes
   std::int64_t optimizer = 0;  ///< optimizer state, in bytes
-  std::int64_t total() const noexcept { return params + grads + optimizer; }
+  /// State the strategy keeps besides, by name (an outer optimizer's momentum, error-feedback
+  /// buffers): summary.json's memory.model_state_bytes.NAME, and the schedule's
+  /// ScheduleMemory::extra of that name, which `strata check` holds it to.
+  std::vector<std::pair<std::string, std::int64_t>> extra{};
+  std::int64_t total() const noexcept {
+    std::int64_t sum = params + grads + optimizer;
+    for (const auto& [name, bytes] : extra) sum += bytes;
+    return sum;
+  }
 };
 
 class Strategy {
@@ -125,6 +133,11 @@ class Strategy {
   /// Collective: every rank calls it. `[train] save_final` writes it in the form `[train]
   /// init_from` loads, whatever strategy produced it.
   virtual StateDict full_state_dict() = 0;
+
+  /// After the last optimizer step of the run, before its final evaluation; collective (every rank
+  /// calls it). Work a strategy owes its training, counted as training traffic: a local-update
+  /// strategy's synchronization of a round that the last step cut short. Default: nothing.
+  virtual void finish_training() {}
 };
 
 /// Optional capability of a strategy whose ranks hold replicas of the model (or of some of it)

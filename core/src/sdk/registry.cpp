@@ -1,6 +1,7 @@
 #include "strata/registry.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "strata/errors.hpp"
@@ -96,12 +97,12 @@ void Registry::set_estimator(const std::string& name, ModelEstimator estimator) 
   it->second.estimator = std::move(estimator);
 }
 
-void Registry::set_planner(const std::string& name, StrategyPlanner planner) {
+void Registry::set_scheduler(const std::string& name, StrategyScheduler scheduler) {
   auto it = entries_.find({PluginKind::kStrategy, name});
   if (it == entries_.end())
-    throw PluginError(current_library_, "set_plan: no strategy '" + name + "' was added.",
-                      "Add the strategy before its plan.");
-  it->second.planner = std::move(planner);
+    throw PluginError(current_library_, "set_schedule: no strategy '" + name + "' was added.",
+                      "Add the strategy before its schedule.");
+  it->second.scheduler = std::move(scheduler);
 }
 
 void Registry::set_traits(const std::string& name, StrategyTraits traits) {
@@ -121,10 +122,27 @@ void Registry::set_traits(const std::string& name, StrategyTraits traits) {
                         "no integer option '" + placement.devices_option + "' for the device count.",
                         "Declare that option in the schema, or name the right one in Placement::devices_in_process.");
   }
-  if (!(traits.equivalence.rel_tolerance > 0) || traits.equivalence.rel_tolerance >= 1)
+  const Equivalence& eq = traits.equivalence;
+  if (!eq.exact && !(eq.loss_band > 0 && std::isfinite(eq.loss_band)))
     throw PluginError(current_library_,
-                      "strategy '" + name + "' declares an equivalence tolerance outside (0, 1).",
-                      "State the relative tolerance on the parameter norm, e.g. Equivalence::approximate(1e-2, ...).");
+                      "strategy '" + name + "' declares an equivalence that is not exact without a positive loss band.",
+                      "State the band on the final loss, e.g. Equivalence::within_loss_band(0.05, \"why\").");
+  if (eq.steps < 0)
+    throw PluginError(current_library_, "strategy '" + name + "' declares a loss band after a negative number of steps.",
+                      "Give the steps after which the band holds, or 0 for the check's.");
+  // Every option an equivalence or a matrix row names must be one of the strategy's.
+  const auto known = [&](const std::string& option) { return it->second.schema.find(option) != nullptr; };
+  std::vector<std::string> unknown;
+  for (const auto& [option, value] : eq.exact_when)
+    if (!known(option)) unknown.push_back(option);
+  for (const auto& row : traits.option_matrix)
+    for (const auto& [option, value] : row.options)
+      if (!known(option)) unknown.push_back(option);
+  if (!unknown.empty())
+    throw PluginError(current_library_,
+                      "strategy '" + name + "' names options its schema does not have in its equivalence or option "
+                      "matrix: " + detail::join(unknown) + ".",
+                      "Name options of the strategy's own schema (`strata describe " + name + "`).");
   it->second.traits = std::move(traits);
 }
 

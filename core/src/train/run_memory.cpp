@@ -29,6 +29,7 @@ void RunMemory::log(const Strategy& strategy, tb::EventWriter& events, std::int6
   scalar("memory/params_bytes", model_state_.params);
   scalar("memory/grads_bytes", model_state_.grads);
   scalar("memory/optimizer_bytes", model_state_.optimizer);
+  for (const auto& [name, bytes] : model_state_.extra) scalar(("memory/" + name + "_bytes").c_str(), bytes);
   scalar("memory/peak_bytes", peak_memory_bytes(device_));
   scalar("memory/peak_tensor_bytes", tensor_memory::peak_bytes(device_));
   if (device_used_bytes_) scalar("memory/device_used_bytes", *device_used_bytes_);
@@ -44,13 +45,17 @@ void RunMemory::measure(const Strategy& strategy, Comm& comm) {
                            static_cast<double>(model_state_.optimizer), static_cast<double>(peak_bytes_),
                            static_cast<double>(peak_tensor_bytes_),     static_cast<double>(peak_setup_bytes_),
                            static_cast<double>(device_used_bytes_.value_or(0))};
+  for (const auto& [name, bytes] : model_state_.extra) mine.push_back(static_cast<double>(bytes));
   auto values = torch::tensor(mine, torch::kFloat64).to(comm.device());
   comm.set_phase(CommPhase::kEval);
   comm.all_reduce(values, ReduceOp::kMax);
   comm.set_phase(CommPhase::kTrain);
   values = values.to(torch::kCPU);
   const auto at = [&](int i) { return static_cast<std::int64_t>(values[i].item<double>()); };
-  model_state_ = {at(0), at(1), at(2)};
+  model_state_.params = at(0);
+  model_state_.grads = at(1);
+  model_state_.optimizer = at(2);
+  for (std::size_t k = 0; k < model_state_.extra.size(); ++k) model_state_.extra[k].second = at(7 + static_cast<int>(k));
   peak_bytes_ = at(3);
   peak_tensor_bytes_ = at(4);
   peak_setup_bytes_ = at(5);
@@ -66,6 +71,7 @@ void RunMemory::write(Json& mem) const {
   mem["model_state_bytes"]["params"] = model_state_.params;
   mem["model_state_bytes"]["grads"] = model_state_.grads;
   mem["model_state_bytes"]["optimizer"] = model_state_.optimizer;
+  for (const auto& [name, bytes] : model_state_.extra) mem["model_state_bytes"][name] = bytes;
   mem["peak_bytes"] = peak_bytes_;
   mem["peak_source"] = peak_memory_source(device_);
   mem["peak_tensor_bytes"] = peak_tensor_bytes_;

@@ -345,6 +345,8 @@ Json Loop::run() {
         note_phase("train");
       }
     }
+    plugin_call({r_, PluginKind::kStrategy, e_.strategy.name, "finishing its training"}, t.steps, true,
+                [&] { r_.strategy->finish_training(); });
     progress_.finish();
     note_phase("eval");
     memory_.measure(*r_.strategy, comm_);  // before evaluation: the training peak, not evaluation's
