@@ -5,7 +5,7 @@
 
 #include "strata/errors.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<torch::Tensor>& params,
                                                      std::int64_t cap_bytes) {
@@ -92,4 +92,4 @@ std::unique_ptr<GradReadyHook> add_grad_ready_hook(const torch::Tensor& param, s
   return std::make_unique<AccumulatorHook>(std::move(accumulator), key);
 }
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

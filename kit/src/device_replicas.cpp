@@ -11,7 +11,7 @@
 
 #include "strata/errors.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -154,4 +154,4 @@ void DeviceReplicaEngine::book(std::int64_t bytes, double seconds) {
   comm_->book(bytes, others * static_cast<double>(bytes), seconds);
 }
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

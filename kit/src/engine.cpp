@@ -10,7 +10,7 @@
 
 #include "strata/errors.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 void broadcast_module(torch::nn::Module& module, Comm& comm) {
   if (comm.skips_collectives()) return;
@@ -49,11 +49,12 @@ Engine::Engine() = default;
 Engine::~Engine() {
   reducer_.reset();  // its hooks go first
   // Pending all-gathers write into buffers of this object: complete them (errors were reported before).
-  for (auto& w : gathers_)
-    try {
-      if (w) w->wait();
-    } catch (...) {
-    }
+  for (auto& unit : units_)
+    for (auto& slot : unit.slots)
+      try {
+        if (slot.work) slot.work->wait();
+      } catch (...) {
+      }
   for (auto& g : param_gathers_)
     try {
       if (g.work) g.work->wait();
@@ -75,7 +76,7 @@ void Engine::take_over(const StrategySetup& s, Plan plan) {
   comm_ = s.comm;
   precision_ = Precision(s.precision);
   mesh_ = Mesh::over(s, plan_.sharded == Sharded::kNothing ? 1 : plan_.shard_size, plan_.owner, plan_.shard_option);
-  units_.assign(model_->units().size(), Unit{});
+  units_.assign(model_->units().size(), UnitState{});
   if (sharded_params())
     take_over_sharded();
   else
@@ -256,8 +257,11 @@ double Engine::parameter_norm() {
 
 ModelStateBytes Engine::memory() const {
   // An all-gather's input may be the float32 master itself: each storage is counted once.
-  std::vector<torch::Tensor> params = gather_inputs_;
-  for (const auto& t : subgroup_copies_) params.push_back(t);
+  std::vector<torch::Tensor> params;
+  for (const auto& unit : units_)
+    for (const auto& slot : unit.slots)
+      for (const auto* t : {&slot.input, &slot.encoded, &slot.subgroup_copy})
+        if (t->defined()) params.push_back(*t);
   for (const auto& g : groups_)
     for (auto& t : g->param_tensors()) params.push_back(t);
   const auto grads = group_bytes(groups_).second + (reducer_ ? reducer_->in_flight_bytes() : 0);
@@ -294,4 +298,4 @@ std::vector<std::uint32_t> Engine::replica_digests() const {
   return {crc};
 }
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

@@ -13,7 +13,7 @@
 #include "strata/engine.hpp"
 #include "strata/errors.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 namespace {
 
@@ -129,12 +129,12 @@ void Engine::take_over_sharded() {
       if (precision_.mixed() && t.is_floating_point()) t.set_data(t.to(precision_.param_dtype()));
     }
   }
-  gathers_.resize(groups_.size());
-  gather_inputs_.resize(groups_.size());
-  subgroup_copies_.resize(groups_.size());
-  unit_of_.resize(groups_.size());
-  for (std::size_t u = 0; u < units_.size(); ++u)
-    for (auto g : units_[u].groups) unit_of_[g] = u;
+  slot_of_.resize(groups_.size());
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    units_[u].slots.resize(units_[u].groups.size());
+    for (std::size_t k = 0; k < units_[u].groups.size(); ++k) slot_of_[units_[u].groups[k]] = {u, k};
+  }
+  if (plan_.gather_codec) codec_ = plan_.gather_codec();
 }
 
 void Engine::take_over_unit(std::size_t u) {
@@ -210,7 +210,7 @@ void Engine::before_unit_backward(std::size_t unit) {
 
 void Engine::gradient_ready(std::size_t group) {
   if (!sharded_params()) return;
-  const std::size_t u = unit_of_[group];
+  const std::size_t u = slot_of_[group].first;
   if (++units_[u].complete == units_[u].groups.size()) release(u);  // every gradient of the unit exists
 }
 
@@ -233,37 +233,54 @@ void Engine::prefetch(std::size_t unit, bool forward) {
 
 void Engine::gather(std::size_t unit) {
   torch::NoGradGuard no_grad;
-  for (auto gi : units_.at(unit).groups) {
-    auto& g = *groups_[gi];
-    if (g.materialized() || gathers_[gi]) continue;
+  auto& state = units_.at(unit);
+  for (std::size_t k = 0; k < state.groups.size(); ++k) {
+    auto& g = *groups_[state.groups[k]];
+    auto& slot = state.slots[k];
+    if (g.materialized() || slot.work) continue;
     g.allocate_full();
     auto full = g.full();
     Comm* lane = gather_lane_.get();
     bool local = mesh_.shard().skips_collectives();
-    if (subgroup_copies_[gi].defined()) {
+    const bool from_subgroup = slot.subgroup_copy.defined();
+    if (from_subgroup) {
       // From the sub-group copies: member s holds the s-th slice of full, so they make the whole unit.
-      lane = units_[unit].subgroup;
+      lane = state.subgroup;
       local = lane->skips_collectives();
-      gather_inputs_[gi] = std::move(subgroup_copies_[gi]);
-      subgroup_copies_[gi] = torch::Tensor();
+      slot.input = std::move(slot.subgroup_copy);
+      slot.subgroup_copy = torch::Tensor();
     } else {
-      gather_inputs_[gi] = local ? g.master() : g.gather_input();
+      slot.input = local ? g.master() : g.gather_input();
     }
     if (local) {
-      full.copy_(gather_inputs_[gi]);
-      gather_inputs_[gi] = torch::Tensor();
+      full.copy_(slot.input);
+      slot.input = torch::Tensor();
       continue;
     }
-    gathers_[gi] = lane->all_gather(full, gather_inputs_[gi], /*async=*/true);
+    if (codec_ && !from_subgroup) {  // what travels is the codec's; decoded when waited for
+      slot.input = codec_->encode(slot.input);
+      slot.encoded = torch::empty({slot.input.numel() * lane->world_size()}, slot.input.options());
+      slot.work = lane->all_gather(slot.encoded, slot.input, /*async=*/true);
+      continue;
+    }
+    slot.work = lane->all_gather(full, slot.input, /*async=*/true);
   }
 }
 
 void Engine::wait_gathered(std::size_t unit) {
-  for (auto gi : units_.at(unit).groups) {
-    if (!gathers_[gi]) continue;
-    gathers_[gi]->wait();  // the compute stream waits; the host does not
-    gathers_[gi].reset();
-    gather_inputs_[gi] = torch::Tensor();
+  auto& state = units_.at(unit);
+  for (std::size_t k = 0; k < state.groups.size(); ++k) {
+    auto& slot = state.slots[k];
+    if (!slot.work) continue;
+    slot.work->wait();  // the compute stream waits; the host does not
+    slot.work.reset();
+    slot.input = torch::Tensor();
+    if (slot.encoded.defined()) {
+      torch::NoGradGuard no_grad;
+      auto full = groups_[state.groups[k]]->full();
+      codec_->decode(slot.encoded, full, mesh_.shard().world_size());
+      slot.encoded = torch::Tensor();
+    }
   }
 }
 
@@ -271,22 +288,24 @@ void Engine::release(std::size_t unit) {
   // The gathered storage is freed on the compute stream: the all-gathers writing it are waited
   // for first (free_storage's contract), so the allocator reuses it only after them.
   wait_gathered(unit);
-  for (auto gi : units_.at(unit).groups) {
-    if (gathers_[gi]) throw Error(plan_.owner + ": internal error: a unit freed before its all-gather completed");
-    groups_[gi]->release_full();
-    subgroup_copies_[gi] = torch::Tensor();
+  auto& state = units_.at(unit);
+  for (std::size_t k = 0; k < state.groups.size(); ++k) {
+    if (state.slots[k].work) throw Error(plan_.owner + ": internal error: a unit freed before its all-gather completed");
+    groups_[state.groups[k]]->release_full();
+    state.slots[k].subgroup_copy = torch::Tensor();
   }
 }
 
 void Engine::reshard_to_subgroup(std::size_t unit) {
   wait_gathered(unit);
-  Comm& sub = *units_.at(unit).subgroup;
+  auto& state = units_.at(unit);
+  Comm& sub = *state.subgroup;
   torch::NoGradGuard no_grad;
-  for (auto gi : units_[unit].groups) {
-    auto& g = *groups_[gi];
+  for (std::size_t k = 0; k < state.groups.size(); ++k) {
+    auto& g = *groups_[state.groups[k]];
     if (g.aliased()) continue;  // the master is the whole unit: nothing is ever freed
     const std::int64_t part = g.padded() / sub.world_size();
-    subgroup_copies_[gi] = g.full().narrow(0, sub.rank() * part, part).clone();
+    state.slots[k].subgroup_copy = g.full().narrow(0, sub.rank() * part, part).clone();
     g.release_full();
   }
 }
@@ -321,4 +340,4 @@ std::string Engine::describe() const {
   return text;
 }
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

@@ -8,7 +8,7 @@
 
 #include "strata/errors.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 void free_storage(const torch::Tensor& tensor) {
   auto* storage = tensor.storage().unsafeGetStorageImpl();
@@ -183,4 +183,4 @@ torch::Tensor full_master(const FlatGroup& group, Comm* shard) {
   return full;
 }
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

@@ -3,7 +3,7 @@
 #include "strata/errors.hpp"
 #include "strata/flat_params.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 namespace {
 
@@ -72,4 +72,4 @@ std::vector<TensorPiece> flat_state_pieces(const FlatGroups& groups, Optimizer* 
   return pieces;
 }
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

@@ -6,7 +6,7 @@
 
 #include "strata/errors.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 /// One collective over one or more consecutive groups.
 struct GradReducer::Reduction {
@@ -246,4 +246,4 @@ std::int64_t GradReducer::in_flight_bytes() const {
   return storage_bytes(buffers);
 }
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

@@ -4,7 +4,7 @@
 
 #include "strata/errors.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 namespace {
 /// Job ranks [first, first + size).
@@ -73,4 +73,4 @@ std::string Mesh::describe() const {
   return fmt::format("shard groups of {} x {} replicas", shard_->world_size(), replicate_->world_size());
 }
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

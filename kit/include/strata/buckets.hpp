@@ -13,7 +13,7 @@
 
 #include "strata/kit.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 /// Groups parameter indices into buckets of about `cap_bytes` each, in *reverse* parameter order
 /// (backward produces gradients roughly last-layer first, so the first bucket fills first). A
@@ -69,4 +69,4 @@ class GradReadyHook {
 /// that requires grad. The hook stays registered while the returned object lives.
 std::unique_ptr<GradReadyHook> add_grad_ready_hook(const torch::Tensor& param, std::function<void()> fn);
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

@@ -19,7 +19,7 @@
 #include "strata/engine.hpp"
 #include "strata/kit.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 class DeviceReplicaEngine : public Engine, public MultiDevice {
  public:
@@ -49,4 +49,4 @@ class DeviceReplicaEngine : public Engine, public MultiDevice {
   void book(std::int64_t bytes, double seconds);
 };
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

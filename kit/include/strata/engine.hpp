@@ -57,7 +57,7 @@
 #include "strata/sharded_state.hpp"
 #include "strata/strategy.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 /// The topology a strategy's setup makes its plan for (add_plan, plan.hpp).
 inline Topology topology_of(const StrategySetup& setup) {
@@ -137,9 +137,25 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
   /// Keeps the part of unit's gathered parameters that this rank's sub-group position owns, then
   /// frees the rest: before_unit_backward gathers it back over the sub-group.
   void reshard_to_subgroup(std::size_t unit);
+  /// One sharded unit (FSDP2's FSDPParamGroup): its flat groups, its plan, the sub-group its copy
+  /// is sharded over, and per group what is in flight between gather() and release().
+  struct UnitState {
+    struct Slot {
+      std::shared_ptr<CommWork> work;  ///< the all-gather, while it runs
+      torch::Tensor input;             ///< its input, alive until it is waited for
+      torch::Tensor encoded;           ///< a gather codec's gathered bytes, decoded when waited for
+      torch::Tensor subgroup_copy;     ///< Reshard::kSubgroup: the part kept between forward and backward
+    };
+    std::vector<std::size_t> groups;  ///< sharded groups (indices into groups_), in model order
+    std::vector<Slot> slots;          ///< per group, in that order
+    std::size_t complete = 0;         ///< groups whose gradients arrived in this backward
+    UnitPlan plan;
+    Comm* subgroup = nullptr;         ///< Reshard::kSubgroup: the sub-group its copy is sharded over
+  };
   /// Whether unit has sharded (gathered) groups.
   bool gathered_unit(std::size_t unit) const { return !units_.at(unit).groups.empty(); }
   const UnitPlan& unit_plan(std::size_t unit) const { return units_.at(unit).plan; }
+  const UnitState& unit_state(std::size_t unit) const { return units_.at(unit); }
 
   /// Installs `reducer` in place of the current one (destroyed, its hooks removed): every
   /// backward runs between its begin_backward and end_backward. A strategy's own reducer reads and
@@ -187,12 +203,6 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
   std::unique_ptr<Reducer> reducer_;  ///< never null after take_over()
 
  private:
-  struct Unit {
-    std::vector<std::size_t> groups;  // sharded groups (indices into groups_), in model order
-    std::size_t complete = 0;         // groups whose gradients arrived in this backward
-    UnitPlan plan;
-    Comm* subgroup = nullptr;         // Reshard::kSubgroup: the sub-group its copy is sharded over
-  };
   void take_over_replicated();
   void take_over_sharded();
   void take_over_unit(std::size_t u);
@@ -201,13 +211,11 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
 
   bool sharded_params() const noexcept { return plan_.sharded == Sharded::kParameters; }
 
-  std::vector<Unit> units_;
+  std::vector<UnitState> units_;
   std::vector<std::pair<std::size_t, std::size_t>> locate_;  // params_[i] -> (group, index in group)
-  std::vector<std::size_t> unit_of_;                         // per group: its unit (sharded)
+  std::vector<std::pair<std::size_t, std::size_t>> slot_of_;  // sharded: per group, (unit, slot)
   std::shared_ptr<Comm> gather_lane_;  // all-gathers over the shard group, on a stream of their own
-  std::vector<std::shared_ptr<CommWork>> gathers_;  // per group, while its all-gather runs
-  std::vector<torch::Tensor> gather_inputs_;        // per group, alive until its all-gather is waited
-  std::vector<torch::Tensor> subgroup_copies_;      // per group: the sub-group part kept after forward
+  std::unique_ptr<GatherCodec> codec_;  // Plan::gather_codec's, or null
 
   /// An all-gather refreshing replicated parameters after the step (one group in place, or several
   /// through a staging buffer that is copied out once it is waited for).
@@ -223,4 +231,4 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
                                                              // parameters (unit 0: also those of no unit)
 };
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

@@ -34,7 +34,7 @@
 #include "strata/precision.hpp"
 #include "strata/sharded_state.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 /// Releases a tensor's storage in place (0 bytes) while the tensor and every view of it live on
 /// (FSDP's "resize the storage to 0"): autograd's saved references see the data again once
@@ -175,4 +175,4 @@ torch::Tensor full_master(const FlatGroup& group, Comm* shard);
 std::vector<TensorPiece> flat_state_pieces(const FlatGroups& groups, Optimizer* optimizer, StateAccess access,
                                            const PieceOwner& owner);
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

@@ -34,7 +34,7 @@
 #include "strata/reducer.hpp"
 #include "strata/strategy.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 struct GradReducerOptions {
   /// The group the flat groups are sharded over (their shard_size must be its world size); null
@@ -114,4 +114,4 @@ class GradReducer final : public Reducer {
   std::vector<std::unique_ptr<GradReadyHook>> hooks_;
 };
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

@@ -20,14 +20,14 @@
 /// majors (two plugins, or a test program and the plugins it loads) never share a symbol name in
 /// one process; code still names them strata::Engine, strata::Plan, strata::FlatGroup, ...
 
-#define STRATA_KIT_VERSION_MAJOR 2
-#define STRATA_KIT_VERSION_MINOR 2
+#define STRATA_KIT_VERSION_MAJOR 3
+#define STRATA_KIT_VERSION_MINOR 0
 
 // Renaming the inline namespace goes with a new major: `namespace strata::inline kit_vN` in every
 // kit header and source.
-static_assert(STRATA_KIT_VERSION_MAJOR == 2, "the kit's inline namespace is strata::kit_v2");
+static_assert(STRATA_KIT_VERSION_MAJOR == 3, "the kit's inline namespace is strata::kit_v3");
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 /// (major << 16) | minor of the kit this code was compiled against.
 inline constexpr unsigned kKitVersion = (STRATA_KIT_VERSION_MAJOR << 16) | STRATA_KIT_VERSION_MINOR;
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

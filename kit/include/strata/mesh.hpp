@@ -22,7 +22,7 @@
 #include "strata/kit.hpp"
 #include "strata/strategy.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 class Mesh {
  public:
@@ -63,4 +63,4 @@ class Mesh {
   std::vector<std::pair<int, std::shared_ptr<Comm>>> subgroups_;  // by size
 };
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

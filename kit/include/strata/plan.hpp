@@ -19,12 +19,16 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+
+#include <torch/types.h>
 
 #include "strata/kit.hpp"
 #include "strata/registry.hpp"
+#include "strata/schedule.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 /// What is sharded over the shard group (ZeRO's stages). Everything not sharded is replicated.
 enum class Sharded {
@@ -40,6 +44,30 @@ enum class Reshard {
   kShardGroup,  ///< freed; backward gathers them again over the shard group (FULL_SHARD)
   kSubgroup,    ///< freed, keeping a copy sharded over a sub-group of the shard group, which
                 ///< backward gathers from (ZeRO++ hpZ: the backward all-gather stays in a host)
+};
+
+/// How a sharded unit's parameters travel when gathered over the shard group (Plan::gather_codec):
+/// what each rank sends, how the full parameters are rebuilt from what arrives, and the bytes on
+/// the wire, which the plan's schedule declares (so `strata check` and `strata estimate` count the
+/// codec's bytes, not the parameters'). The engine keeps prefetch and overlap: encode() runs when
+/// a gather is issued, decode() on the compute stream when the unit waits for it. Gathers from a
+/// sub-group copy (Reshard::kSubgroup) travel as they are, and so does nothing at all on one rank.
+/// A lossy codec changes what forward and backward compute (the masters and the optimizer stay
+/// exact): declare the strategy's Equivalence for it.
+class GatherCodec {
+ public:
+  virtual ~GatherCodec() = default;
+  /// What this rank sends for `shard`, its chunk of a flat group's parameters (1-D, parameter
+  /// dtype; the same number of elements on every rank): one 1-D tensor whose size depends only on
+  /// that number.
+  virtual torch::Tensor encode(const torch::Tensor& shard) = 0;
+  /// Writes the full flat parameters (1-D, `ranks` x the shard's elements) into `full` from
+  /// `gathered`, the ranks' encoded tensors concatenated in rank order.
+  virtual void decode(const torch::Tensor& gathered, torch::Tensor& full, int ranks) = 0;
+  /// Bytes encode() produces for a shard of `elements` elements of `element_bytes` bytes each.
+  virtual double wire_bytes(double elements, double element_bytes) const = 0;
+  /// The element type on the wire, named in the schedule ("int8", ...).
+  virtual std::string wire_dtype() const = 0;
 };
 
 /// The plan of one unit (Plan::unit may set it per unit).
@@ -95,6 +123,9 @@ struct Plan {
   bool keep_last_unit_gathered = true;
   /// The strategy option a sub-group size came from, named in errors.
   std::string subgroup_option = "subgroup_size";
+  /// kParameters: how units travel when gathered over the shard group; empty: as they are. The
+  /// engine makes one codec of it, and the schedule asks one for its wire bytes.
+  std::function<std::unique_ptr<GatherCodec>()> gather_codec;
   /// Optional: the plan of unit `index` (named `name`), starting from `units`.
   std::function<void(std::size_t index, const std::string& name, UnitPlan& plan)> unit;
 
@@ -106,19 +137,20 @@ struct Plan {
   std::string missing_fix = "every trainable parameter must take part in every forward";
 };
 
-/// The plan as the host reads it (strata::PlanOutline, registry.hpp): what `strata estimate` and
-/// validate's fit check simulate.
-PlanOutline outline(const Plan& plan);
+/// The step the engine runs for `plan` as the host reads it (strata/schedule.hpp): the collectives
+/// it issues, in order, over which groups, with their bytes, and what a rank holds (schedule.cpp).
+/// What `strata check` holds a run of the plan to and `strata estimate` simulates.
+Schedule schedule(const Plan& plan, const ScheduleInput& input);
 
 /// Declares strategy `name` (added to `registry` before) a plan of the kit, so that the host
-/// estimates it from the schedule the engine runs: `plan_of(const T& options, const Topology&)`
-/// returns the Plan its setup takes over (the same function, called with
+/// checks and estimates it from the schedule the engine runs: `plan_of(const T& options, const
+/// Topology&)` returns the Plan its setup takes over (the same function, called with
 /// topology_of(setup), engine.hpp).
 template <class T, class F>
 void add_plan(Registry& registry, const std::string& name, const Schema<T>& schema, F plan_of) {
-  registry.set_plan(name, schema, [plan_of](const T& options, const Topology& topology) {
-    return outline(plan_of(options, topology));
+  registry.set_schedule(name, schema, [plan_of](const T& options, const ScheduleInput& input) {
+    return schedule(plan_of(options, input.topology), input);
   });
 }
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3

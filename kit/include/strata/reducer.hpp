@@ -19,7 +19,7 @@
 #include "strata/kit.hpp"
 #include "strata/strategy.hpp"
 
-namespace strata::inline kit_v2 {
+namespace strata::inline kit_v3 {
 
 class Reducer {
  public:
@@ -32,4 +32,4 @@ class Reducer {
   virtual std::int64_t in_flight_bytes() const { return 0; }
 };
 
-}  // namespace strata::inline kit_v2
+}  // namespace strata::inline kit_v3
