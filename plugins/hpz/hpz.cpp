@@ -19,7 +19,7 @@
 
 #include <string>
 
-#include <strata/engine.hpp>
+#include <strata/plan_strategy.hpp>
 #include <strata/plugin.hpp>
 
 namespace {
@@ -48,19 +48,6 @@ strata::Plan hpz_plan(const HpzOptions& o, const strata::Topology&) {
   return plan;
 }
 
-class HpzStrategy final : public strata::Engine {
- public:
-  explicit HpzStrategy(HpzOptions options) : options_(options) {}
-
-  void setup(const strata::StrategySetup& s) override {
-    take_over(s, hpz_plan(options_, strata::topology_of(s)));
-    s.log->info("hpz: " + describe() + "; prefetch " + std::to_string(options_.prefetch));
-  }
-
- private:
-  HpzOptions options_;
-};
-
 void register_hpz(strata::Registry& registry) {
   strata::Schema<HpzOptions> schema;
   schema
@@ -76,13 +63,16 @@ void register_hpz(strata::Registry& registry) {
               "gradient reduce-scatters whose buffers may be alive at once", strata::at_least(1))
       .option("prefetch", &HpzOptions::prefetch, "units whose all-gather is issued ahead of use (0: none)",
               strata::at_least(0));
-  registry.add_strategy(
-      "hpz", "ZeRO++ hpZ: zero3 whose backward all-gather comes from a secondary shard inside the host", schema,
-      [](const HpzOptions& o) { return std::make_shared<HpzStrategy>(o); },
-      strata::Footprint{strata::Footprint::Memory{true, true, true},
-                        strata::Footprint::Traffic{0, 2}.with_subgroup(1, "secondary_group_size")});
-  // Its plan, so that `strata estimate` simulates the engine's schedule for it, not only its Footprint.
-  strata::add_plan(registry, "hpz", schema, hpz_plan);
+  // The default sub-group is the host, which on one host is every rank: the check runs sub-groups
+  // of 1 and 2 ranks too (a row is skipped at a world size it does not divide). The engine runs
+  // the plan; `strata check` and `strata estimate` read its schedule.
+  strata::add_plan_strategy(registry, "hpz",
+                            "ZeRO++ hpZ: zero3 whose backward all-gather comes from a secondary shard inside the host",
+                            schema, hpz_plan,
+                            strata::StrategyTraits{strata::Placement::rank_per_device(),
+                                                   {},
+                                                   {{"sub-groups of 1", {{"secondary_group_size", "1"}}},
+                                                    {"sub-groups of 2", {{"secondary_group_size", "2"}}}}});
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include <strata/engine.hpp>
+#include <strata/plan_strategy.hpp>
 #include <strata/plugin.hpp>
 
 namespace {
@@ -33,29 +33,14 @@ strata::Plan ddp_plan(const DdpOptions& o, const strata::Topology&) {
   return plan;
 }
 
-class DdpStrategy final : public strata::Engine {
- public:
-  explicit DdpStrategy(DdpOptions options) : options_(options) {}
-
-  void setup(const strata::StrategySetup& s) override {
-    take_over(s, ddp_plan(options_, strata::topology_of(s)));
-    s.log->info(fmt::format("ddp: {} parameters in {} gradient buckets of <= {} MiB, world {}", params_.size(),
-                            groups_.size(), options_.bucket_cap_mb, comm_->world_size()));
-  }
-
- private:
-  DdpOptions options_;
-};
-
 void register_ddp(strata::Registry& registry) {
   strata::Schema<DdpOptions> schema;
   schema.option("bucket_cap_mb", &DdpOptions::bucket_cap_mb, "gradient bucket size in MiB", strata::positive())
       .option("find_unused_parameters", &DdpOptions::find_unused_parameters,
               "allow parameters without a gradient in a step (they count as zero)");
-  registry.add_strategy("ddp", "distributed data parallel: replicas, bucketed all-reduce overlapped with backward",
-                        schema, [](const DdpOptions& o) { return std::make_shared<DdpStrategy>(o); },
-                        strata::Footprint{strata::Footprint::Memory{}, strata::Footprint::Traffic{2, 0}});
-  strata::add_plan(registry, "ddp", schema, ddp_plan);
+  strata::add_plan_strategy(registry, "ddp",
+                            "distributed data parallel: replicas, bucketed all-reduce overlapped with backward", schema,
+                            ddp_plan);
 }
 
 }  // namespace

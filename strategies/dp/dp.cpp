@@ -86,6 +86,41 @@ class DpStrategy final : public strata::DeviceReplicaEngine {
   std::vector<torch::Device> listed_;  ///< parsed `devices`
 };
 
+/// One process driving K = world size replicas: every micro-batch's gradients copied to device 0
+/// ((K-1) copies, one device-to-device link each), device 0's optimizer step, its parameters copied
+/// back to the replicas. The copies are not collectives over ranks; they are declared as broadcasts
+/// over a pair of devices, the way they load one link.
+strata::Schedule dp_schedule(const DpOptions&, const strata::ScheduleInput& in) {
+  strata::Schedule s;
+  const int k = std::max(1, in.topology.world_size);
+  const double psi = in.parameters();
+  const double param_bytes = in.param_bytes < 4 ? in.param_bytes + 4.0 : 4.0;
+  std::vector<int> reduces;
+  for (int m = 0; m < std::max(1, in.micro_batches); ++m) {
+    for (std::size_t u = 0; u < in.units.size(); ++u)
+      s.compute(fmt::format("forward {} (micro {})", u, m), in.units[u].forward_s);
+    int last = -1;
+    for (std::size_t u = in.units.size(); u-- > 0;)
+      last = s.compute(fmt::format("backward {} (micro {})", u, m), in.units[u].backward_s);
+    if (k > 1)
+      reduces.push_back(s.collective(fmt::format("gradients to device 0 (micro {})", m), strata::Collective::kBroadcast,
+                                     (k - 1) * psi * 4.0, 2, last >= 0 ? std::vector<int>{last} : std::vector<int>{}));
+  }
+  const int opt = s.compute("optimizer", in.optimizer_s, reduces);
+  if (k > 1)
+    s.collective("parameters to the replicas", strata::Collective::kBroadcast, (k - 1) * psi * in.param_bytes, 2, {opt});
+  s.memory.params = psi * param_bytes;
+  s.memory.grads = psi * 4.0;
+  s.memory.optimizer = psi * in.optimizer_bytes;
+  s.memory.buffers = k > 1 ? psi * 4.0 : 0.0;  // a replica's gradients arriving on device 0
+  s.memory.transient_step = psi * 4.0;
+  // On the CPU every replica lives in the process's memory: K-1 more parameters and gradients.
+  if (in.cpu && k > 1) s.memory.process_extra = (k - 1) * (psi * param_bytes + psi * 4.0);
+  s.data_share = 1.0;  // the one process loads the whole batch
+  s.note = "one process: replicas on devices of one node";
+  return s;
+}
+
 void register_dp(strata::Registry& registry) {
   strata::Schema<DpOptions> schema;
   schema
@@ -95,10 +130,9 @@ void register_dp(strata::Registry& registry) {
               strata::at_least(0))
       .option("devices", &DpOptions::devices, "explicit devices, e.g. [\"cuda:0\", \"cuda:1\"]; replaces replicas (left at 0 or equal to their number)");
   registry.add_strategy("dp", "one process, replicas on several devices; gradients reduced to device 0",
-                        std::move(schema), [](const DpOptions& o) { return std::make_shared<DpStrategy>(o); },
-                        // Device 0 holds single's state; its traffic is copies, not DESIGN §8 collectives.
-                        {strata::Placement::devices_in_process("replicas"), {},
-                         strata::Footprint{strata::Footprint::Memory{}, std::nullopt}});
+                        schema, [](const DpOptions& o) { return std::make_shared<DpStrategy>(o); },
+                        strata::Placement::devices_in_process("replicas"));
+  registry.set_schedule("dp", schema, dp_schedule);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include <strata/engine.hpp>
+#include <strata/plan_strategy.hpp>
 #include <strata/plugin.hpp>
 
 namespace {
@@ -34,7 +34,7 @@ struct FsdpOptions {
 strata::Plan fsdp_plan(const FsdpOptions& o, const strata::Topology& t) {
   const auto& how = o.sharding_strategy;
   strata::Plan plan;
-  plan.owner = "fsdp";
+  plan.owner = "fsdp " + how;
   plan.sharded = strata::Sharded::kParameters;
   plan.group_bytes = 0;  // one flat parameter per unit
   plan.shard_size = how == "NO_SHARD"       ? 1
@@ -47,22 +47,6 @@ strata::Plan fsdp_plan(const FsdpOptions& o, const strata::Topology& t) {
   plan.reductions_in_flight = static_cast<int>(o.reductions_in_flight);
   return plan;
 }
-
-class FsdpStrategy final : public strata::Engine {
- public:
-  explicit FsdpStrategy(FsdpOptions options) : options_(std::move(options)) {}
-
-  void setup(const strata::StrategySetup& s) override {
-    take_over(s, fsdp_plan(options_, strata::topology_of(s)));
-    s.log->info(fmt::format("fsdp {}: {}; reshard_after_forward {}, prefetch forward {} backward {}",
-                            options_.sharding_strategy, describe(),
-                            plan_.units.after_forward == strata::Reshard::kShardGroup, options_.forward_prefetch,
-                            options_.backward_prefetch));
-  }
-
- private:
-  FsdpOptions options_;
-};
 
 void register_fsdp(strata::Registry& registry) {
   strata::Schema<FsdpOptions> schema;
@@ -79,12 +63,16 @@ void register_fsdp(strata::Registry& registry) {
       .option("reductions_in_flight", &FsdpOptions::reductions_in_flight,
               "gradient reduce-scatters whose buffers may be alive at once (bounds gradient memory in backward)",
               strata::at_least(1));
-  registry.add_strategy("fsdp", "FSDP: per-unit flat parameters sharded (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
-                                "HYBRID_SHARD)",
-                        schema, [](const FsdpOptions& o) { return std::make_shared<FsdpStrategy>(o); },
-                        // FULL_SHARD, the default: everything sharded, two gathers and a reduce-scatter per micro-batch.
-                        strata::Footprint{strata::Footprint::Memory{true, true, true}, strata::Footprint::Traffic{0, 3}});
-  strata::add_plan(registry, "fsdp", schema, fsdp_plan);
+  // FULL_SHARD is the default; `strata check fsdp` runs the other three too.
+  strata::add_plan_strategy(registry, "fsdp",
+                            "FSDP: per-unit flat parameters sharded (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD)",
+                            schema, fsdp_plan,
+                            strata::StrategyTraits{strata::Placement::rank_per_device(),
+                                                   {},
+                                                   {{"SHARD_GRAD_OP", {{"sharding_strategy", "\"SHARD_GRAD_OP\""}}},
+                                                    {"NO_SHARD", {{"sharding_strategy", "\"NO_SHARD\""}}},
+                                                    {"HYBRID_SHARD over 2", {{"sharding_strategy", "\"HYBRID_SHARD\""},
+                                                                             {"shard_group_size", "2"}}}}});
 }
 
 }  // namespace

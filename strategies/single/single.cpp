@@ -2,7 +2,7 @@
 // one device, a plain optimizer step; no communication: the engine's replicated plan with local
 // gradients (strata::Engine, kit/include/strata/engine.hpp).
 
-#include <strata/engine.hpp>
+#include <strata/plan_strategy.hpp>
 #include <strata/plugin.hpp>
 
 namespace {
@@ -19,17 +19,10 @@ strata::Plan single_plan(const SingleOptions&, const strata::Topology&) {
   return plan;
 }
 
-class SingleStrategy final : public strata::Engine {
- public:
-  void setup(const strata::StrategySetup& s) override { take_over(s, single_plan({}, strata::topology_of(s))); }
-};
-
 void register_single(strata::Registry& registry) {
   const strata::Schema<SingleOptions> schema;
-  registry.add_strategy("single", "one process, one device: the baseline (no communication)", schema,
-                        [](const SingleOptions&) { return std::make_shared<SingleStrategy>(); },
-                        {strata::Placement::one_device(), {}, strata::Footprint{strata::Footprint::Memory{}, strata::Footprint::Traffic{}}});
-  strata::add_plan(registry, "single", schema, single_plan);
+  strata::add_plan_strategy(registry, "single", "one process, one device: the baseline (no communication)", schema,
+                            single_plan, strata::Placement::one_device());
 }
 
 }  // namespace

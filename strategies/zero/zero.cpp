@@ -22,7 +22,7 @@
 
 #include <fmt/format.h>
 
-#include <strata/engine.hpp>
+#include <strata/plan_strategy.hpp>
 #include <strata/plugin.hpp>
 
 namespace {
@@ -44,31 +44,6 @@ struct Zero3Options {
   bool overlap = true;                    ///< reduce-scatter from autograd hooks during backward
   std::int64_t reductions_in_flight = 2;  ///< reduce-scatters whose buffers are alive at once
   std::int64_t prefetch = 1;              ///< units gathered ahead of use
-};
-
-/// Every stage is one plan: what is sharded over all ranks, and the bucket sizes.
-class ZeroStrategy final : public strata::Engine {
- public:
-  explicit ZeroStrategy(strata::Plan plan) : plan_of_stage_(std::move(plan)) {}
-
-  void setup(const strata::StrategySetup& s) override {
-    take_over(s, plan_of_stage_);
-    if (plan_.sharded == strata::Sharded::kParameters)
-      return s.log->info(fmt::format("zero3: {}; reduce buckets <= {} MiB, prefetch {}, overlap {}", describe(),
-                                     plan_.reduce_coalesce_bytes / kMiB, plan_.forward_prefetch, plan_.overlap));
-    std::int64_t padding = 0;
-    for (const auto& g : groups_) padding += g->padded() - g->numel();
-    s.log->info(fmt::format("{}: {} parameters in {} buckets of <= {} MiB ({} padding elements), all-gather <= {} MiB "
-                            "per call, overlap {}, world {}{}",
-                            plan_.owner, params_.size(), groups_.size(), plan_.group_bytes / kMiB, padding,
-                            plan_.allgather_bytes / kMiB, plan_.overlap, comm_->world_size(),
-                            plan_.reductions_in_flight > 0
-                                ? fmt::format(", {} reductions in flight", plan_.reductions_in_flight)
-                                : std::string()));
-  }
-
- private:
-  strata::Plan plan_of_stage_;
 };
 
 strata::Plan zero_plan(const ZeroOptions& o, int stage) {  // the same at every topology
@@ -126,19 +101,16 @@ void register_zero(strata::Registry& registry) {
               strata::at_least(1))
       .option("prefetch", &Zero3Options::prefetch, "units whose all-gather is issued ahead of use (0: none)",
               strata::at_least(0));
-  registry.add_strategy("zero1", "ZeRO-1: optimizer state sharded, bucketed reduce-scatter + all-gather", schema1,
-                        [](const ZeroOptions& o) { return std::make_shared<ZeroStrategy>(zero_plan(o, 1)); },
-                        strata::Footprint{strata::Footprint::Memory{false, false, true}, strata::Footprint::Traffic{2, 0}});
-  registry.add_strategy("zero2", "ZeRO-2: optimizer state and gradients sharded", schema2,
-                        [](const ZeroOptions& o) { return std::make_shared<ZeroStrategy>(zero_plan(o, 2)); },
-                        // A reduce-scatter per micro-batch, one all-gather per step.
-                        strata::Footprint{strata::Footprint::Memory{false, true, true}, strata::Footprint::Traffic{1, 1}});
-  registry.add_strategy("zero3", "ZeRO-3: parameters, gradients and optimizer state sharded, gathered per unit",
-                        schema3, [](const Zero3Options& o) { return std::make_shared<ZeroStrategy>(zero3_plan(o)); },
-                        strata::Footprint{strata::Footprint::Memory{true, true, true}, strata::Footprint::Traffic{0, 3}});
-  strata::add_plan(registry, "zero1", schema1, [](const ZeroOptions& o, const strata::Topology&) { return zero_plan(o, 1); });
-  strata::add_plan(registry, "zero2", schema2, [](const ZeroOptions& o, const strata::Topology&) { return zero_plan(o, 2); });
-  strata::add_plan(registry, "zero3", schema3, [](const Zero3Options& o, const strata::Topology&) { return zero3_plan(o); });
+  const auto stage = [](int k) { return [k](const ZeroOptions& o, const strata::Topology&) { return zero_plan(o, k); }; };
+  strata::add_plan_strategy(registry, "zero1", "ZeRO-1: optimizer state sharded, bucketed reduce-scatter + all-gather",
+                            schema1, stage(1));
+  strata::add_plan_strategy(registry, "zero2", "ZeRO-2: optimizer state and gradients sharded", schema2, stage(2),
+                            strata::StrategyTraits{strata::Placement::rank_per_device(), {},
+                                                   {{"all-gathers of 1 MiB", {{"allgather_bucket_mb", "1.0"}}}}});
+  strata::add_plan_strategy(registry, "zero3", "ZeRO-3: parameters, gradients and optimizer state sharded, gathered per unit",
+                            schema3, [](const Zero3Options& o, const strata::Topology&) { return zero3_plan(o); },
+                            strata::StrategyTraits{strata::Placement::rank_per_device(), {},
+                                                   {{"no prefetch", {{"prefetch", "0"}}}}});
 }
 
 }  // namespace
