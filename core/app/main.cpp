@@ -324,7 +324,11 @@ int dispatch(int argc, char** argv) {
         "world-sizes", po::value<std::string>()->value_name("LIST"), "comma-separated world sizes (default 1,2)")(
         "models", po::value<std::string>()->value_name("SET"),
         "workloads: standard (MLP, CNN; default) or transformers (ViT, Llama)")(
-        "out", po::value<std::string>()->value_name("DIR"), "directory for the check's experiments and runs (kept)");
+        "out", po::value<std::string>()->value_name("DIR"), "directory for the check's experiments and runs (kept)")(
+        "set", po::value<std::vector<std::string>>()->value_name("KEY=VALUE"),
+        "a strategy option for every run of the strategy, e.g. strategy.secondary_group_size=2 (repeatable); "
+        "replaces the strategy's own option matrix")(
+        "no-matrix", po::bool_switch(), "check the defaults (and --set) only, not the strategy's option matrix");
     positional.add("name", 1);
     const auto parsed = parse(command, args, options, positional);
     if (!parsed) return 0;
@@ -338,6 +342,8 @@ int dispatch(int argc, char** argv) {
       request.world_sizes = strata::parse_world_sizes(vars["world-sizes"].as<std::string>());
     if (vars.count("out")) request.out = vars["out"].as<std::string>();
     if (vars.count("models")) request.models = vars["models"].as<std::string>();
+    if (vars.count("set")) request.sets = vars["set"].as<std::vector<std::string>>();
+    request.matrix = !vars["no-matrix"].as<bool>();
     return strata::check_strategy(request);
   }
   if (command == "export") {

@@ -55,6 +55,10 @@ struct CheckRequest {
                                        ///< cannot run at are reported n/a)
   std::filesystem::path out;           ///< where its experiments and runs go (kept); empty: a fresh
                                        ///< directory under $TMPDIR, kept only when a check fails
+  /// --set strategy.KEY=VALUE: options of every run of the strategy (and of the schedule it is held to).
+  std::vector<std::string> sets;
+  /// Also run the strategy's option matrix (StrategyTraits::option_matrix); off with --set.
+  bool matrix = true;
 };
 /// Runs the strategy and `single` on the check's experiments and prints a table of the checks
 /// (equivalence with `single`, memory, communication, state-dict round trip, bad options).

@@ -16,7 +16,7 @@ CHECK_TIMEOUT = 240  # one `strata check` of 1,2,3 world sizes takes about 20 s 
 
 # World sizes per built-in strategy: 3 adds uneven shards (ddp's buckets, zero3's padding).
 BUILTINS = (("single", "1,2"), ("dp", "1,2"), ("ddp", "1,2,3"), ("fsdp", "1,2"), ("zero1", "1,2"),
-            ("zero2", "1,2"), ("zero3", "1,2,3"), ("local_sgd", "1,2"))
+            ("zero2", "1,2"), ("zero3", "1,2,3"), ("local_sgd", "1,2"), ("qwz", "1,2"))
 # The rows every check prints at each world size its strategy can run at.
 PER_WORLD_CHECKS = ("equivalence mlp/adamw", "equivalence cnn/sgd", "equivalence mlp/sgd, 2 micro-batches", "memory",
                     "communication", "state-dict round trip")
@@ -60,9 +60,18 @@ def builtin_passes(name, worlds):
     st.check(("bad option strategy.definitely_not_an_option=1", "-", "PASS") in [r[:3] for r in rows],
              "%s: no PASS row for an unknown option" % name, result)
     if name == "local_sgd":
-        st.expect_stdout(result, "approximate by design: parameters averaged every sync_every steps")
+        st.expect_stdout(result, "(loss band: parameters averaged every sync_every steps)")
+    elif name == "qwz":
+        st.expect_stdout(result, "(loss band: parameters gathered as int8 blocks)")
     else:
         st.expect_stdout(result, "(exact up to reduction order)")
+    if name == "fsdp":  # its option matrix: each sharding strategy held to its own schedule
+        for label in ("SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD over 2"):
+            for what in ("memory", "communication"):
+                st.check(("%s [%s]" % (what, label), "2", "PASS") in [r[:3] for r in rows],
+                         "fsdp world 2: no PASS row %s [%s]" % (what, label), result)
+        st.check(("all checks [HYBRID_SHARD over 2]", "1", "n/a") in [r[:3] for r in rows],
+                 "fsdp world 1: HYBRID_SHARD over 2 ranks is not n/a", result)
     # A passing check leaves nothing behind in $TMPDIR.
     st.check(os.listdir(tmp) == [], "%s: the check left %s in TMPDIR" % (name, os.listdir(tmp)), result)
     print("  %s (world sizes %s): %d rows, none failed, in %.1f s" % (name, worlds, len(rows), result.seconds))
@@ -71,6 +80,21 @@ def builtin_passes(name, worlds):
 def every_builtin_strategy_passes():
     for name, worlds in BUILTINS:
         builtin_passes(name, worlds)
+
+
+def options_given_with_set_are_checked():
+    """--set runs the strategy with an option and holds it to that option's schedule: hpz at world 4
+    with sub-groups of 2 moves its backward gathers over 2 ranks, the rest over 4, and the table
+    shows both levels. A key that is not the strategy's is refused before any run."""
+    result, _ = check("hpz", "--world-sizes", "4", "--set", "strategy.secondary_group_size=2")
+    rows = table_rows(result)
+    st.check(not [r for r in rows if r[2] == "FAIL"], "hpz with sub-groups of 2: a row failed", result)
+    comm = [r for r in rows if r[0] == "communication [secondary_group_size=2]"]
+    st.check(len(comm) == 1 and comm[0][2] == "PASS", "no passing communication row for the option", result)
+    st.check(re.search(r"over 4 ranks \+ \d+ over 2 ranks", comm[0][3]) is not None,
+             "the communication row does not show the two levels: %s" % comm[0][3], result)
+    bad = st.strata("check", "hpz", "--world-sizes", "1", "--set", "strategy.no_such_option=1")
+    st.expect_clean_failure(bad, 2, "no_such_option", "is not an option of strategy 'hpz'")
 
 
 def constrained_options_are_probed():
@@ -170,4 +194,4 @@ def several_strategies_in_one_call():
 
 if __name__ == "__main__":
     st.main([bad_command_lines, several_strategies_in_one_call, planted_bug_fails, swapped_chunks_fail_only_the_tensor_comparison,
-             constrained_options_are_probed, every_builtin_strategy_passes])
+             constrained_options_are_probed, options_given_with_set_are_checked, every_builtin_strategy_passes])

@@ -20,13 +20,17 @@ def estimate_matches_measured_runs():
     result = st.strata("estimate", st.GOOD_SYNTHETIC, "--world-sizes", "1,2,3", "--out", out, *st.set_args(*SETS))
     st.expect_exit(result, 0)
     st.expect_stdout(result, "PREDICTED")
-    for strategy in ("single", "ddp", "zero1", "zero2", "zero3", "fsdp", "dp"):
+    # By default every registered strategy that declares a schedule: the built-ins and the plugins
+    # built beside them (hpz, powersgd, local_sgd), none coarse.
+    for strategy in ("single", "ddp", "zero1", "zero2", "zero3", "fsdp", "dp", "hpz", "powersgd"):
         st.expect_stdout(result, "| " + strategy + " |")
     with open(os.path.join(out, "estimate.json")) as f:
         estimate = json.load(f)
     with open(os.path.join(out, "estimate.csv")) as f:
         rows = list(csv.DictReader(f))
-    st.check(len(rows) == 7 * 3, f"estimate.csv has 21 rows (7 strategies x 3 world sizes), not {len(rows)}")
+    names = {r["strategy"] for r in rows}
+    st.check(len(rows) == len(names) * 3, f"estimate.csv has {len(rows)} rows, not 3 world sizes of {sorted(names)}")
+    st.check(not any(r["coarse"] for r in estimate["rows"]), "a strategy with a schedule is estimated as coarse")
     st.check(os.path.isfile(os.path.join(out, "profile", "summary.json")), "the profile run is kept under --out")
     predicted = {(r["strategy"], r["world_size"]): r for r in estimate["rows"]}
     st.check(not predicted[("single", 2)]["applicable"], "single is not applicable at world size 2")
@@ -115,8 +119,8 @@ def fsdp_variants_with_accumulation():
 
 
 def a_kit_plugin_is_estimated_from_its_plan():
-    """hpz (plugins/hpz, ZeRO++ hpZ) is no built-in: the estimator reads the plan its plugin
-    registers, not only its Footprint. At 4 ranks with sub-groups of 2 and 2 micro-batches: not
+    """hpz (plugins/hpz, ZeRO++ hpZ) is no built-in: the estimator reads the schedule its plugin
+    declares (the kit's, of its plan). At 4 ranks with sub-groups of 2 and 2 micro-batches: not
     coarse, and bus bytes per step within 1% of a measured run, model state and tensor peak within
     10%."""
     sets = SETS + ["train.micro_batches=2", "strategy.name=hpz", "strategy.secondary_group_size=2"]
@@ -132,7 +136,7 @@ def a_kit_plugin_is_estimated_from_its_plan():
     with open(os.path.join(out, "estimate.json")) as f:
         rows = {r["strategy"]: r for r in json.load(f)["rows"]}
     p = rows["hpz"]
-    st.check(not p["coarse"], "hpz is estimated from its plan, not its Footprint")
+    st.check(not p["coarse"], "hpz is estimated from its schedule")
     measured_bus = summary["comm"]["bus_bytes_per_step"]
     st.expect_close(p["bus_bytes_per_step"], measured_bus, "hpz@4, sub-groups of 2, 2 micro-batches, bus bytes per step",
                     rel=0.01)
@@ -154,6 +158,19 @@ def a_kit_plugin_is_estimated_from_its_plan():
     print(f"  hpz@4: bus {p['bus_bytes_per_step']:.0f} predicted / {measured_bus:.0f} measured; state "
           f"{p['memory']['model_state_bytes']:.0f} / {measured_state}; peak {p['memory']['peak_bytes']:.0f} / "
           f"{peak}")
+    # The experiment's strategy stays `single`: --set strategy.secondary_group_size reaches hpz, the
+    # estimated strategy whose option it is, and the same bytes are predicted.
+    other = os.path.join(out, "options_of_another")
+    given = st.strata("estimate", st.GOOD_SYNTHETIC, "--world-sizes", "4", "--strategies", "hpz", "--profile", profile,
+                      "--out", other, *st.set_args(*SETS, "train.micro_batches=2", "strategy.secondary_group_size=2"))
+    st.expect_exit(given, 0)
+    with open(os.path.join(other, "estimate.json")) as f:
+        again = {r["strategy"]: r for r in json.load(f)["rows"]}
+    st.expect_close(again["hpz"]["bus_bytes_per_step"], p["bus_bytes_per_step"], "hpz's options given to another experiment",
+                    rel=1e-9)
+    nobody = st.strata("estimate", st.GOOD_SYNTHETIC, "--world-sizes", "4", "--strategies", "hpz,zero3", "--profile",
+                       profile, "--out", os.path.join(out, "nobody"), "--set", "strategy.no_such_option=2")
+    st.expect_clean_failure(nobody, 2, "strategy.no_such_option", "no strategy estimated here")
     # Its profile run is `single`: options given with --set are left out of it (above), options in the
     # file cannot be, which is said at their line.
     with open(st.GOOD_SYNTHETIC) as f:

@@ -161,9 +161,9 @@ inter_node_latency_us = 6
 
 TEST_CASE("estimate: a dependency on an op not yet added is refused") {
   es::Schedule s;
-  CHECK_THROWS_AS(s.compute("x", 1.0, {0}), strata::Error);
+  CHECK_THROWS_AS(s.compute("x", 1.0, {0}), std::invalid_argument);
   const int a = s.compute("a", 1.0);
-  CHECK_THROWS_AS(s.depend(a, a), strata::Error);
+  CHECK_THROWS_AS(s.depend(a, a), std::invalid_argument);
 }
 
 TEST_CASE("estimate: the shipped cluster specs load") {
@@ -183,6 +183,7 @@ TEST_CASE("estimate: the shipped cluster specs load") {
 
 #include "bundled_plugins.hpp"
 #include "estimate/strategies.hpp"
+#include "strata/plan.hpp"
 
 namespace {
 /// Two units (600 and 300 parameters), 9 ms of compute and 1 ms of optimizer per step on one device,
@@ -203,9 +204,15 @@ strata::Options options(std::vector<std::pair<std::string, strata::OptionValue>>
   for (auto& [key, value] : values) o.set(key, std::move(value));
   return o;
 }
-/// The strategy as the estimator reads it from this build's plugins: its plan for `o` at `n` ranks on one host.
-es::StrategyModel model(const std::string& name, int n, const strata::Options& o = {}) {
-  return es::strategy_model(strata::test::bundled_plugins(), name, o, {n, n});
+/// The strategy as the estimator reads it from this build's plugins: its schedule for `o`.
+es::StrategyModel model(const std::string& name, int, const strata::Options& o = {}) {
+  return es::strategy_model(strata::test::bundled_plugins(), name, o);
+}
+/// A plan of the kit as the estimator reads it: the schedule the kit makes of it.
+es::StrategyModel plan_model(const strata::Plan& plan) {
+  es::StrategyModel m;
+  m.schedule = [plan](const strata::ScheduleInput& in) { return strata::schedule(plan, in); };
+  return m;
 }
 es::StrategyEstimate run(const std::string& name, const es::Profile& p, int n, const strata::Options& o = {}) {
   static const es::Network net = flat(1.0);
@@ -249,7 +256,7 @@ TEST_CASE("estimate: bus bytes per step of every built-in strategy follow DESIGN
   CHECK(run("zero3", p, 7).bus_bytes == doctest::Approx(6.0 / 7 * (3.0 * (602 + 301) - 301) * 4.0));
 }
 
-TEST_CASE("estimate: a plugin's plan is read, not its Footprint: hpz's backward gathers inside its sub-group") {
+TEST_CASE("estimate: a plugin's schedule is read: hpz's backward gathers inside its sub-group") {
   const auto p = two_units();
   // hpz at 4 ranks with sub-groups of 2, per micro-batch: both units gathered over 4 in forward
   // (3/4 x 3600 bytes), unit 0 gathered again over its sub-group of 2 in backward (1/2 x 2400; the
@@ -281,14 +288,13 @@ TEST_CASE("estimate: a plugin's plan is read, not its Footprint: hpz's backward 
 
 TEST_CASE("estimate: a plan's own unit plans, and a last unit it does not keep gathered") {
   const auto p = two_units();
-  es::StrategyModel m;
-  strata::PlanOutline plan;
-  plan.sharded = strata::PlanOutline::Sharded::kParameters;
+  strata::Plan plan;
+  plan.sharded = strata::Sharded::kParameters;
   plan.keep_last_unit_gathered = false;
-  plan.unit = [](std::size_t, const std::string& name, strata::PlanOutline::Unit& u) {
-    if (name == "u0") u.after_forward = strata::PlanOutline::Reshard::kNone;  // by the profile's unit names
+  plan.unit = [](std::size_t, const std::string& name, strata::UnitPlan& u) {
+    if (name == "u0") u.after_forward = strata::Reshard::kNone;  // by the profile's unit names
   };
-  m.plan = plan;
+  const es::StrategyModel m = plan_model(plan);
   static const es::Network net = flat(1.0);
   es::EstimateInput in;
   in.profile = &p;
@@ -372,11 +378,17 @@ TEST_CASE("estimate: zero1/zero2's parameter gathers overlap the next forward wh
   for (const std::string name : {"zero1", "zero2"}) {
     CAPTURE(name);
     // Groups of 1200 bytes: unit 1's, then unit 0's in two. Unit 0's forward waits for its two only.
-    auto per_unit = model(name, 2, options({{"reduce_bucket_mb", 1200.0 / (1024.0 * 1024.0)}}));
-    REQUIRE(per_unit.plan);
-    CHECK(per_unit.plan->wait_params_per_unit);
-    auto at_once = per_unit;
-    at_once.plan->wait_params_per_unit = false;
+    // The strategy's own schedule is the per-unit one.
+    strata::Plan plan;
+    plan.sharded = name == "zero1" ? strata::Sharded::kOptimizer : strata::Sharded::kGradients;
+    plan.group_bytes = 1200;
+    plan.reductions_in_flight = name == "zero1" ? 0 : 2;
+    plan.wait_params_per_unit = true;
+    const auto per_unit = plan_model(plan);
+    const auto own = model(name, 2, options({{"reduce_bucket_mb", 1200.0 / (1024.0 * 1024.0)}}));
+    CHECK(es::estimate_strategy(name, in, own).step_s == doctest::Approx(es::estimate_strategy(name, in, per_unit).step_s));
+    plan.wait_params_per_unit = false;
+    const auto at_once = plan_model(plan);
     const auto overlapped = es::estimate_strategy(name, in, per_unit);
     const auto after_step = es::estimate_strategy(name, in, at_once);
     CHECK(overlapped.bus_bytes == doctest::Approx(after_step.bus_bytes));
@@ -417,23 +429,18 @@ TEST_CASE("estimate: CPU ranks that fill their host's cores do not overlap their
   CHECK_FALSE(es::collectives_share_cores(p, net, 2));
 }
 
-TEST_CASE("estimate: a strategy known only by its Footprint is coarse") {
+TEST_CASE("estimate: a strategy that declares no schedule is a replica that does not communicate, and says so") {
   const auto p = two_units();
   static const es::Network net = flat(1.0);
   es::EstimateInput in;
   in.profile = &p;
   in.network = &net;
   in.world_size = 4;
-  es::StrategyModel declared;  // a Footprint, no plan
-  auto& f = declared.footprint;
-  f.known = f.traffic_known = true;
-  f.grads = f.optimizer = true;
-  f.per_step = 1;
-  f.per_micro_batch = 1;
-  const auto e = es::estimate_strategy("my_zero2", in, declared);
+  const auto e = es::estimate_strategy("mine", in, es::StrategyModel{});
   CHECK(e.coarse);
-  CHECK(e.bus_bytes == doctest::Approx(2.0 * 3 / 4 * 3600));
-  CHECK(e.memory.state() == doctest::Approx(4 * 900 + 12 * 900 / 4.0));
+  CHECK(e.bus_bytes == 0.0);
+  CHECK(e.note.find("declares no schedule") != std::string::npos);
+  CHECK(e.memory.state() == doctest::Approx((4 + 4 + 8) * 900.0));
   CHECK_FALSE(run("ddp", p, 4).coarse);
   CHECK_FALSE(run("single", p, 2).applicable);
 }
@@ -497,4 +504,41 @@ TEST_CASE("estimate: weak scaling keeps the batch per rank, and activations with
   CHECK(weak.compute_s == doctest::Approx(9e-3 + 1e-3));
   CHECK(strong.compute_s == doctest::Approx(3e-3 + 1e-3));
   CHECK(weak.bus_bytes == doctest::Approx(strong.bus_bytes));  // gradients do not grow with the batch
+}
+
+namespace {
+/// Sends half the bytes of the parameters (a stand-in for a quantizing codec; never run here).
+class HalfBytes final : public strata::GatherCodec {
+ public:
+  torch::Tensor encode(const torch::Tensor& shard) override { return shard; }
+  void decode(const torch::Tensor&, torch::Tensor&, int) override {}
+  double wire_bytes(double elements, double element_bytes) const override { return elements * element_bytes / 2; }
+  std::string wire_dtype() const override { return "half_bytes"; }
+};
+}  // namespace
+
+TEST_CASE("estimate: a plan's gather codec sets the bytes of its gathers over the shard group, not from a sub-group") {
+  const auto p = two_units();
+  static const es::Network net = flat(1.0);
+  es::EstimateInput in;
+  in.profile = &p;
+  in.network = &net;
+  in.world_size = 4;
+  strata::Plan plan;
+  plan.sharded = strata::Sharded::kParameters;
+  const double plain = es::estimate_strategy("zero3", in, plan_model(plan)).bus_bytes;
+  plan.gather_codec = [] { return std::make_unique<HalfBytes>(); };
+  const auto coded = es::estimate_strategy("coded", in, plan_model(plan));
+  // Forward gathers both units (3600 bytes), backward unit 0 (2400), each at 3/4; the
+  // reduce-scatter (3600 at 3/4) is the gradients'.
+  CHECK(plain == doctest::Approx(0.75 * (3600 + 2400 + 3600)));
+  CHECK(coded.bus_bytes == doctest::Approx(0.75 * ((3600 + 2400) / 2.0 + 3600)));
+  bool named = false;
+  for (const auto& op : coded.schedule.ops()) named = named || op.dtype == "half_bytes";
+  CHECK(named);
+  // With sub-groups of 2, the backward gather comes from the sub-group's copy: as it is.
+  plan.units.after_forward = strata::Reshard::kSubgroup;
+  plan.units.subgroup_size = 2;
+  CHECK(es::estimate_strategy("coded_hpz", in, plan_model(plan)).bus_bytes ==
+        doctest::Approx(0.75 * 3600 / 2.0 + 0.5 * 2400 + 0.75 * 3600));
 }

@@ -10,6 +10,7 @@
 
 #include "bundled_plugins.hpp"
 #include "estimate/fit.hpp"
+#include "estimate/fit_experiment.hpp"
 #include "strata/model.hpp"
 #include "strata/registry.hpp"
 
@@ -46,7 +47,8 @@ es::FitRequest tinyllama(const std::string& strategy, int world, double device_g
   r.strategy = strategy;
   r.world_size = world;
   // Every strategy with its defaults, read from its plugin's plan, every rank on one host.
-  r.model = [](const std::string& s, int w) { return es::strategy_model(bundled(), s, {}, {w, w}); };
+  r.model = [](const std::string& s, int) { return es::strategy_model(bundled(), s, {}); };
+  r.candidates = es::fit_candidates(bundled(), world);
   r.parameters = *parameters;
   r.unit_parameters = memory->unit_parameters;
   r.activation_bytes_per_sample = memory->activation_bytes_per_sample * 0.5;

@@ -1,9 +1,10 @@
-// `strata check NAME`: runs the named strategy and `single` as real `strata run` children on small
-// experiments that it writes into its own directory, and holds the strategy to the Strategy
-// contract: the same final model as `single`, tensor by tensor (or within the tolerance it declares
-// as approximate by design), model-state memory and bus bytes as DESIGN §5 and §8 say for the
-// footprint it declares (consistency bounds when it declares none), a full state dict that
-// `single` loads back, and clean errors for bad options.
+// `strata check NAME`: runs the named strategy and the reference (the strategy that runs on one
+// device) as real `strata run` children on small experiments that it writes into its own
+// directory, and holds the strategy to the Strategy contract: the same final model as the
+// reference, tensor by tensor, or what its declared Equivalence says (exact under named options, a
+// loss band); model-state memory and bus bytes as its declared schedule (strata/schedule.hpp) says
+// for each workload, world size and option set (consistency bounds when it declares none); a full
+// state dict that the reference loads back; and clean errors for bad options.
 
 #include "check/check.hpp"
 
@@ -14,7 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <numeric>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -22,6 +25,7 @@
 #include "compare/sweep.hpp"
 #include "config/experiment.hpp"
 #include "estimate/profile.hpp"
+#include "strata/schedule.hpp"
 #include "io/run_dir.hpp"
 #include "io/run_result.hpp"
 #include "launch/child.hpp"
@@ -40,7 +44,7 @@ namespace {
 
 constexpr double kExactTensorRel = 1e-5;  // every tensor of the final model, relative to its largest value
 constexpr double kExactLossAbs = 1e-4;  // final_loss, absolute
-constexpr double kRoundTripRel = 1e-9;  // param_norm of the saved model reloaded by `single`
+constexpr double kRoundTripRel = 1e-9;  // param_norm of the saved model reloaded by the reference
 constexpr double kReloadLr = 1e-12;     // the reloading run's one step moves nothing measurable
 constexpr double kMemoryRel = 0.05;     // model state against DESIGN §5, plus padding
 constexpr double kTrafficRel = 0.02;    // bus bytes against DESIGN §8, plus padding and norms
@@ -52,7 +56,7 @@ constexpr const char* kUnknownOption = "definitely_not_an_option";
 constexpr const char* kCrashMarkers[] = {"terminate called", "Segmentation", "Exception raised from", "core dumped",
                                          "Aborted"};
 
-/// A small experiment that the strategy and `single` both train. The first one (AdamW) also
+/// A small experiment that the strategy and the reference both train. The first one (AdamW) also
 /// serves the memory, communication and state-dict checks. SGD makes the others sensitive to the
 /// scale of the gradients, to which Adam(W) is blind: gradients summed over ranks or
 /// micro-batches instead of averaged give AdamW the same steps (up to epsilon), but not SGD.
@@ -98,18 +102,18 @@ std::vector<Workload> workloads_of(const std::string& models) {
                    "Write `--models standard` (MLP and CNN, the default) or `--models transformers` (ViT and Llama).");
 }
 
-std::string workload_toml(const Workload& w, std::int64_t global_batch) {
+std::string workload_toml(const Workload& w, std::int64_t global_batch, const std::string& reference, std::int64_t steps) {
   return fmt::format(
-      "# Written by `strata check`: {title}. The check runs it with `single` and, through --set, with the\n"
+      "# Written by `strata check`: {title}. The check runs it with `{reference}` and, through --set, with the\n"
       "# strategy under test (strategy.name, and distributed.nproc or the strategy's device option).\n\n"
       "[experiment]\nname = \"check_{name}\"\n\n[model]\n{model}\n\n"
-      "[dataset]\n{dataset}\n\n[strategy]\nname = \"single\"\n\n[optimizer]\n{optimizer}\n\n"
+      "[dataset]\n{dataset}\n\n[strategy]\nname = \"{reference}\"\n\n[optimizer]\n{optimizer}\n\n"
       "[train]\nsteps = {steps}\nglobal_batch_size = {batch}\nmicro_batches = {micro}\nseed = 0\n"
       "lr_schedule = \"constant\"\ndevice = \"cpu\"\nthreads = 1\n\n[eval]\nevery = 0\nbatches = 0\n\n"
       "[log]\nevery = 1000\n",
       fmt::arg("title", w.title), fmt::arg("name", w.name), fmt::arg("model", w.model),
       fmt::arg("dataset", fmt::format(fmt::runtime(w.dataset), fmt::arg("train", std::max(kTrainSize, global_batch)))),
-      fmt::arg("optimizer", w.optimizer), fmt::arg("steps", kSteps), fmt::arg("batch", global_batch),
+      fmt::arg("optimizer", w.optimizer), fmt::arg("steps", steps), fmt::arg("reference", reference), fmt::arg("batch", global_batch),
       fmt::arg("micro", w.micro_batches));
 }
 
@@ -147,26 +151,40 @@ std::string clip(std::string text, std::size_t limit = 240) {
   return text;
 }
 
+/// One set of option values the strategy is checked with: the defaults (with --set), or a row of
+/// its option matrix.
+struct Variant {
+  std::string label;               ///< "" for the defaults
+  std::vector<std::string> sets;   ///< "KEY=VALUE", KEY an option of the strategy
+  bool all_workloads = true;       ///< a matrix row runs the first workload only
+};
+
 class Checker {
  public:
-  Checker(const RegistryEntry& entry, std::vector<int> worlds, fs::path dir, std::vector<Workload> workloads)
-      : entry_(entry), worlds_(std::move(worlds)), dir_(std::move(dir)), workloads_(std::move(workloads)) {
+  Checker(const RegistryEntry& entry, std::string reference, std::vector<int> worlds, fs::path dir,
+          std::vector<Workload> workloads, std::vector<Variant> variants, std::int64_t steps)
+      : entry_(entry), reference_(std::move(reference)), worlds_(std::move(worlds)), dir_(std::move(dir)),
+        workloads_(std::move(workloads)), variants_(std::move(variants)), steps_(steps) {
     for (const auto& w : workloads_) files_.push_back(dir_ / (std::string(w.name) + ".toml"));
-    last_unit_.assign(workloads_.size(), -1);
+    units_.resize(workloads_.size());
     for (const auto& spec : entry_.schema.specs)
       for (auto& v : detail::violating_values(spec)) violations_.push_back({spec.name, std::move(v)});
     total_ = static_cast<int>(workloads_.size()) + 1 + static_cast<int>(violations_.size());
     for (int w : worlds_)
-      if (allowed(w)) total_ += static_cast<int>(workloads_.size()) + 1;
+      if (allowed(w))
+        for (const auto& v : variants_)
+          total_ += (v.all_workloads ? static_cast<int>(workloads_.size()) * (exact_when() ? 2 : 1) + 1 : 1) +
+                    (band_reference() ? (v.all_workloads ? static_cast<int>(workloads_.size()) : 1) : 0);
   }
 
   /// Runs every check; returns the signal that interrupted the check (0 if none).
   int run_all() {
     for (std::size_t i = 0; i < workloads_.size(); ++i)
-      references_.push_back(run(fmt::format("single, {}", workloads_[i].title),
-                                fmt::format("single_{}", workloads_[i].name), {"run", files_[i].string()},
+      references_.push_back(run(fmt::format("{}, {}", reference_, workloads_[i].title),
+                                fmt::format("{}_{}", reference_, workloads_[i].name), {"run", files_[i].string()},
                                 {"train.save_final=true"}));
-    for (int w : worlds_) check_world(w);
+    for (int w : worlds_)
+      for (const auto& v : variants_) check_world(w, v);
     check_bad_options();
     return interrupted_;
   }
@@ -186,12 +204,19 @@ class Checker {
 
  private:
   bool allowed(int w) const { return world_overrides(entry_.traits.placement, w).has_value(); }
+  bool exact_when() const { return !entry_.traits.equivalence.exact_when.empty(); }
+  /// A loss band against another strategy than the reference runs (run at each world size).
+  bool band_reference() const {
+    const auto& eq = entry_.traits.equivalence;
+    return !eq.exact && eq.loss_band > 0 && eq.reference != reference_;
+  }
 
-  /// The overrides that run the strategy under test at world size w (allowed(w)).
-  std::vector<std::string> strategy_sets(int w) const {
-    std::vector<std::string> sets{fmt::format("strategy.name={}", entry_.name)};
-    const auto world_sets = world_overrides(entry_.traits.placement, w);
-    for (const auto& [key, value] : world_sets.value()) sets.push_back(key + "=" + value);
+  /// The overrides that run `strategy` at world size w with `options` ("KEY=VALUE").
+  std::vector<std::string> strategy_sets(const std::string& strategy, int w, const std::vector<std::string>& options) const {
+    std::vector<std::string> sets{fmt::format("strategy.name={}", strategy)};
+    if (const auto world_sets = world_overrides(entry_.traits.placement, w))
+      for (const auto& [key, value] : *world_sets) sets.push_back(key + "=" + value);
+    for (const auto& o : options) sets.push_back("strategy." + o);
     return sets;
   }
 
@@ -226,190 +251,243 @@ class Checker {
     rows_.push_back({std::move(check), world > 0 ? std::to_string(world) : "-", verdict, std::move(detail)});
   }
 
-  void check_world(int w) {
-    if (!allowed(w)) {
-      add("all checks", w, Verdict::kNotApplicable,
-          fmt::format("'{}' runs in one process on one device: world size 1 only", entry_.name));
-      return;
-    }
-    std::vector<Outcome> runs;
-    for (std::size_t i = 0; i < workloads_.size(); ++i) {
-      const auto& wl = workloads_[i];
-      auto sets = strategy_sets(w);
-      sets.push_back("train.save_final=true");
-      runs.push_back(run(fmt::format("{} world {}, {}", entry_.name, w, wl.title),
-                         fmt::format("{}_w{}_{}", entry_.name, w, wl.name), {"run", files_[i].string()}, sets));
-      check_equivalence(w, wl, references_[i], runs.back());
-    }
-    check_memory(w, runs[0]);
-    check_communication(w, runs);
-    check_round_trip(w, runs[0]);
+  /// The schedule's input for workload i at world size w and optimizer step `step`.
+  ScheduleInput schedule_input(std::size_t i, int w, std::int64_t step) {
+    if (!units_[i]) units_[i] = estimate::model_units(load_experiment(files_[i]));
+    ScheduleInput in;
+    in.topology = {w, w};  // every rank of the check on this host
+    in.micro_batches = workloads_[i].micro_batches;
+    in.step = step;
+    in.steps = steps_;
+    for (const auto& u : *units_[i]) in.units.push_back({u.name, u.params, u.tensors, 0.0, 0.0});
+    const std::string optimizer = workloads_[i].optimizer;
+    in.optimizer_bytes = optimizer.find("adamw") != std::string::npos ? 8.0
+                         : optimizer.find("momentum") != std::string::npos ? 4.0 : 0.0;
+    in.cpu = true;
+    return in;
   }
 
-  /// Exact strategies: every tensor of the final model within kExactTensorRel of single's (and the
-  /// final loss); approximate ones: their declared tolerance on param_norm, the tensors reported.
-  void check_equivalence(int w, const Workload& wl, const Outcome& ref, const Outcome& run) {
-    const std::string check = fmt::format("equivalence {}", wl.title);
-    if (!ref.ok())
-      return add(check, w, Verdict::kFail, fmt::format("the reference run of single failed: {}", ref.failure()));
-    if (!run.ok()) return add(check, w, Verdict::kFail, run.failure());
+  /// The strategy's schedules for variant v on workload i at world size w: one per step the run takes.
+  std::vector<Schedule> schedules(const Variant& v, std::size_t i, int w) {
+    std::vector<Schedule> out;
+    if (!entry_.scheduler) return out;
+    const Options options = strategy_options_from(load_experiment(files_[i]), entry_, v.sets);
+    for (std::int64_t step = 0; step < steps_; ++step) out.push_back(entry_.scheduler(options, schedule_input(i, w, step)));
+    return out;
+  }
+
+  std::string title(const Variant& v, const std::string& what) const {
+    return v.label.empty() ? what : fmt::format("{} [{}]", what, v.label);
+  }
+
+  void check_world(int w, const Variant& v) {
+    const std::string suffix = v.label.empty() ? std::string() : " [" + v.label + "]";
+    if (!allowed(w)) {
+      if (v.label.empty())
+        add("all checks", w, Verdict::kNotApplicable,
+            fmt::format("'{}' runs in one process on one device: world size 1 only", entry_.name));
+      return;
+    }
+    if (entry_.scheduler) {  // a row whose groups do not divide this world size is not run there
+      const auto first = schedules(v, 0, w);
+      if (!first.empty() && !first.front().applicable) {
+        add(title(v, "all checks"), w, Verdict::kNotApplicable,
+            fmt::format("strategy.{}: {}", first.front().option, first.front().note));
+        return;
+      }
+    }
+    std::vector<Outcome> runs;
+    const std::size_t count = v.all_workloads ? workloads_.size() : 1;
+    const std::string tag = v.label.empty() ? std::string() : "_" + slug(v.label);
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto& wl = workloads_[i];
+      auto sets = strategy_sets(entry_.name, w, v.sets);
+      sets.push_back("train.save_final=true");
+      runs.push_back(run(fmt::format("{} world {}, {}{}", entry_.name, w, wl.title, suffix),
+                         fmt::format("{}_w{}_{}{}", entry_.name, w, wl.name, tag), {"run", files_[i].string()}, sets));
+      check_equivalence(w, v, i, runs.back());
+    }
+    check_memory(w, v, runs[0]);
+    check_communication(w, v, runs);
+    if (v.all_workloads) check_round_trip(w, runs[0]);
+  }
+
+  static std::string slug(const std::string& text) {
+    std::string s;
+    for (char c : text) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    return s;
+  }
+
+  /// Exact: every tensor of the final model within kExactTensorRel of the reference's (and the
+  /// final loss). Exact under named options: that, with those options, besides the loss band
+  /// with the defaults. A loss band: the final loss within the declared band of the named
+  /// reference strategy's, at this world size.
+  void check_equivalence(int w, const Variant& v, std::size_t i, const Outcome& run) {
+    const auto& wl = workloads_[i];
     const auto& eq = entry_.traits.equivalence;
+    const std::string check = title(v, fmt::format("equivalence {}", wl.title));
+    const Outcome& ref = references_[i];
+    if (!ref.ok())
+      return add(check, w, Verdict::kFail, fmt::format("the reference run of {} failed: {}", reference_, ref.failure()));
+    if (!run.ok()) return add(check, w, Verdict::kFail, run.failure());
+    if (eq.exact) return add_exact(check, w, ref, run, "exact up to reduction order");
+    if (exact_when() && v.all_workloads) {
+      std::vector<std::string> options = v.sets, shown;
+      for (const auto& [key, value] : eq.exact_when) {
+        options.push_back(key + "=" + value);
+        shown.push_back(key + " = " + value);
+      }
+      auto sets = strategy_sets(entry_.name, w, options);
+      sets.push_back("train.save_final=true");
+      const Outcome exact = run_child(fmt::format("{} world {}, {}, {}", entry_.name, w, wl.title, fmt::join(shown, ", ")),
+                                      fmt::format("{}_w{}_{}_exact", entry_.name, w, wl.name), i, sets);
+      if (!exact.ok()) add(check + " (exact options)", w, Verdict::kFail, exact.failure());
+      else add_exact(check + fmt::format(" with {}", fmt::join(shown, ", ")), w, ref, exact,
+                     fmt::format("exact with {}", fmt::join(shown, ", ")));
+    }
+    // The loss band, against the declared reference strategy at this world size (the one-device
+    // reference: its own run).
+    const Outcome* against = &ref;
+    Outcome other;
+    if (band_reference()) {
+      other = run_child(fmt::format("{} world {}, {} (the band's reference)", eq.reference, w, wl.title),
+                        fmt::format("{}_w{}_{}", eq.reference, w, wl.name), i,
+                        strategy_sets(eq.reference, w, {}));
+      if (!other.ok()) return add(check, w, Verdict::kFail, fmt::format("the band's reference failed: {}", other.failure()));
+      against = &other;
+    }
+    const double loss = run.number("final_loss"), base = against->number("final_loss");
+    const double gap = std::abs(loss - base);
+    const bool ok = std::isfinite(gap) && gap <= eq.loss_band;
+    add(check, w, ok ? Verdict::kPass : Verdict::kFail,
+        fmt::format("final_loss {:.6g} vs {}'s {:.6g}: abs {:.1e} {} {:g} after {} steps (loss band: {})", loss,
+                    eq.reference, base, gap, ok ? "<=" : ">", eq.loss_band, steps_, eq.reason));
+  }
+
+  Outcome run_child(const std::string& what, const std::string& label, std::size_t i, const std::vector<std::string>& sets) {
+    return run(what, label, {"run", files_[i].string()}, sets);
+  }
+
+  void add_exact(const std::string& check, int w, const Outcome& ref, const Outcome& run, const std::string& promise) {
     const auto diff = compare_saved_models(ref.dir / "final_model.pt", run.dir / "final_model.pt");
-    const double loss = std::abs(run.number("final_loss") - ref.number("final_loss"));
-    const std::string promise =
-        eq.exact ? std::string("exact up to reduction order") : fmt::format("approximate by design: {}", eq.reason);
     if (!diff.problem.empty())
       return add(check, w, Verdict::kFail, fmt::format("the saved models cannot be compared: {}", diff.problem));
-    std::string detail;
-    bool ok = false;
-    if (eq.exact) {
-      const bool tensors_ok = diff.max_rel <= kExactTensorRel;
-      const bool loss_ok = std::isfinite(loss) && loss <= kExactLossAbs;
-      ok = tensors_ok && loss_ok;
-      detail = fmt::format("final model rel {:.1e} {} {:.0e} (worst: {}), final_loss abs {:.1e} {} {:.0e}",
-                           diff.max_rel, tensors_ok ? "<=" : ">", kExactTensorRel,
-                           diff.tensor.empty() ? "none differs" : diff.tensor, loss,
-                           loss_ok ? "<=" : ">", kExactLossAbs);
-    } else {
-      const double rel = relative(run.number("param_norm"), ref.number("param_norm"));
-      ok = std::isfinite(rel) && rel <= eq.rel_tolerance;
-      detail = fmt::format("param_norm rel {:.1e} {} {:.0e}; final model rel {:.1e} (worst: {})", rel,
-                           ok ? "<=" : ">", eq.rel_tolerance, diff.max_rel, diff.tensor);
-    }
+    const double loss = std::abs(run.number("final_loss") - ref.number("final_loss"));
+    const bool tensors_ok = diff.max_rel <= kExactTensorRel;
+    const bool loss_ok = std::isfinite(loss) && loss <= kExactLossAbs;
+    const std::string detail = fmt::format("final model rel {:.1e} {} {:.0e} (worst: {}), final_loss abs {:.1e} {} {:.0e}",
+                                           diff.max_rel, tensors_ok ? "<=" : ">", kExactTensorRel,
+                                           diff.tensor.empty() ? "none differs" : diff.tensor, loss,
+                                           loss_ok ? "<=" : ">", kExactLossAbs);
+    const bool ok = tensors_ok && loss_ok;
     add(check, w, ok ? Verdict::kPass : Verdict::kFail,
         ok ? fmt::format("{} ({})", detail, promise) : fmt::format("{}; declared {}", detail, promise));
   }
 
-  /// Model state per rank. Declared (Footprint::Memory): DESIGN §5's formula for fp32 AdamW (4 Psi
-  /// parameters, 4 Psi gradients, 8 Psi optimizer state, each / N where sharded) within 5% plus
-  /// padding (< N elements per flat group, at most one group per parameter tensor) and AdamW's step
-  /// counts. Undeclared: between the 1/N share and twice the full model.
-  void check_memory(int w, const Outcome& run) {
-    if (!run.ok()) return add("memory", w, Verdict::kFail, run.failure());
+  /// Model state per rank, category by category, against the schedule's ScheduleMemory within 5%
+  /// plus padding (< N elements per flat group, at most one group per parameter tensor) and AdamW's
+  /// step counts. No schedule: between the 1/N share and twice the full model.
+  void check_memory(int w, const Variant& v, const Outcome& run) {
+    const std::string check = title(v, "memory");
+    if (!run.ok()) return add(check, w, Verdict::kFail, run.failure());
     const double full = run.number("parameters") * 4;
     const double tensors = run.number("parameter_tensors");
-    const auto& declared = entry_.traits.footprint.memory;
     struct Item {
-      const char* name;
+      std::string name;
       double bytes, low, high;
       std::string why;
     };
     std::vector<Item> items;
-    if (declared) {
+    const auto measured = [&](const std::string& name) { return run.number("memory.model_state_bytes." + name); };
+    const auto plans = schedules(v, 0, w);
+    if (!plans.empty()) {
+      const ScheduleMemory& m = plans.back().memory;
       const double pad = 4.0 * w * tensors;  // per float32 copy
-      const auto part = [&](const char* name, const char* key, bool sharded, double copies, double extra) {
-        const double expected = copies * full / (sharded ? w : 1);
-        items.push_back({name, run.number(key), expected * (1 - kMemoryRel),
-                         expected * (1 + kMemoryRel) + copies * pad + extra,
-                         fmt::format("{:.0f} B expected{}", expected, sharded ? " (sharded)" : "")});
+      const auto part = [&](const std::string& name, double expected, double copies, double extra) {
+        items.push_back({name, measured(name), expected * (1 - kMemoryRel), expected * (1 + kMemoryRel) + copies * pad + extra,
+                         fmt::format("{:.0f} B scheduled", expected)});
       };
-      part("params", "memory.model_state_bytes.params", declared->params, 1, 0);
-      part("grads", "memory.model_state_bytes.grads", declared->grads, 1, 0);
-      part("optimizer", "memory.model_state_bytes.optimizer", declared->optimizer, 2, 8 * tensors);
+      part("params", m.params, 1, 0);
+      part("grads", m.grads, 1, 0);
+      part("optimizer", m.optimizer, 2, 8 * tensors);
+      for (const auto& [name, bytes] : m.extra) part(name, bytes, 1, 0);
     } else {
-      items = {{"params", run.number("memory.model_state_bytes.params"), full / w * 0.95, 2 * full, "fp32 parameters"},
-               {"grads", run.number("memory.model_state_bytes.grads"), full / w * 0.95, 2 * full, "fp32 gradients"},
-               {"optimizer", run.number("memory.model_state_bytes.optimizer"), 2 * full / w * 0.95, 2 * full * 1.05,
-                "2 AdamW states"}};
+      items = {{"params", measured("params"), full / w * 0.95, 2 * full, "fp32 parameters"},
+               {"grads", measured("grads"), full / w * 0.95, 2 * full, "fp32 gradients"},
+               {"optimizer", measured("optimizer"), 2 * full / w * 0.95, 2 * full * 1.05, "2 AdamW states"}};
     }
     std::string held, wrong;
     for (const auto& it : items) {
       held += fmt::format("{}{} {:.0f} B", held.empty() ? "" : ", ", it.name, it.bytes);
-      if (!(std::isfinite(it.bytes) && it.bytes > 0 && it.bytes >= it.low && it.bytes <= it.high))
+      const bool zero_ok = it.low <= 0 && it.bytes == 0;
+      if (!(std::isfinite(it.bytes) && (zero_ok || (it.bytes > 0 && it.bytes >= it.low && it.bytes <= it.high))))
         wrong += fmt::format("; {} {:.0f} B is outside [{:.0f}, {:.0f}] B ({} of {:.0f} parameters over {} ranks)",
                              it.name, it.bytes, it.low, it.high, it.why, full / 4, w);
     }
-    if (!std::isfinite(full) || full <= 0 || !std::isfinite(tensors))
-      wrong += "; summary.json has no parameter count";
-    add("memory", w, wrong.empty() ? Verdict::kPass : Verdict::kFail,
+    // State the run reports that the schedule does not declare.
+    if (const Json* state = run.result.summary ? run.result.summary->at_path("memory.model_state_bytes") : nullptr; state && state->members())
+      for (const auto& [name, value] : *state->members())
+        if (std::none_of(items.begin(), items.end(), [&](const Item& it) { return it.name == name; }) && value.number_or(0) > 0)
+          wrong += fmt::format("; {} {:.0f} B is held but not in the schedule's memory", name, value.number_or(0));
+    if (!std::isfinite(full) || full <= 0 || !std::isfinite(tensors)) wrong += "; summary.json has no parameter count";
+    add(check, w, wrong.empty() ? Verdict::kPass : Verdict::kFail,
         fmt::format("{} per rank; full fp32 parameters {:.0f} B; {}{}", held, full,
-                    declared ? "DESIGN §5 formula within 5% + padding" : "undeclared: consistency bounds", wrong));
+                    plans.empty() ? "no schedule: consistency bounds" : "the schedule's state within 5% + padding",
+                    wrong));
   }
 
-  /// Bus bytes per step. Declared (Footprint::Traffic): DESIGN §8's (per_step + per_micro_batch x M)
-  /// x (N-1)/N x 4 Psi within 2% plus padding and the norm all-reduces, on every workload.
-  /// Undeclared: counted above world size 1. At world size 1: none.
-  void check_communication(int w, const std::vector<Outcome>& runs) {
-    const auto& declared = entry_.traits.footprint.traffic;
+  /// Bus bytes per step against the schedule's collectives (their mean over the steps run) within
+  /// 2% plus padding and the norm all-reduces, on every workload. No schedule: counted above world
+  /// size 1. At world size 1: none.
+  void check_communication(int w, const Variant& v, const std::vector<Outcome>& runs) {
+    const std::string check = title(v, "communication");
     std::string numbers, wrong;
     for (std::size_t i = 0; i < runs.size(); ++i) {
       const auto& run = runs[i];
-      if (!run.ok()) return add("communication", w, Verdict::kFail, run.failure());
+      if (!run.ok()) return add(check, w, Verdict::kFail, run.failure());
       const double bus = run.number("comm.bus_bytes_per_step"), calls = run.number("comm.calls_per_step");
       const double full = run.number("parameters") * 4, tensors = run.number("parameter_tensors");
       const int micro = workloads_[i].micro_batches;
       numbers += fmt::format("{}{}: {:.0f} B/step in {:.3g} calls", numbers.empty() ? "" : "; ", workloads_[i].title,
                              bus, calls);
+      const auto plans = schedules(v, i, w);
       if (w == 1) {
         if (bus != 0) wrong += fmt::format("; {}: expected no traffic at world size 1", workloads_[i].title);
-      } else if (declared) {
-        const double units = declared->per_step + declared->per_micro_batch * micro;
-        const double factor = static_cast<double>(w - 1) / w;
-        // The sub-group level: every rank of the check runs on this host, so a size of 0 (the
-        // ranks of one host) is the world size.
-        const int g = subgroup_size(*declared, w);
-        const double sub_units = declared->subgroup_per_micro_batch * micro;
-        const double sub_factor = g > 0 ? static_cast<double>(g - 1) / g : 0.0;
-        const double expected = (units * factor + sub_units * sub_factor) * full;
-        const double slack = (units * factor + sub_units * sub_factor) * 4.0 * w * tensors + 2 * factor * 8 * (1 + micro);
-        const std::string formula =
-            sub_units > 0 ? fmt::format("{:g} x (N-1)/N + {:g} x (g-1)/g with g = {} x 4 Psi", units, sub_units, g)
-                          : fmt::format("{:g} x (N-1)/N x 4 Psi", units);
-        auto matches = [&](double e) { return std::abs(bus - e) <= kTrafficRel * e + slack; };
-        // Two gathers a micro-batch declared (zero3, FULL_SHARD): the kit keeps the model's last
-        // unit gathered from its forward into its backward, one gather of it fewer (at its level).
-        const double last = units_gathered_twice(*declared) ? 4.0 * last_unit_params(i) : 0.0;
-        const double kept = expected - micro * (sub_units > 0 ? sub_factor : factor) * last;
-        if (last > 0 && matches(kept) && std::abs(bus - kept) < std::abs(bus - expected)) {
-          numbers += fmt::format(" (expected {:.0f}: the last unit's {:.0f} B gathered once a micro-batch)", kept, last);
-        } else {
-          numbers += fmt::format(" (expected {:.0f})", expected);
-          if (!matches(expected))
-            wrong += fmt::format("; {}: {:.0f} B/step is not {:.0f} B within 2% ({}{})", workloads_[i].title, bus, expected,
-                                 formula,
-                                 last > 0 ? fmt::format(", nor {:.0f} B with the last unit gathered once", kept) : "");
+      } else if (!plans.empty()) {
+        double expected = 0, ops = 0;
+        std::map<int, double> levels;  // bus bytes by the ranks a collective spans
+        for (const auto& s : plans) {
+          expected += s.bus_bytes();
+          for (const auto& op : s.ops())
+            if (op.kind == ScheduleOp::Kind::kCollective) {
+              ops += 1;
+              levels[op.group] += op.bus_bytes() / static_cast<double>(plans.size());
+            }
         }
+        expected /= static_cast<double>(plans.size());
+        ops /= static_cast<double>(plans.size());
+        // Padding: fewer than N elements per flat group of a collective, at most one group per
+        // tensor per model-sized transfer; the gradient norm's all-reduces (a float each).
+        const double transfers = full > 0 ? expected / full : 0;
+        const double slack = transfers * 4.0 * w * tensors + ops * 4.0 * w + 2 * 8.0 * (1 + micro);
+        const bool ok = std::abs(bus - expected) <= kTrafficRel * expected + slack;
+        std::string split;  // a two-level schedule: what moves at each level
+        for (auto it = levels.rbegin(); levels.size() > 1 && it != levels.rend(); ++it)
+          split += fmt::format("{}{:.0f} over {} ranks", split.empty() ? ": " : " + ", it->second, it->first);
+        numbers += fmt::format(" (scheduled {:.0f}{} in {:.3g} collectives)", expected, split, ops);
+        if (!ok)
+          wrong += fmt::format("; {}: {:.0f} B/step is not the schedule's {:.0f} B within 2% + {:.0f} B of padding",
+                               workloads_[i].title, bus, expected, slack);
       } else if (!(bus > 0 && calls > 0)) {
         wrong += fmt::format("; {}: traffic is not accounted (every collective must go through strata::Comm)",
                              workloads_[i].title);
       }
     }
-    add("communication", w, wrong.empty() ? Verdict::kPass : Verdict::kFail,
-        numbers + (declared || w == 1 ? "" : "; undeclared: counted only") + wrong);
+    add(check, w, wrong.empty() ? Verdict::kPass : Verdict::kFail,
+        numbers + (entry_.scheduler || w == 1 ? "" : "; no schedule declared: counted only") + wrong);
   }
 
-  /// Whether a declaration counts two gathers of every unit a micro-batch (forward and backward):
-  /// 3 units (two all-gathers and a reduce-scatter), or the second gather at the sub-group level.
-  static bool units_gathered_twice(const Footprint::Traffic& declared) {
-    return declared.subgroup_per_micro_batch > 0 ? declared.subgroup_per_micro_batch >= 1 : declared.per_micro_batch >= 3;
-  }
-
-  /// Trainable parameters of the last unit of workload `i`'s model (built as `run` builds it).
-  double last_unit_params(std::size_t i) {
-    if (last_unit_[i] < 0) {
-      const auto units = estimate::model_units(load_experiment(files_[i]));
-      last_unit_[i] = units.empty() ? 0 : units.back().params;
-    }
-    return last_unit_[i];
-  }
-
-  /// The sub-group size g of a two-level traffic declaration at world size w: the strategy
-  /// option it names, at its default (the check runs with defaults), 0 meaning the ranks of one
-  /// host (all w here); 0 when nothing is declared at that level.
-  int subgroup_size(const Footprint::Traffic& declared, int w) const {
-    if (declared.subgroup_per_micro_batch == 0) return 0;
-    const OptionSpec* spec = entry_.schema.find(declared.subgroup_option);
-    if (spec == nullptr || !std::holds_alternative<std::int64_t>(spec->default_value))
-      throw PluginError(entry_.library, fmt::format("strategy '{}' declares sub-group traffic over the option '{}', which is not an "
-                                    "integer option of its schema",
-                                    entry_.name, declared.subgroup_option),
-                        "Name the integer [strategy] option that holds the sub-group size in "
-                        "Footprint::Traffic::with_subgroup().");
-    const auto g = std::get<std::int64_t>(spec->default_value);
-    return g > 0 ? static_cast<int>(std::min<std::int64_t>(g, w)) : w;
-  }
-
-  /// The saved full model, loaded by `single` for one step at a negligible learning rate, has
+  /// The saved full model, loaded by the reference for one step at a negligible learning rate, has
   /// the saved run's final parameters.
   void check_round_trip(int w, const Outcome& run) {
     const std::string check = "state-dict round trip";
@@ -419,19 +497,20 @@ class Checker {
       return add(check, w, Verdict::kFail, "the run wrote no final_model.pt (train.save_final = true)");
     const Outcome reload = run_reload(w, model);
     if (!reload.ok())
-      return add(check, w, Verdict::kFail, fmt::format("single could not load final_model.pt: {}", reload.failure()));
+      return add(check, w, Verdict::kFail,
+                 fmt::format("{} could not load final_model.pt: {}", reference_, reload.failure()));
     const double rel = relative(reload.number("param_norm"), run.number("param_norm"));
     const bool ok = std::isfinite(rel) && rel <= kRoundTripRel;
     add(check, w, ok ? Verdict::kPass : Verdict::kFail,
-        fmt::format("param_norm rel {:.1e} {} {:.0e} after single loaded final_model.pt{}", rel, ok ? "<=" : ">",
-                    kRoundTripRel,
+        fmt::format("param_norm rel {:.1e} {} {:.0e} after {} loaded final_model.pt{}", rel, ok ? "<=" : ">",
+                    kRoundTripRel, reference_,
                     ok ? "" : fmt::format(" (saved {:.9f}, loaded {:.9f})", run.number("param_norm"),
                                           reload.number("param_norm"))));
   }
 
   Outcome run_reload(int w, const fs::path& model) {
-    return run(fmt::format("single loads {} world {}'s final_model.pt", entry_.name, w),
-               fmt::format("single_loads_{}_w{}", entry_.name, w), {"run", files_[0].string()},
+    return run(fmt::format("{} loads {} world {}'s final_model.pt", reference_, entry_.name, w),
+               fmt::format("{}_loads_{}_w{}", reference_, entry_.name, w), {"run", files_[0].string()},
                {fmt::format("train.init_from={}", model.string()), fmt::format("optimizer.lr={}", kReloadLr),
                 "train.steps=1"});
   }
@@ -469,13 +548,16 @@ class Checker {
   }
 
   const RegistryEntry& entry_;
+  std::string reference_;  ///< the strategy on one device every run is compared with
   std::vector<int> worlds_;
   fs::path dir_;
   std::vector<Workload> workloads_;  ///< the experiments every world size runs
+  std::vector<Variant> variants_;    ///< the defaults, then the option matrix
+  std::int64_t steps_;
   std::vector<fs::path> files_;  ///< the workloads' experiment files, in workloads_ order
-  std::vector<double> last_unit_;  ///< per workload: its model's last unit's parameters (-1: not built yet)
+  std::vector<std::optional<std::vector<estimate::UnitProfile>>> units_;  ///< per workload: its model's units, once built
   std::vector<std::pair<std::string, detail::Violation>> violations_;
-  std::vector<Outcome> references_;  ///< single on each workload
+  std::vector<Outcome> references_;  ///< the reference on each workload
   std::vector<Row> rows_;
   int total_ = 0, started_ = 0;
   int interrupted_ = 0;
@@ -493,8 +575,44 @@ fs::path fresh_temp_directory(const std::string& name) {
   return pattern;
 }
 
+/// The strategy every run is compared with: the one that runs on one device.
+std::string reference_strategy(const Registry& registry) {
+  for (const auto* e : registry.entries())
+    if (e->kind == PluginKind::kStrategy && e->traits.placement.kind == Placement::Kind::kOneDevice) return e->name;
+  throw PluginError({}, "no strategy that runs on one device is registered: `strata check` has no reference.",
+                    "Keep the built-in strategy plugins on the plugin search path.");
+}
+
+/// The option values the strategy is checked with: the defaults with --set, then (without --set)
+/// its option matrix.
+std::vector<Variant> variants_of(const CheckRequest& request, const RegistryEntry& entry) {
+  Variant defaults;
+  for (auto set : request.sets) {
+    if (set.rfind("strategy.", 0) == 0) set = set.substr(std::string("strategy.").size());
+    const std::string key = set.substr(0, set.find('='));
+    if (set.find('=') == std::string::npos || entry.schema.find(key) == nullptr)
+      throw UsageError(fmt::format("--set {}: '{}' is not an option of strategy '{}'.", set, key, entry.name),
+                       fmt::format("Give strategy.KEY=VALUE with a KEY of `strata describe {}`.", entry.name));
+    defaults.sets.push_back(set);
+  }
+  if (!defaults.sets.empty()) defaults.label = fmt::format("{}", fmt::join(defaults.sets, ", "));
+  std::vector<Variant> out{defaults};
+  if (request.matrix && request.sets.empty())
+    for (const auto& row : entry.traits.option_matrix) {
+      Variant v;
+      v.label = row.label;
+      for (const auto& [key, value] : row.options) v.sets.push_back(key + "=" + value);
+      v.all_workloads = false;
+      out.push_back(std::move(v));
+    }
+  return out;
+}
+
 /// The suite of one strategy (`entry`; request.strategy is its name).
-int check_one(const CheckRequest& request, const RegistryEntry& entry) {
+int check_one(const CheckRequest& request, const RegistryEntry& entry, const std::string& reference) {
+  const std::vector<Variant> variants = variants_of(request, entry);
+  const auto& eq = entry.traits.equivalence;
+  const std::int64_t steps = eq.steps > 0 ? eq.steps : kSteps;
   std::vector<int> worlds = request.world_sizes;
   std::sort(worlds.begin(), worlds.end());
   worlds.erase(std::unique(worlds.begin(), worlds.end()), worlds.end());
@@ -517,12 +635,12 @@ int check_one(const CheckRequest& request, const RegistryEntry& entry) {
                        "Choose a new --out directory (the check writes its experiments and runs there).");
     fs::create_directories(dir);
   }
-  // The experiments, written first and validated here with `single`: a missing model or
+  // The experiments, written first and validated here with the reference: a missing model or
   // dataset plugin is a configuration error (exit 2), not a failure of the strategy.
   try {
     for (const auto& w : workloads) {
       const fs::path file = dir / (std::string(w.name) + ".toml");
-      write_text_file(file, workload_toml(w, batch));
+      write_text_file(file, workload_toml(w, batch, reference, steps));
       check_experiment(load_experiment(file));
     }
   } catch (...) {
@@ -531,16 +649,20 @@ int check_one(const CheckRequest& request, const RegistryEntry& entry) {
     throw;
   }
 
-  const auto& eq = entry.traits.equivalence;
-  std::cout << fmt::format("strata check {}: world sizes {}; {} steps, global batch {}; equivalence with single {}; "
-                           "runs in {}\n",
-                           entry.name, fmt::join(worlds, ", "), kSteps, batch,
-                           eq.exact ? std::string("exact up to reduction order")
-                                    : fmt::format("within rel {:g} (approximate by design: {})", eq.rel_tolerance,
-                                                  eq.reason),
-                           dir.string())
+  std::string promise = "exact up to reduction order";
+  if (!eq.exact) {
+    std::vector<std::string> shown;
+    for (const auto& [key, value] : eq.exact_when) shown.push_back(key + " = " + value);
+    promise = fmt::format("{}final loss within {:g} of {}'s ({})",
+                          shown.empty() ? std::string() : fmt::format("exact with {}; otherwise ", fmt::join(shown, ", ")),
+                          eq.loss_band, eq.reference, eq.reason);
+  }
+  std::cout << fmt::format("strata check {}: world sizes {}; {} steps, global batch {}; equivalence with {}: {}; "
+                           "{} option set{}; runs in {}\n",
+                           entry.name, fmt::join(worlds, ", "), steps, batch, reference, promise, variants.size(),
+                           variants.size() == 1 ? "" : "s", dir.string())
             << std::flush;
-  Checker checker(entry, worlds, dir, workloads);
+  Checker checker(entry, reference, worlds, dir, workloads, variants, steps);
   const int interrupted = checker.run_all();
   const std::string table = checker.table();
   write_text_file(dir / "check.md", table);
@@ -564,14 +686,15 @@ int check_one(const CheckRequest& request, const RegistryEntry& entry) {
 
 int check_strategy(const CheckRequest& request) {
   require_single_process("check");
-  // "ddp,zero1,zero3": every name is looked up before any run, then each strategy's suite runs in
+  // "a,b,c": every name is looked up before any run, then each strategy's suite runs in
   // turn, in --out DIR/NAME when --out is given.
   const std::vector<std::string> names = parse_strategy_names(request.strategy);
   Registry registry;
   load_registry(registry, nullptr);
   std::vector<const RegistryEntry*> entries;
   for (const auto& name : names) entries.push_back(&registry.at(PluginKind::kStrategy, name));
-  if (names.size() == 1) return check_one(request, *entries.front());
+  const std::string reference = reference_strategy(registry);
+  if (names.size() == 1) return check_one(request, *entries.front(), reference);
   if (!request.out.empty() && fs::exists(request.out) && !(fs::is_directory(request.out) && fs::is_empty(request.out)))
     throw UsageError(fmt::format("--out {} exists and is not an empty directory.", request.out.string()),
                      "Choose a new --out directory (the check writes each strategy's runs in a folder of it).");
@@ -580,7 +703,7 @@ int check_strategy(const CheckRequest& request) {
     CheckRequest one = request;
     one.strategy = names[i];
     if (!request.out.empty()) one.out = request.out / names[i];
-    const int code = check_one(one, *entries[i]);
+    const int code = check_one(one, *entries[i], reference);
     if (code >= 128) return code;  // interrupted: stop here
     if (code != 0) failed.push_back(names[i]);
     std::cout << "\n";

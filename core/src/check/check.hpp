@@ -17,7 +17,7 @@ std::vector<std::string> split_commas(const std::string& text);
 /// "1,2,3" -> {1, 2, 3}, sorted, without repeats. Throws UsageError for anything but a
 /// comma-separated list of positive integers.
 std::vector<int> parse_world_sizes(const std::string& text);
-/// "ddp,zero3" -> {"ddp", "zero3"}, in order. Throws UsageError for an empty name, quoting the
+/// "a,b" -> {"a", "b"}, in order. Throws UsageError for an empty name, quoting the
 /// list after `where` (the command or option it came with).
 std::vector<std::string> parse_strategy_names(const std::string& text, const std::string& where = "strata check");
 

@@ -45,7 +45,7 @@ std::vector<std::string> parse_strategy_names(const std::string& text, const std
   for (const auto& name : names)
     if (name.empty())
       throw UsageError(fmt::format("`{} {}` has an empty strategy name.", where, text),
-                       fmt::format("Write one name, or several separated by commas: `{} ddp,zero3`.", where));
+                       fmt::format("Write one name, or several separated by commas: `{} NAME,NAME`.", where));
   return names;
 }
 

@@ -534,6 +534,24 @@ void validate_plugin_sections(Experiment& e, const Registry& registry) {
   }
 }
 
+Options strategy_options_from(const Experiment& e, const RegistryEntry& entry, const std::vector<std::string>& sets) {
+  toml::table table;
+  for (const auto& set : sets) {
+    const auto eq = set.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UsageError(fmt::format("`--set strategy.{}` is not KEY=VALUE.", set),
+                       "Write for example `--set strategy.secondary_group_size=2`.");
+    toml::table parsed;
+    try {
+      parsed = toml::parse("v = " + set.substr(eq + 1));
+    } catch (const toml::parse_error&) {
+      parsed = toml::table{{"v", set.substr(eq + 1)}};
+    }
+    table.insert_or_assign(set.substr(0, eq), *parsed.get("v"));
+  }
+  return Validator(e).section("strategy", &table, entry.schema, {"name"}, entry.name);
+}
+
 namespace {
 /// Every section of the resolved experiment, in file order: (name, options, plugin name or null).
 struct ResolvedSection {

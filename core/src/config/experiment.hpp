@@ -142,6 +142,12 @@ Experiment load_experiment(const std::filesystem::path& file, const std::vector<
 
 /// Validates the plugin sections against the plugins' schemas and fills their options.
 void validate_plugin_sections(Experiment& experiment, const Registry& registry);
+/// The options of strategy `entry` (the experiment's or another) from `sets` ("KEY=VALUE": a key
+/// of its schema without the `strategy.` prefix, a TOML value), its defaults for the rest: what
+/// `strata check --set` and `strata estimate --strategies` give a strategy. A key its schema does
+/// not have, or a value it rejects, is a ConfigError naming `strategy.KEY`.
+Options strategy_options_from(const Experiment& experiment, const RegistryEntry& entry,
+                              const std::vector<std::string>& sets);
 
 /// The resolved experiment (every default filled in) as TOML text.
 std::string resolved_toml(const Experiment& experiment);

@@ -68,10 +68,15 @@ estimate::Network default_network() {
 struct EstimateTarget {
   fs::path experiment;
   std::vector<std::string> overrides;  ///< for the experiment (and its profile run)
+  /// --set strategy.KEY=VALUE (but strategy.name), as "KEY=VALUE": options of whichever estimated
+  /// strategies have KEY, the experiment's own included.
+  std::vector<std::string> strategy_sets;
   std::vector<std::string> strategies;
   std::vector<int> world_sizes;
   std::string scaling = "strong";
-  std::string baseline_strategy = "single";
+  std::string baseline_strategy;  ///< empty: the strategy that runs on one device, else the first
+  /// The strategy that runs on one device: the profile run of a strategy that is not itself there.
+  std::string one_device;
   int baseline_world = 1;
   std::vector<std::string> notes;
 };
@@ -112,24 +117,38 @@ EstimateTarget target_of(const EstimateRequest& r) {
     take_sweep(t, r);
   } else {
     t.experiment = r.file;
-    t.overrides = r.overrides;
+    for (const auto& o : r.overrides) {
+      if (o.rfind("strategy.", 0) == 0 && o.rfind("strategy.name=", 0) != 0)
+        t.strategy_sets.push_back(o.substr(std::string("strategy.").size()));
+      else
+        t.overrides.push_back(o);
+    }
   }
   if (t.world_sizes.empty()) t.world_sizes = {1, 2, 4, 8};
   return t;
 }
 
-/// Every built-in strategy but dp is `single` at world size 1, with its options valid: a profile
-/// runs it. Any other runs `single`.
-bool profiles_as_itself(const std::string& strategy) {
-  const auto built_in = estimate::built_in_strategies();
-  return strategy != "dp" && std::find(built_in.begin(), built_in.end(), strategy) != built_in.end();
+/// A strategy that runs a rank per device (or on one device) and whose schedule applies at world
+/// size 1 is the one-device run at world size 1: its profile run is itself. Any other runs the
+/// strategy that runs on one device.
+bool profiles_as_itself(const Registry& registry, const Experiment& e) {
+  const RegistryEntry& entry = registry.at(PluginKind::kStrategy, e.strategy.name);
+  if (entry.traits.placement.kind == Placement::Kind::kDevicesInProcess) return false;
+  if (!entry.scheduler) return true;
+  ScheduleInput one;
+  one.units.push_back({"model", 1.0, {}, 0.0, 0.0});
+  try {
+    return entry.scheduler(e.strategy.options, one).applicable;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
-/// A strategy profiled as `single` leaves its [strategy] options out of the profile run (single
-/// takes none): those given with --set are simply not passed on; those in the experiment file
-/// cannot be left out. Returns the first such key ("strategy.KEY"), or "" when nothing is in the way.
-std::string single_profile_blocked(const Experiment& e) {
-  if (profiles_as_itself(e.strategy.name)) return {};
+/// A strategy profiled as the one-device strategy leaves its [strategy] options out of the profile
+/// run: those given with --set are simply not passed on; those in the experiment file cannot be
+/// left out. Returns the first such key ("strategy.KEY"), or "" when nothing is in the way.
+std::string profile_blocked(const Experiment& e, bool own_ok) {
+  if (own_ok) return {};
   // A key given with --set has no line; one the file does not set (a default) is located at [strategy].
   const SourceLocation table = e.location("strategy");
   for (const auto& [key, value] : e.strategy.options.values()) {
@@ -140,32 +159,29 @@ std::string single_profile_blocked(const Experiment& e) {
 }
 
 /// The profile run: the experiment on one device for a few steps. Its own strategy at world size 1
-/// where it profiles as itself, else `single` (without the strategy's --set options).
+/// where it profiles as itself, else the one-device strategy (without the strategy's --set options).
 /// `threads` > 0: computing with that many threads (the ranks' count at some world size on the CPU),
 /// into out/profile-threads-N.
-fs::path run_profile(const EstimateTarget& t, const EstimateRequest& r, const Experiment& e, const fs::path& out,
-                     int threads = 0) {
+fs::path run_profile(const EstimateTarget& t, const EstimateRequest& r, const Experiment& e, bool own_ok,
+                     const fs::path& out, int threads = 0) {
   const fs::path dir = out / (threads > 0 ? fmt::format("profile-threads-{}", threads) : std::string("profile"));
   std::vector<std::string> args{"run", t.experiment.string(), "--out", dir.string()};
   const std::string own = e.strategy.name;
-  const bool own_ok = profiles_as_itself(own);
-  if (const std::string blocked = single_profile_blocked(e); !blocked.empty())
+  if (const std::string blocked = profile_blocked(e, own_ok); !blocked.empty())
     throw e.error(blocked,
-                  fmt::format("the profile run of '{}' is `single` on one device, which takes no [strategy] options, and "
-                              "this one is in the experiment file, where it cannot be left out.",
-                              own),
+                  fmt::format("the profile run of '{}' is `{}` on one device, which does not take its [strategy] "
+                              "options, and this one is in the experiment file, where it cannot be left out.",
+                              own, t.one_device),
                   "Give the strategy's options with --set strategy.KEY=VALUE instead (they reach the estimate, not the "
-                  "profile run), or pass --profile RUN_DIR of a `single` run of this experiment.");
+                  "profile run), or pass --profile RUN_DIR of a one-device run of this experiment.");
   for (const auto& o : t.overrides)
     if (own_ok || o.rfind("strategy.", 0) != 0) args.insert(args.end(), {"--set", o});
   if (threads > 0) args.insert(args.end(), {"--set", fmt::format("train.threads={}", threads)});
-  if (!own_ok) args.insert(args.end(), {"--set", "strategy.name=\"single\""});
-  // A shard group of several ranks (HYBRID_SHARD) does not divide one: the host's ranks (0) do.
-  if (own == "fsdp") args.insert(args.end(), {"--set", "strategy.shard_group_size=0"});
+  if (!own_ok) args.insert(args.end(), {"--set", fmt::format("strategy.name=\"{}\"", t.one_device)});
   const auto steps = std::min<std::int64_t>(e.train.steps, r.profile_steps);
   args.insert(args.end(), {"--set", "distributed.nproc=1", "--set", fmt::format("train.steps={}", steps), "--set",
                            "eval.every=0", "--set", fmt::format("train.timing_warmup_steps={}", std::max<std::int64_t>(1, steps / 4))});
-  std::cout << fmt::format("profile: {} steps of {} on one device{} ({})", steps, own_ok ? own : "single",
+  std::cout << fmt::format("profile: {} steps of {} on one device{} ({})", steps, own_ok ? own : t.one_device,
                            threads > 0 ? fmt::format(" with {} thread{}", threads, threads == 1 ? "" : "s") : "", dir.string())
             << std::endl;
   const LoggedChild child = run_logged(args, dir);
@@ -183,8 +199,8 @@ fs::path run_profile(const EstimateTarget& t, const EstimateRequest& r, const Ex
 /// The profile: the run (RUN_DIR, or one started now), the model's units timed one by one, and on
 /// the CPU a run for each thread count the ranks will use that differs from the run's.
 estimate::Profile measure_profile(const EstimateTarget& target, const EstimateRequest& r, const Experiment& e,
-                                  const estimate::Network& network, const fs::path& out) {
-  const fs::path profile_dir = r.profile.empty() ? run_profile(target, r, e, out) : r.profile;
+                                  bool own_ok, const estimate::Network& network, const fs::path& out) {
+  const fs::path profile_dir = r.profile.empty() ? run_profile(target, r, e, own_ok, out) : r.profile;
   estimate::Profile profile = estimate::read_profile(profile_dir, e);
   if (auto saved = estimate::load_units(profile_dir, profile.device)) {
     // Measured when this profile was first estimated, perhaps on a machine with its device (a GPU).
@@ -203,11 +219,11 @@ estimate::Profile measure_profile(const EstimateTarget& target, const EstimateRe
     profile.notes.push_back(std::string("the model's units could not be profiled here (") + ex.what() + ")");
     estimate::attach_units(profile, {});
   }
-  const std::string blocked = single_profile_blocked(e);
+  const std::string blocked = profile_blocked(e, own_ok);
   if (!blocked.empty() && profile.device == "cpu")
-    profile.notes.push_back(fmt::format("no runs at other thread counts ({} of '{}' in the experiment file is not `single`'s): "
+    profile.notes.push_back(fmt::format("no runs at other thread counts ({} of '{}' in the experiment file is not `{}`'s): "
                                         "the step's work taken to scale linearly with threads",
-                                        blocked, e.strategy.name));
+                                        blocked, e.strategy.name, target.one_device));
   if (profile.device == "cpu" && profile.threads > 0 && profile.host_threads > 0 && blocked.empty()) {
     // CPU ranks compute with fewer threads than the profile did: how much slower, measured rather
     // than assumed, by short runs with each such count between two with the profile's own count,
@@ -220,7 +236,7 @@ estimate::Profile measure_profile(const EstimateTarget& target, const EstimateRe
     }
     if (!counts.empty()) {
       auto work = [&](int threads, const std::string& dir) {
-        return estimate::read_profile(run_profile(target, r, e, out / dir, threads), e).work_s();
+        return estimate::read_profile(run_profile(target, r, e, own_ok, out / dir, threads), e).work_s();
       };
       const double before = work(profile.threads, "before");
       std::map<int, double> measured;
@@ -263,10 +279,48 @@ Json run_estimate(const EstimateRequest& r) {
   Experiment e = load_experiment(target.experiment, target.overrides);
   Registry registry;
   load_registry(registry, &e);
+  // --set strategy.KEY=VALUE: the experiment's own strategy takes those of its schema (its profile
+  // run too); every estimated strategy those of its own.
+  const auto has_key = [&](const std::string& strategy, const std::string& set) {
+    const RegistryEntry* entry = registry.find(PluginKind::kStrategy, strategy);
+    return entry != nullptr && entry->schema.find(set.substr(0, set.find('='))) != nullptr;
+  };
+  {
+    const std::string own = e.strategy.name;
+    std::vector<std::string> overrides = target.overrides;
+    for (const auto& set : target.strategy_sets)
+      if (has_key(own, set)) overrides.push_back("strategy." + set);
+    if (overrides.size() != target.overrides.size()) {
+      target.overrides = overrides;
+      e = load_experiment(target.experiment, target.overrides);
+    }
+  }
   validate_plugin_sections(e, registry);
 
   std::vector<std::string> strategies = target.strategies;
-  if (strategies.empty()) strategies = estimate::built_in_strategies();
+  if (strategies.empty()) {
+    // Every strategy that declares a schedule: those on one device, in one process, then a rank per device.
+    for (const auto kind : {Placement::Kind::kOneDevice, Placement::Kind::kDevicesInProcess, Placement::Kind::kRankPerDevice})
+      for (const auto* entry : registry.entries())
+        if (entry->kind == PluginKind::kStrategy && entry->scheduler && entry->traits.placement.kind == kind)
+          strategies.push_back(entry->name);
+  }
+  for (const auto* entry : registry.entries())
+    if (entry->kind == PluginKind::kStrategy && entry->traits.placement.kind == Placement::Kind::kOneDevice)
+      target.one_device = entry->name;
+  if (target.one_device.empty())
+    throw PluginError({}, "no strategy that runs on one device is registered: `strata estimate` has no profile run.",
+                      "Keep the built-in strategy plugins on the plugin search path.");
+  if (target.baseline_strategy.empty()) target.baseline_strategy = target.one_device;
+  for (const auto& set : target.strategy_sets) {
+    const bool anyone = has_key(e.strategy.name, set) ||
+                        std::any_of(strategies.begin(), strategies.end(), [&](const auto& s) { return has_key(s, set); });
+    if (!anyone)
+      throw UsageError(fmt::format("--set strategy.{}: no strategy estimated here has the option '{}'.", set,
+                                   set.substr(0, set.find('='))),
+                       "Name an option of an estimated strategy (`strata describe NAME` lists them), or add the "
+                       "strategy that has it to --strategies.");
+  }
   const auto known = registry.names(PluginKind::kStrategy);
   for (const auto& s : strategies)
     if (registry.find(PluginKind::kStrategy, s) == nullptr) {
@@ -274,7 +328,7 @@ Json run_estimate(const EstimateRequest& r) {
       for (const auto& k : known) names += (names.empty() ? "" : ", ") + k;
       throw UsageError(fmt::format("--strategies: unknown strategy '{}'.{} Known: {}.", s,
                                    detail::did_you_mean(s, known), names),
-                       "Name registered strategies (`strata plugins` lists them), e.g. `--strategies ddp,zero3`.");
+                       "Name registered strategies (`strata plugins` lists them), e.g. `--strategies NAME,NAME`.");
     }
 
   const estimate::Network network = r.network.empty() ? default_network() : estimate::load_network(r.network);
@@ -292,7 +346,7 @@ Json run_estimate(const EstimateRequest& r) {
   if (out.empty()) out = fs::path(e.experiment.out_dir) / e.experiment.name / ("estimate-" + utc_time("%Y%m%dT%H%M%SZ"));
   fs::create_directories(out);
 
-  const estimate::Profile profile = measure_profile(target, r, e, network, out);
+  const estimate::Profile profile = measure_profile(target, r, e, profiles_as_itself(registry, e), network, out);
 
   double device_memory = r.device_memory_gib * 1024.0 * 1024.0 * 1024.0;
   std::string memory_source = "--device-memory";
@@ -316,11 +370,22 @@ Json run_estimate(const EstimateRequest& r) {
     in.batch_scale = weak ? static_cast<double>(n) / target.baseline_world : 1.0;
     return in;
   };
-  // A strategy's plan with the experiment's options (its own) or its defaults, at n ranks on the network's hosts.
-  auto predict = [&](const std::string& s, int n) {
-    return estimate::estimate_strategy(
-        s, input(n), estimate::experiment_strategy_model(e, registry, s, estimate::topology_on(network, n)));
-  };
+  // A strategy's schedule with the experiment's options (its own) or its defaults, and the --set
+  // strategy options of its schema.
+  std::map<std::string, estimate::StrategyModel> models;
+  for (const auto& s : strategies) {
+    if (s == e.strategy.name) {
+      models[s] = estimate::experiment_strategy_model(e, registry, s);
+      continue;
+    }
+    std::vector<std::string> sets;
+    for (const auto& set : target.strategy_sets)
+      if (has_key(s, set)) sets.push_back(set);
+    models[s] = estimate::strategy_model(registry, s, strategy_options_from(e, registry.at(PluginKind::kStrategy, s), sets));
+  }
+  if (!models.count(target.baseline_strategy))
+    models[target.baseline_strategy] = estimate::experiment_strategy_model(e, registry, target.baseline_strategy);
+  auto predict = [&](const std::string& s, int n) { return estimate::estimate_strategy(s, input(n), models.at(s)); };
   std::vector<StrategyEstimate> rows;
   for (const auto& s : strategies) {
     for (int n : target.world_sizes) {
@@ -336,7 +401,7 @@ Json run_estimate(const EstimateRequest& r) {
       }
     }
   }
-  // The baseline (the sweep's, else single at world size 1), predicted like the rest. Strong
+  // The baseline (the sweep's, else the one-device strategy at world size 1), predicted like the rest. Strong
   // scaling: speedup = its step time / the step time; weak: the ratio of throughputs.
   auto speedup_of = [&](const StrategyEstimate& row, double base) {
     return weak ? base / row.step_s * row.world_size / target.baseline_world : base / row.step_s;
@@ -392,7 +457,7 @@ Json run_estimate(const EstimateRequest& r) {
     if (row.coarse && row.world_size == target.world_sizes.front())
       std::cout << fmt::format("~ {}: coarse ({})\n", row.strategy, row.note);
   for (const auto& row : rows)
-    if (!row.applicable && row.strategy != "single")
+    if (!row.applicable && row.strategy != target.baseline_strategy)
       std::cout << fmt::format("n/a {} at {}: {}\n", row.strategy, row.world_size, row.note);
   for (const auto& note : profile.notes) std::cout << "note: " << note << "\n";
 

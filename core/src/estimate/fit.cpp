@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "estimate/network.hpp"
 
@@ -12,11 +13,11 @@ namespace strata::estimate {
 
 namespace {
 
-/// Memory does not depend on the network (but for fsdp HYBRID_SHARD's group: every rank on one node).
-Network one_host() {
+/// Memory does not depend on the network but for the ranks of one host (groups of a host's ranks).
+Network hosts(int ranks_per_host) {
   Network net;
   net.name = "fit check";
-  net.gpus_per_node = 0;
+  net.gpus_per_node = ranks_per_host;
   net.intra = {10.0, 10.0};
   return net;
 }
@@ -73,38 +74,36 @@ std::string gib_text(double bytes) {
 
 FitCheck check_fit(const FitRequest& r) {
   const Profile p = profile_of(r);
-  const Network net = one_host();
+  const Network net = hosts(r.ranks_per_host);
   FitCheck c;
   c.estimate = estimate_at(r, p, net, r.strategy, r.world_size);
   c.peak = c.estimate.memory.peak();
   c.fits = r.device_memory <= 0 || c.peak <= r.device_memory;
   if (c.fits) return c;
   // Other strategies at this world size.
-  std::vector<std::string> candidates = r.candidates;
-  if (candidates.empty()) {
-    if (r.world_size == 1) candidates.push_back("single");
-    for (const char* s : {"ddp", "zero1", "zero2", "zero3", "fsdp"}) candidates.emplace_back(s);
-  }
-  for (const auto& s : candidates) {
+  for (const auto& s : r.candidates) {
     if (s == r.strategy) continue;
     const auto e = estimate_at(r, p, net, s, r.world_size);
     if (e.applicable && e.memory.peak() <= r.device_memory)
       c.would_fit.push_back(fmt::format("{} at {} ({} per rank)", s, ranks(r.world_size), gib_text(e.memory.peak())));
   }
-  // This strategy (or zero3, for one that runs on one device only) at the smallest larger world
-  // size that splits the batch evenly.
-  const std::string grow = estimate_at(r, p, net, r.strategy, r.world_size + 1).applicable ? r.strategy : "zero3";
-  c.grown = grow;
+  // This strategy (or, for one that runs on one device only, the candidates) at the smallest
+  // larger world size that splits the batch evenly.
+  std::vector<std::string> growing{r.strategy};
+  if (!estimate_at(r, p, net, r.strategy, r.world_size + 1).applicable) growing = r.candidates;
+  c.grown = fmt::format("{}", fmt::join(growing, ", "));
   const auto per_step = static_cast<long long>(std::llround(r.global_batch)) / std::max(1, r.micro_batches);
   int tries = 0;
   for (long long w = r.world_size + 1; w <= per_step && tries < 64; ++w) {
     if (per_step % w != 0) continue;
     ++tries;
-    const auto e = estimate_at(r, p, net, grow, static_cast<int>(w));
     const double limit = r.shared_memory ? r.device_memory * r.world_size / static_cast<double>(w) : r.device_memory;
-    if (e.applicable && e.memory.peak() <= limit) {
-      c.would_fit.push_back(fmt::format("{} at {} ({} per rank)", grow, ranks(static_cast<int>(w)), gib_text(e.memory.peak())));
-      break;
+    for (const auto& grow : growing) {
+      const auto e = estimate_at(r, p, net, grow, static_cast<int>(w));
+      if (e.applicable && e.memory.peak() <= limit) {
+        c.would_fit.push_back(fmt::format("{} at {} ({} per rank)", grow, ranks(static_cast<int>(w)), gib_text(e.memory.peak())));
+        return c;
+      }
     }
   }
   return c;
@@ -139,7 +138,7 @@ std::string fit_refusal(const FitRequest& r, const FitCheck& c) {
                      r.strategy, r.world_size, gib_text(c.peak), fit_breakdown(c.estimate.memory), examples(r),
                      fmt::format("{:.4g}", r.parameters), r.param_dtype, r.optimizer == "sgd" ? "SGD" : "AdamW",
                      gib_text(r.device_memory), r.device_memory_source,
-                     c.estimate.coarse ? " (from the strategy's declared Footprint: coarse)" : "");
+                     c.estimate.coarse ? " (the strategy declares no schedule: counted as a full replica)" : "");
 }
 
 std::string fit_fix(const FitRequest& r, const FitCheck& c) {
@@ -149,7 +148,7 @@ std::string fit_fix(const FitRequest& r, const FitCheck& c) {
     for (std::size_t i = 0; i < c.would_fit.size(); ++i) fix += (i ? "; " : "") + c.would_fit[i];
     fix += ". ";
   } else {
-    fix = fmt::format("No built-in strategy fits at world size {}, nor {} at a larger world size dividing the batch. ",
+    fix = fmt::format("No strategy fits at world size {}, nor {} at a larger world size dividing the batch. ",
                       r.world_size, c.grown.empty() ? r.strategy : c.grown);
   }
   fix += "Or lower [train] global_batch_size (or raise micro_batches), set [train] activation_checkpointing = \"full\", "

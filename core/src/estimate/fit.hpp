@@ -33,13 +33,14 @@ struct FitRequest {
   double momentum = 0.9;
   std::string param_dtype = "float32";
   std::string reduce_dtype = "float32";
+  int ranks_per_host = 0;                   ///< ranks of the job on one host; 0: every rank on one host
   double device_memory = 0;                 ///< bytes one rank may use
   std::string device_memory_source;         ///< how device_memory was found, in words
   /// The ranks share the device memory (CPU ranks of one host): at a larger world size each
   /// rank's share shrinks in proportion (device_memory x world_size / w).
   bool shared_memory = false;
-  /// Strategies tried at this world size when it does not fit (empty: ddp, zero1, zero2, zero3,
-  /// fsdp; and single at world size 1).
+  /// Strategies tried at this world size when it does not fit, and at larger ones for a strategy
+  /// that runs on one device only (fit_candidates: every registered strategy with a schedule).
   std::vector<std::string> candidates;
 };
 
@@ -47,8 +48,8 @@ struct FitCheck {
   StrategyEstimate estimate;          ///< the strategy at the request's world size
   double peak = 0;                    ///< bytes per rank
   bool fits = true;
-  std::vector<std::string> would_fit; ///< e.g. "zero3 at 4 ranks (12.3 GiB per rank)"
-  std::string grown;                  ///< the strategy tried at larger world sizes (zero3 for single)
+  std::vector<std::string> would_fit; ///< e.g. "NAME at 4 ranks (12.3 GiB per rank)"
+  std::string grown;                  ///< the strategies tried at larger world sizes
 };
 
 /// The request's strategy at its world size, and where it does not fit, what would.

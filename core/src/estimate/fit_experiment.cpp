@@ -12,9 +12,19 @@
 
 namespace strata::estimate {
 
-StrategyModel experiment_strategy_model(const Experiment& e, const Registry& registry, const std::string& name,
-                                        const Topology& topology) {
-  return strategy_model(registry, name, name == e.strategy.name ? e.strategy.options : Options{}, topology);
+StrategyModel experiment_strategy_model(const Experiment& e, const Registry& registry, const std::string& name) {
+  return strategy_model(registry, name, name == e.strategy.name ? e.strategy.options : Options{});
+}
+
+std::vector<std::string> fit_candidates(const Registry& registry, int world) {
+  std::vector<std::string> names;
+  for (const auto* entry : registry.entries()) {
+    if (entry->kind != PluginKind::kStrategy || !entry->scheduler) continue;
+    const auto kind = entry->traits.placement.kind;
+    if (kind == Placement::Kind::kRankPerDevice || (kind == Placement::Kind::kOneDevice && world == 1))
+      names.push_back(entry->name);
+  }
+  return names;
 }
 
 std::string check_strategy_fits(const Experiment& e, const Registry& registry, const WorldInfo& world,
@@ -26,17 +36,16 @@ std::string check_strategy_fits(const Experiment& e, const Registry& registry, c
   r.world_size = std::max(1, world.world_size);
   const RegistryEntry& entry = registry.at(PluginKind::kStrategy, e.strategy.name);
   const Placement& placement = entry.traits.placement;
-  if (placement.kind == Placement::Kind::kDevicesInProcess) {  // dp: one process, `devices` replicas
+  if (placement.kind == Placement::Kind::kDevicesInProcess) {  // one process, `devices` replicas
     const auto& values = e.strategy.options.values();
     const auto it = values.find(placement.devices_option);
     if (it != values.end())
       if (const auto* n = std::get_if<std::int64_t>(&it->second); n != nullptr && *n > 0) r.world_size = static_cast<int>(*n);
   }
+  r.model = [&e, &registry](const std::string& strategy, int) { return experiment_strategy_model(e, registry, strategy); };
+  r.candidates = fit_candidates(registry, r.world_size);
   // Every rank on one host (any world size tried), or hosts of this job's local ranks.
-  const int per_host = world.local_world_size >= r.world_size ? 0 : std::max(1, world.local_world_size);
-  r.model = [&e, &registry, per_host](const std::string& strategy, int w) {
-    return experiment_strategy_model(e, registry, strategy, Topology{w, per_host > 0 ? std::min(w, per_host) : w});
-  };
+  r.ranks_per_host = world.local_world_size >= r.world_size ? 0 : std::max(1, world.local_world_size);
   r.parameters = parameters;
   // Activations in the parameters' dtype: the estimate counts float32 ones.
   const bool narrow = e.precision.param_dtype == "bfloat16" || e.precision.param_dtype == "float16";

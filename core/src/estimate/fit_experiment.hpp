@@ -19,10 +19,12 @@ struct Experiment;
 
 namespace strata::estimate {
 
-/// Strategy `name` of `registry` at `topology`: with the experiment's [strategy] options when it is
-/// the experiment's strategy, its defaults otherwise (strategy_model).
-StrategyModel experiment_strategy_model(const Experiment& e, const Registry& registry, const std::string& name,
-                                        const Topology& topology);
+/// Strategy `name` of `registry`: with the experiment's [strategy] options when it is the
+/// experiment's strategy, its defaults otherwise (strategy_model).
+StrategyModel experiment_strategy_model(const Experiment& e, const Registry& registry, const std::string& name);
+/// The strategies the fit check proposes at `world` ranks: every registered strategy that declares
+/// a schedule and runs a rank per device (and at world size 1, those on one device).
+std::vector<std::string> fit_candidates(const Registry& registry, int world);
 
 /// The strategy's memory per rank (fit.hpp: model state by its sharding, activations of this
 /// rank's micro-batch from the model's memory estimate, gathered units and communication buffers)

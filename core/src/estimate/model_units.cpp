@@ -119,10 +119,14 @@ std::vector<UnitProfile> model_units(const Experiment& experiment, const UnitTim
   const auto model = registry.create_model(e.model.name, e.model.options, model_context);
   const auto& names = model->unit_names();
   for (std::size_t u = 0; u < model->units().size(); ++u) {
-    double params = 0;
+    UnitProfile unit;
+    unit.name = u < names.size() ? names[u] : fmt::format("unit{}", u);
     for (const auto& t : model->units()[u]->parameters())
-      if (t.requires_grad()) params += static_cast<double>(t.numel());
-    units.push_back({u < names.size() ? names[u] : fmt::format("unit{}", u), params});
+      if (t.requires_grad()) {
+        unit.params += static_cast<double>(t.numel());
+        unit.tensors.push_back(t.sizes().vec());
+      }
+    units.push_back(std::move(unit));
   }
   if (timing == nullptr || timing->repeats <= 0) return units;
 

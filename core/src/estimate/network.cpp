@@ -17,28 +17,6 @@
 
 namespace strata::estimate {
 
-const char* collective_name(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce: return "all_reduce";
-    case Collective::kReduceScatter: return "reduce_scatter";
-    case Collective::kAllGather: return "all_gather";
-    case Collective::kBroadcast: return "broadcast";
-  }
-  return "?";
-}
-
-double bus_factor(Collective c, int n) {
-  if (n <= 1) return 0.0;
-  const double k = n;
-  switch (c) {
-    case Collective::kAllReduce: return 2.0 * (k - 1) / k;
-    case Collective::kReduceScatter:
-    case Collective::kAllGather: return (k - 1) / k;
-    case Collective::kBroadcast: return 1.0;
-  }
-  return 0.0;
-}
-
 namespace {
 
 /// A ring's latency-bound steps.

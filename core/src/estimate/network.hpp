@@ -21,13 +21,14 @@
 #include <string>
 #include <vector>
 
+#include "strata/schedule.hpp"
+
 namespace strata::estimate {
 
-enum class Collective { kAllReduce, kReduceScatter, kAllGather, kBroadcast };
-
-const char* collective_name(Collective c);
-/// nccl-tests' bus factor for `c` over `n` ranks (0 for one rank).
-double bus_factor(Collective c, int n);
+/// The collectives and their bus factors are the contract's (strata/schedule.hpp).
+using strata::bus_factor;
+using strata::Collective;
+using strata::collective_name;
 
 struct Link {
   double bandwidth_gbps = 0;  ///< bus bandwidth, GB/s (1e9 bytes per second)

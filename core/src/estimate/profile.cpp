@@ -138,6 +138,13 @@ Json units_json(const std::vector<UnitProfile>& units) {
     uj["activation_bytes"] = u.activation_bytes;
     uj["checkpointed_activation_bytes"] = u.checkpointed_bytes;
     uj["checkpointed_backward_s"] = u.checkpointed_backward_s;
+    Json shapes = Json::array();
+    for (const auto& shape : u.tensors) {
+      Json dims = Json::array();
+      for (auto d : shape) dims.push_back(Json(static_cast<std::int64_t>(d)));
+      shapes.push_back(std::move(dims));
+    }
+    uj["tensors"] = std::move(shapes);
     list.push_back(std::move(uj));
   }
   return list;
@@ -178,6 +185,13 @@ std::optional<std::vector<UnitProfile>> load_units(const std::filesystem::path& 
     u.activation_bytes = number_at(uj, "activation_bytes", -1);
     u.checkpointed_bytes = number_at(uj, "checkpointed_activation_bytes", -1);
     u.checkpointed_backward_s = number_at(uj, "checkpointed_backward_s", -1);
+    if (const Json* shapes = uj.find("tensors"); shapes != nullptr && shapes->elements() != nullptr)
+      for (const auto& dims : *shapes->elements()) {
+        std::vector<std::int64_t> shape;
+        if (dims.elements() != nullptr)
+          for (const auto& d : *dims.elements()) shape.push_back(static_cast<std::int64_t>(d.number_or(0)));
+        u.tensors.push_back(std::move(shape));
+      }
     units.push_back(std::move(u));
   }
   return units;

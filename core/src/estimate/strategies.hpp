@@ -1,10 +1,9 @@
 #pragma once
-// A strategy's step as a schedule (simulate.hpp), and its memory per rank, from a profile of one
-// run on one device. A strategy of the kit is read from its plan (strata::PlanOutline, which its
-// plugin registers: the built-ins and plugins such as hpz), so the schedule simulated is the one
-// the kit's engine runs for those options; dp (replicas driven by one process) by its placement.
-// A strategy without a plan gets its memory from its Footprint and its time from its declared
-// traffic: a coarser estimate.
+// A strategy's step and its memory per rank at a world size, from a profile of one run on one
+// device: the strategy's own schedule (strata/schedule.hpp, Registry::set_schedule; the kit
+// declares every plan's), fed with the profile's units and times, simulated on a network. Nothing
+// here knows a strategy by name: a strategy that declares no schedule is predicted as a replica
+// that does not communicate, and the estimate says so.
 
 #include <functional>
 #include <map>
@@ -28,9 +27,10 @@ struct UnitProfile {
   double activation_bytes = -1;         ///< held from the unit's forward to its backward (its output included)
   double checkpointed_bytes = -1;       ///< the same with the unit checkpointed (its input saved, the rest recomputed)
   double checkpointed_backward_s = -1;  ///< backward with the forward recomputed first
+  std::vector<std::vector<std::int64_t>> tensors{};  ///< shapes of its trainable tensors (empty: unknown)
 };
 
-/// What one run on one device (a `single` run) says about the experiment.
+/// What one run on one device says about the experiment.
 struct Profile {
   std::string source;              ///< the run directory
   std::string device = "cpu";      ///< "cpu" or "cuda"
@@ -65,27 +65,20 @@ struct Profile {
   std::vector<std::string> notes;  ///< how coarse the profile is, said in the output
 };
 
-/// What a strategy declares in its Footprint (strata::Footprint): what a strategy without a plan
-/// is estimated from.
-struct DeclaredFootprint {
-  bool known = false;  ///< a Footprint with memory was declared
-  bool params = false, grads = false, optimizer = false;  ///< sharded over the ranks
-  bool traffic_known = false;
-  double per_step = 0, per_micro_batch = 0;  ///< in units of (N-1)/N x 4 Psi bus bytes
-};
-
 struct MemoryEstimate {
   double params = 0;       ///< bytes per rank held between steps (masters included)
   double grads = 0;
   double optimizer = 0;
+  double extra = 0;        ///< state the strategy keeps besides (ScheduleMemory::extra), bytes per rank
   double activations = 0;  ///< held between forward and backward, per micro-batch on this rank
-  double gathered = 0;     ///< zero3/fsdp: units gathered at once (the one running, prefetched ones, its gradients)
+  double gathered = 0;     ///< sharded parameters: units gathered at once (the one running, prefetched ones, its gradients)
   double buffers = 0;      ///< communication buffers: staged gradients, buckets
   double transient_step = 0;  ///< the optimizer step's temporaries (when they outweigh activations)
-  /// Reductions that run once backward has freed the activations (zero1's after the last
-  /// micro-batch, zero2's last groups): their inputs and the backend's copies of them.
+  /// Reductions that run once backward has freed the activations (sharded optimizer state: after
+  /// the last micro-batch; sharded gradients: the last groups): their inputs and the backend's
+  /// copies of them.
   double after_backward = 0;
-  double state() const { return params + grads + optimizer; }
+  double state() const { return params + grads + optimizer + extra; }
   /// The peak: the state plus the largest of backward's (activations, gathered, buffers), the
   /// reductions after it, and the step's temporaries.
   double peak() const;
@@ -94,8 +87,8 @@ struct MemoryEstimate {
 struct StrategyEstimate {
   std::string strategy;
   int world_size = 1;
-  bool applicable = true;  ///< false: the strategy does not run at this world size (`single` above 1)
-  bool coarse = false;     ///< from a Footprint, not a schedule
+  bool applicable = true;  ///< false: the strategy does not run at this world size (a one-device strategy above 1)
+  bool coarse = false;     ///< the strategy declares no schedule: a replica that does not communicate
   std::string note;
   double step_s = 0;
   double compute_s = 0;      ///< busy time of the compute stream
@@ -106,7 +99,7 @@ struct StrategyEstimate {
   int collectives = 0;
   MemoryEstimate memory;
   /// > 0: what the whole process holds, where one process holds several devices' replicas on the
-  /// host (dp on the CPU), as such a run measures it.
+  /// host (replicas of one process on the CPU), as such a run measures it.
   double process_peak = 0;
   Schedule schedule;
 };
@@ -121,19 +114,16 @@ struct EstimateInput {
   double batch_scale = 1;
 };
 
-/// What the estimator knows of a strategy: its plan at the estimate's topology (a strategy of the
-/// kit), its placement, and its Footprint.
+/// What the estimator knows of a strategy: its schedule for the options it is estimated with, and
+/// its placement.
 struct StrategyModel {
-  std::optional<PlanOutline> plan;
-  bool one_device = false;          ///< Placement::one_device (single): world size 1 only
-  bool devices_in_process = false;  ///< Placement::devices_in_process (dp): replicas of one process
-  DeclaredFootprint footprint;
+  std::function<Schedule(const ScheduleInput&)> schedule;  ///< empty: none declared
+  bool one_device = false;  ///< Placement::one_device (single): world size 1 only
 };
 
 /// Strategy `name` of `registry` with `options` (its [strategy] options; the defaults where one is
-/// not given) at `topology`; an unknown name gives an empty model (estimated as a full replica).
-StrategyModel strategy_model(const Registry& registry, const std::string& name, const Options& options,
-                             const Topology& topology);
+/// not given); an unknown name gives an empty model (estimated as a full replica).
+StrategyModel strategy_model(const Registry& registry, const std::string& name, const Options& options);
 /// `world` ranks on `network`'s hosts (all on one host when it does not say GPUs per node).
 Topology topology_on(const Network& network, int world);
 
@@ -152,11 +142,10 @@ int rank_threads(const Profile& profile, const Network& network, int world);
 /// the reductions), so they take their time from the step rather than overlap it. False on GPUs.
 bool collectives_share_cores(const Profile& profile, const Network& network, int world);
 
-/// The strategies `strata estimate` predicts unless told otherwise (single, dp, ddp, zero1, zero2,
-/// zero3, fsdp).
-std::vector<std::string> built_in_strategies();
-
-/// Estimates `strategy` at `in.world_size`: from its plan, else its Footprint (coarse).
+/// The schedule's input for `in`: the profile's units and their times per micro-batch on one rank
+/// at in.world_size (the batch and the host's cores shared), the profile's dtypes and optimizer.
+ScheduleInput schedule_input(const EstimateInput& in);
+/// Estimates `strategy` at `in.world_size`: its schedule simulated, else a replica (coarse).
 StrategyEstimate estimate_strategy(const std::string& strategy, const EstimateInput& in, const StrategyModel& model);
 
 /// Bytes per parameter of optimizer state (AdamW 8, SGD with momentum 4, plain SGD 0).

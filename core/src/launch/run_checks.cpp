@@ -24,45 +24,28 @@ constexpr double kFloat32Bytes = 4;
 
 void check_plan_fits_world(const Experiment& e, const Registry& registry, const WorldInfo& world) {
   const auto& entry = registry.at(PluginKind::kStrategy, e.strategy.name);
-  if (!entry.planner || world.world_size <= 1) return;
-  PlanOutline plan;
+  if (!entry.scheduler || world.world_size <= 1) return;
+  // The strategy's schedule at this job's ranks says whether its groups divide them; one unit of
+  // one parameter is enough for that.
+  ScheduleInput input;
+  input.topology = {world.world_size, std::max(1, world.local_world_size)};
+  input.units.push_back({"model", 1.0, {}, 0.0, 0.0});
+  Schedule schedule;
   try {
-    plan = entry.planner(e.strategy.options, Topology{world.world_size, std::max(1, world.local_world_size)});
+    schedule = entry.scheduler(e.strategy.options, input);
   } catch (const OptionError& err) {
     throw e.error("strategy." + err.option(), err.what(), err.fix());
   }
-  // The option that set a size, for the error's position: a group-size option holding that number.
-  const auto key_of = [&](int size) {
-    for (const auto& [key, value] : e.strategy.options.values())
-      if (key.find("group") != std::string::npos && to_toml(value) == std::to_string(size)) return "strategy." + key;
-    return std::string("strategy.name");
-  };
-  const int shard = plan.shard_size == 0 ? world.world_size : plan.shard_size;
-  if (shard < 1 || world.world_size % shard != 0) {
-    const std::string key = key_of(shard);
-    throw e.error(key,
-                  fmt::format("strategy '{}' shards over groups of {} ranks ({}), which does not divide this job's {} "
-                              "ranks.",
-                              e.strategy.name, shard, key, world.world_size),
-                  fmt::format("Set {} to a divisor of {}, or run on a multiple of {} ranks (`strata describe {}` lists "
-                              "its options).",
-                              key == "strategy.name" ? "the strategy's shard-group option" : key, world.world_size,
-                              shard, e.strategy.name));
-  }
-  if (plan.units.after_forward == PlanOutline::Reshard::kSubgroup) {
-    const int sub = plan.units.subgroup_size == 0 ? std::min(std::max(1, world.local_world_size), shard)
-                                                  : plan.units.subgroup_size;
-    if (sub < 1 || shard % sub != 0) {
-      const std::string key = key_of(sub);
-      throw e.error(key,
-                    fmt::format("strategy '{}' reshards into sub-groups of {} ranks ({}), which does not divide its "
-                                "shard group of {} ranks at this job's {} ranks.",
-                                e.strategy.name, sub, key, shard, world.world_size),
-                    fmt::format("Set {} to a divisor of {} (`strata describe {}` lists its options).",
-                                key == "strategy.name" ? "the strategy's sub-group option" : key, shard,
-                                e.strategy.name));
-    }
-  }
+  if (schedule.applicable) return;
+  const std::string key = schedule.option.empty() ? "strategy.name" : "strategy." + schedule.option;
+  throw e.error(key,
+                fmt::format("strategy '{}' cannot run at this job's {} ranks ({} ranks per host): {}.", e.strategy.name,
+                            world.world_size, std::max(1, world.local_world_size), schedule.note),
+                schedule.option.empty()
+                    ? fmt::format("Run on a world size the strategy supports (`strata describe {}`).", e.strategy.name)
+                    : fmt::format("Set {} to a size that divides the group it splits, or run on a world size it "
+                                  "divides (`strata describe {}` lists its options).",
+                                  key, e.strategy.name));
 }
 
 void check_checkpoint_space(const RankRun& p, const RunPlace& place) {
