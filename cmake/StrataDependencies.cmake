@@ -60,7 +60,7 @@ target_link_libraries(strata_fmt INTERFACE fmt::fmt)
 
 # Gloo headers: LibTorch's ProcessGroupGloo.hpp includes <gloo/...>, which the wheel does not
 # ship. LibTorch carries the compiled Gloo code; only the declarations are needed, from Debian's
-# libgloo-dev (or any prefix on CMAKE_PREFIX_PATH). Only core/src/dist/'s c10d sources use them.
+# libgloo-dev (or any prefix on CMAKE_PREFIX_PATH). Only core/src/comm/'s c10d sources use them.
 find_path(STRATA_GLOO_INCLUDE_DIR gloo/algorithm.h
   DOC "Directory holding gloo/algorithm.h (Debian package libgloo-dev)")
 if(NOT STRATA_GLOO_INCLUDE_DIR)

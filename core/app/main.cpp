@@ -15,7 +15,7 @@
 #include "bench/bench.hpp"
 #include "check/check.hpp"
 #include "compare/report.hpp"
-#include "compare/sweep_check.hpp"
+#include "sweep/sweep_check.hpp"
 #include "estimate/estimate.hpp"
 #include "export/export.hpp"
 #include "help.hpp"

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "compare/sweep.hpp"
+#include "sweep/sweep.hpp"
 #include "config/experiment.hpp"
 #include "plugin_loader.hpp"
 #include "run.hpp"

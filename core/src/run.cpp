@@ -18,8 +18,8 @@
 #include <torch/utils.h>
 
 #include "config/experiment.hpp"
-#include "dist/job_monitor.hpp"
-#include "dist/process_group.hpp"
+#include "comm/job_monitor.hpp"
+#include "comm/process_group.hpp"
 #include "device/host_memory.hpp"
 #include "estimate/fit_experiment.hpp"
 #include "launch/device_choice.hpp"

@@ -22,7 +22,7 @@
 
 #include "ckpt/piece_bytes.hpp"
 #include "data/sampler.hpp"
-#include "dist/process_group.hpp"
+#include "comm/process_group.hpp"
 #include "plugin_loader.hpp"
 #include "strata/errors.hpp"
 #include "strata/logger.hpp"

@@ -132,7 +132,7 @@ def overlap_of_a_gpu_trace():
 
 def traces_sharded_accumulation():
     out, result = run("fsdp", "strategy.name=\"fsdp\"", "train.micro_batches=2", "train.trace_steps=[3,4]", nproc=2)
-    # Gloo has no reduce-scatter of its own: Strata's is an all-reduce there (dist/process_group.cpp).
+    # Gloo has no reduce-scatter of its own: Strata's is an all-reduce there (comm/process_group.cpp).
     check_trace(out, result, 2, 2, [r"^gloo:all_gather$", r"^gloo:all_reduce$"])
     # The schedule: each micro-batch gathers its 3 units in forward, and in backward all but the
     # last, which stays gathered from its forward into its backward.

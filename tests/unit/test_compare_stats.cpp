@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "compare/aggregate.hpp"
-#include "compare/sweep.hpp"
+#include "sweep/sweep.hpp"
 #include "strata/registry.hpp"
 
 namespace {

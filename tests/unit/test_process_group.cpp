@@ -25,7 +25,7 @@
 #include <torch/csrc/distributed/c10d/FlightRecorder.hpp>
 #include <torch/cuda.h>
 
-#include "dist/process_group.hpp"
+#include "comm/process_group.hpp"
 #include "strata/errors.hpp"
 
 extern char** environ;

@@ -2,7 +2,7 @@
 // placement maps the world_size axis.
 #include "test_support.hpp"
 
-#include "compare/sweep.hpp"
+#include "sweep/sweep.hpp"
 #include "strata/registry.hpp"
 
 namespace {

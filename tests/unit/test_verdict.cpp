@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "dist/backends.hpp"
+#include "comm/backends.hpp"
 #include "launch/verdict.hpp"
 
 namespace fs = std::filesystem;

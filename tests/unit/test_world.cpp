@@ -296,7 +296,7 @@ TEST_CASE("world: first host of a Slurm node list") {
   CHECK(strata::first_slurm_host("rack[2-3]-n[05-06]") == "rack2-n05");
 }
 
-#include "dist/job_guard.hpp"
+#include "comm/job_guard.hpp"
 
 TEST_CASE("world: one host only where the launcher said so, or the master is loopback") {
   using strata::detail::one_host;

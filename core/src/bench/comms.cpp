@@ -19,7 +19,7 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
-#include "dist/process_group.hpp"
+#include "comm/process_group.hpp"
 #include "launch/device_choice.hpp"
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"

@@ -22,7 +22,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "compare/sweep.hpp"
+#include "sweep/sweep.hpp"
 #include "config/experiment.hpp"
 #include "estimate/profile.hpp"
 #include "strata/schedule.hpp"

@@ -20,7 +20,7 @@
 
 #include "compare/accuracy.hpp"
 #include "compare/results.hpp"
-#include "compare/sweep_check.hpp"
+#include "sweep/sweep_check.hpp"
 #include "estimate/estimate.hpp"
 #include "io/atomic_file.hpp"
 #include "io/run_dir.hpp"

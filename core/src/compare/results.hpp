@@ -11,7 +11,7 @@
 
 #include "compare/aggregate.hpp"
 #include "compare/report.hpp"
-#include "compare/sweep.hpp"
+#include "sweep/sweep.hpp"
 #include "io/json.hpp"
 #include "io/run_result.hpp"
 

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "compare/sweep.hpp"
+#include "sweep/sweep.hpp"
 #include "config/experiment.hpp"
 #include "estimate/fit_experiment.hpp"
 #include "estimate/network.hpp"

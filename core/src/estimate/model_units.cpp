@@ -10,7 +10,7 @@
 #include <torch/autograd.h>
 
 #include "config/experiment.hpp"
-#include "dist/stream_waits.hpp"
+#include "comm/stream_waits.hpp"
 #include "estimate/profile.hpp"
 #include "run.hpp"
 #include "strata/dataset.hpp"

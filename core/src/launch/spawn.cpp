@@ -37,8 +37,8 @@
 #include <fmt/format.h>
 
 #include "device/host_memory.hpp"
-#include "dist/job_guard.hpp"
-#include "dist/job_monitor.hpp"
+#include "comm/job_guard.hpp"
+#include "comm/job_monitor.hpp"
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "launch/verdict.hpp"

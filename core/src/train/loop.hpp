@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "data/sampler.hpp"
-#include "dist/job_monitor.hpp"
+#include "comm/job_monitor.hpp"
 #include "io/json.hpp"
 #include "launch/verdict.hpp"
 #include "tensorboard/event_writer.hpp"

@@ -13,7 +13,7 @@
 //   the current stream at its start and end (device time: the data phase is what the stream
 //   waits for the batch's copy to the device, which the loader's thread makes on a stream of its
 //   own ahead of time: near zero when the copy kept up), and comm_wait by events around every
-//   wait for a collective on the stream that waited (dist/stream_waits.hpp: NCCL's waits stall the
+//   wait for a collective on the stream that waited (comm/stream_waits.hpp: NCCL's waits stall the
 //   stream, not the host). Where the host cannot
 //   keep the device busy, the device idles between phases, and the phases add up to less than the
 //   step time. The events are read at log steps (take_interval(), total()), where the trainer reads
@@ -29,7 +29,7 @@
 #include <c10/core/Event.h>
 #include <torch/types.h>
 
-#include "dist/stream_waits.hpp"
+#include "comm/stream_waits.hpp"
 #include "strata/comm.hpp"
 
 namespace strata {

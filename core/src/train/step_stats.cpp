@@ -1,6 +1,6 @@
 #include "train/step_stats.hpp"
 
-#include "dist/stream_waits.hpp"
+#include "comm/stream_waits.hpp"
 
 #include <torch/cuda.h>
 

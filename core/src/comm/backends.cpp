@@ -1,8 +1,8 @@
 // The c10d backends behind strata::Comm: Gloo (CPU tensors, or CUDA tensors staged through pinned
-// host memory) and NCCL (CUDA tensors), and where Gloo listens. One of dist/'s translation units
-// that include c10d headers (listed at the top of dist/process_group.cpp); checked against LibTorch 2.11.
+// host memory) and NCCL (CUDA tensors), and where Gloo listens. One of comm/'s translation units
+// that include c10d headers (listed at the top of comm/process_group.cpp); checked against LibTorch 2.11.
 
-#include "dist/backends.hpp"
+#include "comm/backends.hpp"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -28,8 +28,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-#include "dist/comm_errors.hpp"
-#include "dist/job_guard.hpp"
+#include "comm/comm_errors.hpp"
+#include "comm/job_guard.hpp"
 #include "strata/errors.hpp"
 
 namespace strata::detail {

@@ -1,7 +1,7 @@
 #pragma once
 // CommWork over a launched c10d collective (c10d::Work): the waits, c10d's error turned into a
 // DistributedError, the finish step run once and the blocked time booked. Includes c10d headers:
-// see the list at the top of dist/process_group.cpp.
+// see the list at the top of comm/process_group.cpp.
 
 #include <chrono>
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include "dist/accounting.hpp"
+#include "comm/accounting.hpp"
 #include "strata/comm.hpp"
 
 namespace strata::detail {

@@ -1,13 +1,13 @@
-// The waits of a launched c10d collective (dist/c10d_work.hpp). On NCCL a stream-ordered wait is
-// timed on the stream that waits (dist/stream_waits.hpp); the host time of every wait is booked.
+// The waits of a launched c10d collective (comm/c10d_work.hpp). On NCCL a stream-ordered wait is
+// timed on the stream that waits (comm/stream_waits.hpp); the host time of every wait is booked.
 
-#include "dist/c10d_work.hpp"
+#include "comm/c10d_work.hpp"
 
 #include <optional>
 #include <utility>
 
-#include "dist/comm_errors.hpp"
-#include "dist/stream_waits.hpp"
+#include "comm/comm_errors.hpp"
+#include "comm/stream_waits.hpp"
 
 namespace strata::detail {
 
@@ -17,7 +17,7 @@ void C10dWork::complete(bool host) {
   auto start = Clock::now();
   try {
     // kNoTimeout: NCCL only blocks the current stream; an explicit timeout blocks the host.
-    // Stream-ordered waits are timed on the stream that waits (dist/stream_waits.hpp).
+    // Stream-ordered waits are timed on the stream that waits (comm/stream_waits.hpp).
     auto before = info_.stream_ordered ? StreamWaits::instance().before_wait() : std::nullopt;
     if (host) work_->wait(info_.timeout);
     else work_->wait();

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "compare/sweep.hpp"
+#include "sweep/sweep.hpp"
 
 namespace strata {
 

@@ -1,7 +1,7 @@
 // Subgroups and separate streams of a communicator: each a new c10d communicator (a Gloo or NCCL
 // backend of its own) over some of the job's ranks, named in c10d, rendezvousing under a prefix of
 // the process group's store that every member computes alike, and sharing the job's counters.
-// Includes c10d headers: see dist/process_group.cpp.
+// Includes c10d headers: see comm/process_group.cpp.
 
 #include <algorithm>
 #include <memory>
@@ -13,9 +13,9 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "dist/backends.hpp"
-#include "dist/c10d_comm.hpp"
-#include "dist/comm_errors.hpp"
+#include "comm/backends.hpp"
+#include "comm/c10d_comm.hpp"
+#include "comm/comm_errors.hpp"
 #include "strata/errors.hpp"
 
 namespace strata::detail {

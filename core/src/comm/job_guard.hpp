@@ -4,7 +4,7 @@
 // c10d's TCPStore admits any process that reaches its port and lets it list, read and write every
 // key, so nothing in the store stays secret: a message counts only when it carries
 // HMAC-SHA256(the job's secret, its scope, key and value), which only the job's ranks can make.
-// Header-only, without c10d: dist/rendezvous.cpp, dist/store.cpp and launch/spawn.cpp use it.
+// Header-only, without c10d: comm/rendezvous.cpp, comm/store.cpp and launch/spawn.cpp use it.
 
 #include <sys/stat.h>
 
@@ -29,7 +29,7 @@ namespace strata::detail {
 /// launchers would each draw another).
 inline constexpr const char* kAttemptIdVariable = "STRATA_ATTEMPT_ID";
 
-/// Whether `host` names loopback ("localhost", "::1", 127.x.y.z), as dist/backends.cpp tells it.
+/// Whether `host` names loopback ("localhost", "::1", 127.x.y.z), as comm/backends.cpp tells it.
 inline bool loopback_host(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "compare/sweep.hpp"
+#include "sweep/sweep.hpp"
 #include "strata/registry.hpp"
 #include "text/suggest.hpp"
 

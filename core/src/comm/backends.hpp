@@ -1,11 +1,11 @@
 #pragma once
-// The c10d backends a ProcessGroupComm runs on (dist/rendezvous.cpp, dist/subgroups.cpp), one
+// The c10d backends a ProcessGroupComm runs on (comm/rendezvous.cpp, comm/subgroups.cpp), one
 // factory each.
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "dist/process_group.hpp"
+#include "comm/process_group.hpp"
 
 namespace strata::detail {
 

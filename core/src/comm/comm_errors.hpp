@@ -10,7 +10,7 @@
 #include <exception>
 #include <string>
 
-#include "dist/process_group.hpp"
+#include "comm/process_group.hpp"
 #include "launch/world.hpp"
 #include "strata/errors.hpp"
 

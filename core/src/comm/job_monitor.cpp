@@ -3,7 +3,7 @@
 // collective cannot be cancelled, so a verdict the training thread cannot write is written here
 // and the process exits: the surviving ranks and the launcher see it end and follow.
 
-#include "dist/job_monitor.hpp"
+#include "comm/job_monitor.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

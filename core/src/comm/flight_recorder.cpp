@@ -1,6 +1,6 @@
-// Where c10d's flight recorder writes this rank's dump (dist/process_group.hpp's
+// Where c10d's flight recorder writes this rank's dump (comm/process_group.hpp's
 // direct_flight_recorder): a writer of ours, registered once per process, under the run directory.
-// Includes c10d headers: see dist/process_group.cpp.
+// Includes c10d headers: see comm/process_group.cpp.
 
 #include <cstdlib>
 #include <filesystem>
@@ -11,7 +11,7 @@
 
 #include <torch/csrc/distributed/c10d/FlightRecorder.hpp>
 
-#include "dist/process_group.hpp"
+#include "comm/process_group.hpp"
 
 namespace strata {
 

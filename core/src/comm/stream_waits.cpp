@@ -1,4 +1,4 @@
-#include "dist/stream_waits.hpp"
+#include "comm/stream_waits.hpp"
 
 #include <c10/core/impl/VirtualGuardImpl.h>
 

@@ -1,6 +1,6 @@
 // The rendezvous of a job: the options checked, the job's TCPStore (hosted by rank 0, or by
 // torchrun's agent) and its namespaces, the job's Gloo or NCCL process group, and the first barrier
-// after which every rank is known to be up. Includes c10d headers: see dist/process_group.cpp.
+// after which every rank is known to be up. Includes c10d headers: see comm/process_group.cpp.
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -23,10 +23,10 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "dist/backends.hpp"
-#include "dist/c10d_comm.hpp"
-#include "dist/comm_errors.hpp"
-#include "dist/job_guard.hpp"
+#include "comm/backends.hpp"
+#include "comm/c10d_comm.hpp"
+#include "comm/comm_errors.hpp"
+#include "comm/job_guard.hpp"
 #include "strata/errors.hpp"
 #include "strata/logger.hpp"
 

@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "dist/job_monitor.hpp"
+#include "comm/job_monitor.hpp"
 #include "strata/comm.hpp"
 
 namespace strata::detail {

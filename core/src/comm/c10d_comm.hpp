@@ -1,11 +1,11 @@
 #pragma once
 // C10dComm: the ProcessGroupComm over one c10d backend, the job's communicator or one of its
 // subgroups and separate streams. Its members are defined by concern:
-//   dist/process_group.cpp  the collectives (launch, staging, booking)
-//   dist/store.cpp          store_set/store_get, store barriers, the heartbeat's connection
-//   dist/subgroups.cpp      subgroups and separate streams
-//   dist/rendezvous.cpp     the first barrier (make_process_group_comm is there too)
-// Includes c10d headers: see the list at the top of dist/process_group.cpp.
+//   comm/process_group.cpp  the collectives (launch, staging, booking)
+//   comm/store.cpp          store_set/store_get, store barriers, the heartbeat's connection
+//   comm/subgroups.cpp      subgroups and separate streams
+//   comm/rendezvous.cpp     the first barrier (make_process_group_comm is there too)
+// Includes c10d headers: see the list at the top of comm/process_group.cpp.
 
 #include <chrono>
 #include <cstdint>
@@ -19,9 +19,9 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "dist/accounting.hpp"
-#include "dist/c10d_work.hpp"
-#include "dist/process_group.hpp"
+#include "comm/accounting.hpp"
+#include "comm/c10d_work.hpp"
+#include "comm/process_group.hpp"
 
 namespace strata::detail {
 
@@ -38,7 +38,7 @@ class C10dComm final : public ProcessGroupComm {
   torch::Device device() const override { return options_.device; }
   bool skips_collectives() const override { return world_size() == 1 && !options_.force_collectives; }
 
-  // Collectives (dist/process_group.cpp).
+  // Collectives (comm/process_group.cpp).
   std::shared_ptr<CommWork> all_reduce(torch::Tensor& tensor, ReduceOp op, bool async) override;
   std::shared_ptr<CommWork> reduce_scatter(torch::Tensor& output, const torch::Tensor& input, ReduceOp op,
                                            bool async) override;
@@ -46,11 +46,11 @@ class C10dComm final : public ProcessGroupComm {
   std::shared_ptr<CommWork> broadcast(torch::Tensor& tensor, int root, bool async) override;
   void barrier() override;
 
-  // Subgroups and separate streams (dist/subgroups.cpp).
+  // Subgroups and separate streams (comm/subgroups.cpp).
   std::shared_ptr<Comm> subgroup(const std::vector<int>& ranks) override;
   std::shared_ptr<Comm> separate_stream() override;
 
-  // Counters (dist/accounting.hpp).
+  // Counters (comm/accounting.hpp).
   void set_phase(CommPhase phase) override { accounting_->set_phase(phase); }
   CommCounters counters(CommPhase phase) const override { return accounting_->of(phase); }
   void book(std::int64_t payload_bytes, double bus_bytes, double seconds) override {
@@ -60,7 +60,7 @@ class C10dComm final : public ProcessGroupComm {
     return [accounting = accounting_] { return accounting->progress(); };
   }
 
-  // The job's store (dist/store.cpp).
+  // The job's store (comm/store.cpp).
   void store_set(const std::string& key, const std::string& value) override;
   std::string store_get(const std::string& key) override;
   std::shared_ptr<JobStore> connect_store(std::chrono::milliseconds timeout) override;
@@ -69,7 +69,7 @@ class C10dComm final : public ProcessGroupComm {
   std::string group_name() const override { return backend_->getGroupUid(); }
 
   /// Synchronizes every rank once; used by the factory so a returned comm means "all ranks are up".
-  /// Not booked: it is part of the rendezvous, not a strategy's traffic (dist/rendezvous.cpp).
+  /// Not booked: it is part of the rendezvous, not a strategy's traffic (comm/rendezvous.cpp).
   void connect_barrier();
 
  private:

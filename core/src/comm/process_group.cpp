@@ -1,16 +1,16 @@
 // strata::Comm over c10d (LibTorch's internal C++ distributed API): this file holds the
-// collectives of C10dComm (dist/c10d_comm.hpp); the rest of the communicator lives by concern in
+// collectives of C10dComm (comm/c10d_comm.hpp); the rest of the communicator lives by concern in
 // the files listed there and below. c10d's headers are not part of LibTorch's stable API and change
-// between releases, so their use stays in dist/, in the translation units that core/CMakeLists.txt
+// between releases, so their use stays in comm/, in the translation units that core/CMakeLists.txt
 // lists in STRATA_C10D_SOURCES (they alone see the Gloo and NCCL headers):
-//   dist/process_group.cpp   the collectives
-//   dist/c10d_work.cpp       CommWork over a c10d::Work (the waits)
-//   dist/store.cpp           the job's store: store_set/get, store barriers, the heartbeat's JobStore
-//   dist/subgroups.cpp       subgroups and separate streams
-//   dist/rendezvous.cpp      the TCPStore, the job's process group, the first barrier
-//   dist/flight_recorder.cpp where c10d's flight recorder dumps
-//   dist/backends.cpp        the Gloo and NCCL factories
-// Without c10d: dist/comm_errors.cpp (the error text) and dist/accounting.hpp (the counters).
+//   comm/process_group.cpp   the collectives
+//   comm/c10d_work.cpp       CommWork over a c10d::Work (the waits)
+//   comm/store.cpp           the job's store: store_set/get, store barriers, the heartbeat's JobStore
+//   comm/subgroups.cpp       subgroups and separate streams
+//   comm/rendezvous.cpp      the TCPStore, the job's process group, the first barrier
+//   comm/flight_recorder.cpp where c10d's flight recorder dumps
+//   comm/backends.cpp        the Gloo and NCCL factories
+// Without c10d: comm/comm_errors.cpp (the error text) and comm/accounting.hpp (the counters).
 // Checked against LibTorch 2.11.
 //
 // Why these c10d calls (ProcessGroupGloo 2.11 implements all of them; verified by the unit test):
@@ -33,9 +33,9 @@
 // pinned host memory) always blocks the host, within the timeout given with each op.
 //
 // Timing: time_s counts the host time spent in the calls and in the waits. On NCCL, where that
-// host time is about 0, the stall of the waiting stream is timed with events (dist/stream_waits.hpp).
+// host time is about 0, the stall of the waiting stream is timed with events (comm/stream_waits.hpp).
 
-#include "dist/c10d_comm.hpp"
+#include "comm/c10d_comm.hpp"
 
 #ifndef USE_C10D_GLOO
 #error "LibTorch was built without Gloo (USE_C10D_GLOO is not defined by its CMake targets); Strata needs a LibTorch with distributed support."
@@ -53,7 +53,7 @@
 
 #include <fmt/format.h>
 
-#include "dist/comm_errors.hpp"
+#include "comm/comm_errors.hpp"
 #include "strata/errors.hpp"
 
 namespace strata::detail {

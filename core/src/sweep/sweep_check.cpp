@@ -1,6 +1,6 @@
 // Validating every run of a sweep before any starts: a typo in the last combination must not
 // surface an hour into the comparison, and `strata validate SWEEP` finds it without running.
-#include "compare/sweep_check.hpp"
+#include "sweep/sweep_check.hpp"
 
 #include <iostream>
 

@@ -1,7 +1,7 @@
 #pragma once
 // strata::Comm over c10d process groups: Gloo for CPU tensors, NCCL for CUDA tensors, with a
-// TCPStore rendezvous. c10d's C++ API is internal to LibTorch; dist/ is the one place that uses it
-// (the files listed at the top of dist/process_group.cpp).
+// TCPStore rendezvous. c10d's C++ API is internal to LibTorch; comm/ is the one place that uses it
+// (the files listed at the top of comm/process_group.cpp).
 
 #include <chrono>
 #include <filesystem>
@@ -11,7 +11,7 @@
 
 #include <torch/types.h>
 
-#include "dist/job_monitor.hpp"
+#include "comm/job_monitor.hpp"
 #include "launch/world.hpp"
 #include "strata/comm.hpp"
 

@@ -1,7 +1,7 @@
 // The job's store (rank 0's TCPStore, or torchrun's agent's) as the communicator uses it:
 // store_set/store_get in its "kv" namespace, the store barriers around rank 0's work (a deadline of
 // their own, apart from the collective timeout), and the heartbeat's connection of its own
-// (JobStore over a TCPStore client). Includes c10d headers: see dist/process_group.cpp.
+// (JobStore over a TCPStore client). Includes c10d headers: see comm/process_group.cpp.
 
 #include <algorithm>
 #include <chrono>
@@ -18,9 +18,9 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "dist/c10d_comm.hpp"
-#include "dist/comm_errors.hpp"
-#include "dist/job_guard.hpp"
+#include "comm/c10d_comm.hpp"
+#include "comm/comm_errors.hpp"
+#include "comm/job_guard.hpp"
 
 namespace strata::detail {
 

@@ -1,7 +1,7 @@
-// The error text of the c10d communicator (dist/comm_errors.hpp): the rendezvous, collective, store
+// The error text of the c10d communicator (comm/comm_errors.hpp): the rendezvous, collective, store
 // and group-creation failures, and c10d's messages cleaned of LibTorch's stack text.
 
-#include "dist/comm_errors.hpp"
+#include "comm/comm_errors.hpp"
 
 #include <fmt/format.h>
 
