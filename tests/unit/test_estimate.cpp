@@ -214,13 +214,17 @@ es::StrategyModel plan_model(const strata::Plan& plan) {
   m.schedule = [plan](const strata::ScheduleInput& in) { return strata::schedule(plan, in); };
   return m;
 }
-es::StrategyEstimate run(const std::string& name, const es::Profile& p, int n, const strata::Options& o = {}) {
+/// `p` at `n` ranks on a flat network of 1 GB/s.
+es::EstimateInput at_ranks(const es::Profile& p, int n) {
   static const es::Network net = flat(1.0);
   es::EstimateInput in;
   in.profile = &p;
   in.network = &net;
   in.world_size = n;
-  return es::estimate_strategy(name, in, model(name, n, o));
+  return in;
+}
+es::StrategyEstimate run(const std::string& name, const es::Profile& p, int n, const strata::Options& o = {}) {
+  return es::estimate_strategy(name, at_ranks(p, n), model(name, n, o));
 }
 }  // namespace
 
@@ -431,11 +435,7 @@ TEST_CASE("estimate: CPU ranks that fill their host's cores do not overlap their
 
 TEST_CASE("estimate: a strategy that declares no schedule is a replica that does not communicate, and says so") {
   const auto p = two_units();
-  static const es::Network net = flat(1.0);
-  es::EstimateInput in;
-  in.profile = &p;
-  in.network = &net;
-  in.world_size = 4;
+  const auto in = at_ranks(p, 4);
   const auto e = es::estimate_strategy("mine", in, es::StrategyModel{});
   CHECK(e.coarse);
   CHECK(e.bus_bytes == 0.0);
@@ -519,11 +519,7 @@ class HalfBytes final : public strata::GatherCodec {
 
 TEST_CASE("estimate: a plan's gather codec sets the bytes of its gathers over the shard group, not from a sub-group") {
   const auto p = two_units();
-  static const es::Network net = flat(1.0);
-  es::EstimateInput in;
-  in.profile = &p;
-  in.network = &net;
-  in.world_size = 4;
+  const auto in = at_ranks(p, 4);
   strata::Plan plan;
   plan.sharded = strata::Sharded::kParameters;
   const double plain = es::estimate_strategy("zero3", in, plan_model(plan)).bus_bytes;
