@@ -440,6 +440,11 @@ SourceLocation Experiment::location(const std::string& key_path) const {
   return {doc.file_label, 1, 1};
 }
 
+bool Experiment::in_file(const std::string& key_path) const {
+  if (!document || document->overrides.count(key_path)) return false;
+  return static_cast<bool>(document->root.at_path(key_path));
+}
+
 ConfigError Experiment::error(const std::string& key_path, const std::string& message, std::string fix) const {
   return ConfigError(location(key_path), key_path, message, std::move(fix));
 }

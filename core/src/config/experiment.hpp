@@ -128,6 +128,8 @@ struct Experiment {
   std::vector<std::filesystem::path> plugin_paths() const;
   /// Where `key_path` (e.g. "train.steps") was set; falls back to its section, then the file.
   SourceLocation location(const std::string& key_path) const;
+  /// Whether the experiment file itself sets `key_path` (not a --set override, not a default).
+  bool in_file(const std::string& key_path) const;
   /// A ConfigError at `key_path`.
   ConfigError error(const std::string& key_path, const std::string& message, std::string fix = {}) const;
 };

@@ -136,7 +136,7 @@ bool profiles_as_itself(const Registry& registry, const Experiment& e) {
   if (entry.traits.placement.kind == Placement::Kind::kDevicesInProcess) return false;
   if (!entry.scheduler) return true;
   ScheduleInput one;
-  one.units.push_back({"model", 1.0, {}, 0.0, 0.0});
+  one.units = {{"unit0", 1.0, {}, 0.0, 0.0}, {"unit1", 1.0, {}, 0.0, 0.0}};  // the last unit may be planned apart
   try {
     return entry.scheduler(e.strategy.options, one).applicable;
   } catch (const Error&) {
@@ -149,12 +149,8 @@ bool profiles_as_itself(const Registry& registry, const Experiment& e) {
 /// left out. Returns the first such key ("strategy.KEY"), or "" when nothing is in the way.
 std::string profile_blocked(const Experiment& e, bool own_ok) {
   if (own_ok) return {};
-  // A key given with --set has no line; one the file does not set (a default) is located at [strategy].
-  const SourceLocation table = e.location("strategy");
-  for (const auto& [key, value] : e.strategy.options.values()) {
-    const SourceLocation at = e.location("strategy." + key);
-    if (at.line != 0 && (at.line != table.line || at.column != table.column)) return "strategy." + key;
-  }
+  for (const auto& [key, value] : e.strategy.options.values())
+    if (e.in_file("strategy." + key)) return "strategy." + key;
   return {};
 }
 

@@ -25,11 +25,11 @@ constexpr double kFloat32Bytes = 4;
 void check_plan_fits_world(const Experiment& e, const Registry& registry, const WorldInfo& world) {
   const auto& entry = registry.at(PluginKind::kStrategy, e.strategy.name);
   if (!entry.scheduler || world.world_size <= 1) return;
-  // The strategy's schedule at this job's ranks says whether its groups divide them; one unit of
-  // one parameter is enough for that.
+  // The strategy's schedule at this job's ranks says whether its groups divide them; two units of
+  // one parameter are enough for that (the last unit may stay gathered, and so need no sub-group).
   ScheduleInput input;
   input.topology = {world.world_size, std::max(1, world.local_world_size)};
-  input.units.push_back({"model", 1.0, {}, 0.0, 0.0});
+  input.units = {{"unit0", 1.0, {}, 0.0, 0.0}, {"unit1", 1.0, {}, 0.0, 0.0}};  // the last unit may be planned apart
   Schedule schedule;
   try {
     schedule = entry.scheduler(e.strategy.options, input);
