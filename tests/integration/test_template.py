@@ -101,18 +101,26 @@ def sync_every_four_ends_with_equal_replicas():
     print("  sync_every=4, %d steps: eval loss %.9g, rank 0's final model alone %.9g" % (STEPS, run_loss, alone_loss))
 
 
-def unaveraged_steps_are_averaged_at_the_end():
-    """Two steps after the last average: the final evaluation sees two different replicas (the
-    caveat the template documents, and proof the check above can tell), while param_norm and the
-    saved model are of the averaged model."""
-    run_loss, alone_loss, _, _ = replicas_end_equal(STEPS - 2)
-    st.check(abs(run_loss - alone_loss) > 1e-5 * abs(alone_loss),
-             "with 2 steps after the last average the replicas should differ at the final evaluation: "
-             "eval loss %.9g vs %.9g" % (run_loss, alone_loss))
-    print("  sync_every=4, %d steps: eval loss %.9g, averaged final model %.9g" % (STEPS - 2, run_loss, alone_loss))
+def a_round_cut_by_the_last_step_is_averaged_before_the_final_evaluation():
+    """Two steps after the last average: finish_training() averages them after the last step, so
+    the final evaluation is of one model, the one rank 0 saves, and the average counts as training
+    traffic (one more all-reduce of every parameter over the run's 22 steps: 5 rounds and the cut
+    one). Without finish_training the ranks would evaluate two different replicas."""
+    steps = STEPS - 2
+    run_loss, alone_loss, summary, _ = replicas_end_equal(steps)
+    st.expect_close(run_loss, alone_loss, "eval loss of the ranks vs rank 0's final model, 2 steps after an average",
+                    rel=1e-5)
+    params = summary["memory"]["model_state_bytes"]["params"]
+    rounds = steps // 4 + 1
+    st.expect_close(summary["comm"]["calls_per_step"], rounds / steps, "calls per step with the cut round", rel=1e-9)
+    st.expect_close(summary["comm"]["bus_bytes_per_step"], rounds * params / steps,
+                    "bus bytes per step with the cut round (world 2: one all-reduce moves the parameters' bytes)",
+                    rel=1e-9)
+    print("  sync_every=4, %d steps: eval loss %.9g, averaged final model %.9g" % (steps, run_loss, alone_loss))
 
 
 if __name__ == "__main__":
     st.main([describe_and_validate, sync_every_step_with_plain_sgd_matches_single,
              sync_every_step_with_momentum_sgd_matches_single, world_one_is_single,
-             sync_every_four_ends_with_equal_replicas, unaveraged_steps_are_averaged_at_the_end])
+             sync_every_four_ends_with_equal_replicas,
+             a_round_cut_by_the_last_step_is_averaged_before_the_final_evaluation])

@@ -21,9 +21,10 @@ def run(label, *sets, nproc=1):
 
 
 def bucket_count(result, stage):
-    """Buckets per rank, from the strategy's setup line (`zeroK: P parameters in B buckets`)."""
+    """Buckets per rank, from the strategy's setup line (`zeroK: B flat groups, ...`: the engine's
+    layout, its flat groups being the gradient buckets)."""
     text = (result.stdout or "") + (result.stderr or "")
-    found = re.findall(r"%s: \d+ parameters in (\d+) buckets" % stage, text)
+    found = re.findall(r"%s: (\d+) flat groups" % stage, text)
     st.check(found, "%s: no bucket count in the output" % stage, result)
     return int(found[0])
 
