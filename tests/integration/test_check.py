@@ -95,6 +95,8 @@ def options_given_with_set_are_checked():
              "the communication row does not show the two levels: %s" % comm[0][3], result)
     bad = st.strata("check", "hpz", "--world-sizes", "1", "--set", "strategy.no_such_option=1")
     st.expect_clean_failure(bad, 2, "no_such_option", "is not an option of strategy 'hpz'")
+    wrong = st.strata("check", "hpz", "--world-sizes", "1", "--set", "strategy.secondary_group_size=-1")
+    st.expect_clean_failure(wrong, 2, "strategy.secondary_group_size", ">= 0")
 
 
 def constrained_options_are_probed():

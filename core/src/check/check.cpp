@@ -643,6 +643,13 @@ int check_one(const CheckRequest& request, const RegistryEntry& entry, const std
       write_text_file(file, workload_toml(w, batch, reference, steps));
       check_experiment(load_experiment(file));
     }
+    // Every option set's values, before any run: a value the schema rejects is a usage error here.
+    const Experiment first = load_experiment(dir / (std::string(workloads.front().name) + ".toml"));
+    for (const auto& v : variants) try {
+        (void)strategy_options_from(first, entry, v.sets);
+      } catch (const ConfigError& e) {  // about a --set, not about the check's own file
+        throw UsageError(fmt::format("--set {}: {}", e.key(), e.what()), e.fix());
+      }
   } catch (...) {
     std::error_code ignored;
     if (request.out.empty()) fs::remove_all(dir, ignored);  // nothing ran: leave no temporary directory
