@@ -113,7 +113,7 @@ void Engine::take_over_sharded() {
   for (std::size_t u = 0; u < units_.size(); ++u) {
     auto& plan = units_[u].plan;
     if (plan.after_forward != Reshard::kSubgroup) continue;
-    units_[u].subgroup = &mesh_.subgroup(plan.subgroup_size, plan_.subgroup_option);
+    units_[u].subgroup = &mesh_.subgroup(plan.after_forward.ranks, plan_.subgroup_option);
     // One rank per sub-group keeps the whole unit: it simply stays gathered.
     if (units_[u].subgroup->world_size() == 1) plan.after_forward = Reshard::kNone;
   }
@@ -194,7 +194,7 @@ void Engine::before_unit_forward(std::size_t unit) {
 void Engine::after_unit_forward(std::size_t unit, bool backward_follows) {
   if (!gathered_unit(unit)) return;
   if (!backward_follows) return release(unit);
-  switch (units_[unit].plan.after_forward) {
+  switch (units_[unit].plan.after_forward.kind) {
     case Reshard::kNone: return;
     case Reshard::kShardGroup: return release(unit);
     case Reshard::kSubgroup: return reshard_to_subgroup(unit);

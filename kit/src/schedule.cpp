@@ -236,7 +236,8 @@ Schedule sharded_schedule(const Plan& plan, const Shape& sh) {
   for (std::size_t u = 0; u < units.size(); ++u) {
     if (units[u].after_forward != Reshard::kSubgroup) continue;
     const int local = std::max(1, sh.in.topology.local_world_size);
-    const int size = units[u].subgroup_size > 0 ? units[u].subgroup_size : std::min(local, g);
+    const int ranks = units[u].after_forward.ranks;
+    const int size = ranks > 0 ? ranks : std::min(local, g);
     if (size < 1 || g % size != 0) {
       s.applicable = false;
       s.option = plan.subgroup_option;
@@ -327,7 +328,7 @@ Schedule sharded_schedule(const Plan& plan, const Shape& sh) {
     // Between its forward and its backward a unit keeps: all of it (kNone), its sub-group's copy
     // (kSubgroup: 1/s of it), or its shard only (kShardGroup: counted in the parameters).
     auto kept = [&](std::size_t j) {
-      switch (units[j].after_forward) {
+      switch (units[j].after_forward.kind) {
         case Reshard::kNone: return unit[j] * full;
         case Reshard::kSubgroup: return unit[j] / sub[j] * full;
         case Reshard::kShardGroup: break;

@@ -35,11 +35,9 @@ struct HpzOptions {
 };
 
 strata::Plan hpz_plan(const HpzOptions& o, const strata::Topology&) {
-  strata::Plan plan;
-  plan.owner = "hpz";
-  plan.sharded = strata::Sharded::kParameters;  // over every rank (shard_size 0)
-  plan.units.after_forward = strata::Reshard::kSubgroup;
-  plan.units.subgroup_size = static_cast<int>(o.secondary_group_size);  // 0: the mesh takes the ranks of one host
+  // Sharded over every rank; after its forward a unit keeps a copy over sub-groups of
+  // secondary_group_size ranks (0: the mesh takes the ranks of one host).
+  strata::Plan plan = strata::sharded_plan("hpz", 0, strata::ReshardTo::subgroups_of(static_cast<int>(o.secondary_group_size)));
   plan.subgroup_option = "secondary_group_size";
   plan.group_bytes = static_cast<std::int64_t>(o.allgather_bucket_mb * kMiB);
   plan.reduce_coalesce_bytes = static_cast<std::int64_t>(o.reduce_bucket_mb * kMiB);

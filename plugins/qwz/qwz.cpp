@@ -74,9 +74,7 @@ class Int8Blocks final : public strata::GatherCodec {
 };
 
 strata::Plan qwz_plan(const QwzOptions& o, const strata::Topology&) {
-  strata::Plan plan;
-  plan.owner = "qwz";
-  plan.sharded = strata::Sharded::kParameters;  // over every rank
+  strata::Plan plan = strata::sharded_plan("qwz", 0, strata::ReshardTo::shard_group());  // zero3's, over every rank
   plan.group_bytes = static_cast<std::int64_t>(o.allgather_bucket_mb * kMiB);
   plan.reduce_coalesce_bytes = static_cast<std::int64_t>(o.reduce_bucket_mb * kMiB);
   plan.forward_prefetch = plan.backward_prefetch = static_cast<int>(o.prefetch);

@@ -32,16 +32,14 @@ struct FsdpOptions {
 /// Every sharding strategy is a plan over a mesh: which ranks shard a unit (all, one, or groups
 /// of shard_group_size) and whether a unit is freed after its forward.
 strata::Plan fsdp_plan(const FsdpOptions& o, const strata::Topology& t) {
+  // The presets of strata::sharded_plan (plan.hpp): a shard group and what a unit is resharded to.
   const auto& how = o.sharding_strategy;
-  strata::Plan plan;
-  plan.owner = "fsdp " + how;
-  plan.sharded = strata::Sharded::kParameters;
-  plan.group_bytes = 0;  // one flat parameter per unit
-  plan.shard_size = how == "NO_SHARD"       ? 1
+  const int shard = how == "NO_SHARD"       ? 1
                     : how == "HYBRID_SHARD" ? static_cast<int>(o.shard_group_size > 0 ? o.shard_group_size : t.local_world_size)
                                             : 0;
   const bool reshard = how != "SHARD_GRAD_OP" && how != "NO_SHARD" && o.reshard_after_forward;
-  plan.units.after_forward = reshard ? strata::Reshard::kShardGroup : strata::Reshard::kNone;
+  strata::Plan plan = strata::sharded_plan("fsdp " + how, shard, reshard ? strata::ReshardTo::shard_group() : strata::ReshardTo::none());
+  plan.group_bytes = 0;  // one flat parameter per unit
   plan.forward_prefetch = o.forward_prefetch ? 1 : 0;
   plan.backward_prefetch = o.backward_prefetch ? 1 : 0;
   plan.reductions_in_flight = static_cast<int>(o.reductions_in_flight);

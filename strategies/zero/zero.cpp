@@ -61,9 +61,7 @@ strata::Plan zero_plan(const ZeroOptions& o, int stage) {  // the same at every 
 }
 
 strata::Plan zero3_plan(const Zero3Options& o) {
-  strata::Plan plan;
-  plan.owner = "zero3";
-  plan.sharded = strata::Sharded::kParameters;
+  strata::Plan plan = strata::sharded_plan("zero3", 0, strata::ReshardTo::shard_group());
   plan.group_bytes = static_cast<std::int64_t>(o.allgather_bucket_mb * kMiB);
   plan.reduce_coalesce_bytes = static_cast<std::int64_t>(o.reduce_bucket_mb * kMiB);
   plan.forward_prefetch = plan.backward_prefetch = static_cast<int>(o.prefetch);

@@ -533,8 +533,7 @@ TEST_CASE("estimate: a plan's gather codec sets the bytes of its gathers over th
   for (const auto& op : coded.schedule.ops()) named = named || op.dtype == "half_bytes";
   CHECK(named);
   // With sub-groups of 2, the backward gather comes from the sub-group's copy: as it is.
-  plan.units.after_forward = strata::Reshard::kSubgroup;
-  plan.units.subgroup_size = 2;
+  plan.units.after_forward = strata::ReshardTo::subgroups_of(2);
   CHECK(es::estimate_strategy("coded_hpz", in, plan_model(plan)).bus_bytes ==
         doctest::Approx(0.75 * 3600 / 2.0 + 0.5 * 2400 + 0.75 * 3600));
 }

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <torch/types.h>
 
@@ -70,11 +71,29 @@ class GatherCodec {
   virtual std::string wire_dtype() const = 0;
 };
 
+/// What a unit's gathered parameters become after its forward, as one value: FSDP2's
+/// `reshard_after_forward: bool | int`.
+///   ReshardTo::none()         False: they stay gathered until the end of its backward (SHARD_GRAD_OP)
+///   ReshardTo::shard_group()  True: freed; backward gathers them again over the shard group (FULL_SHARD)
+///   ReshardTo::ranks(k)       k: freed, keeping a copy sharded over sub-groups of k ranks, which
+///                             backward gathers from (ZeRO++ hpZ); 0: the ranks of one host. k must
+///                             divide the shard group; 1 keeps the whole unit (as none()).
+/// It reads as its Reshard kind (`after_forward == Reshard::kNone`, `switch (after_forward)`).
+struct ReshardTo {
+  Reshard kind = Reshard::kShardGroup;
+  int ranks = 0;  ///< kSubgroup: the sub-group's ranks (0: the ranks of one host)
+
+  ReshardTo() = default;
+  ReshardTo(Reshard k, int r = 0) : kind(k), ranks(r) {}  // NOLINT: a kind is a target
+  static ReshardTo none() { return {Reshard::kNone}; }
+  static ReshardTo shard_group() { return {Reshard::kShardGroup}; }
+  static ReshardTo subgroups_of(int ranks) { return {Reshard::kSubgroup, ranks}; }
+  operator Reshard() const { return kind; }  // NOLINT
+};
+
 /// The plan of one unit (Plan::unit may set it per unit).
 struct UnitPlan {
-  Reshard after_forward = Reshard::kShardGroup;
-  /// kSubgroup: members of the sub-group (0: the ranks of one host); must divide the shard group.
-  int subgroup_size = 0;
+  ReshardTo after_forward;
 };
 
 struct Plan {
@@ -136,6 +155,25 @@ struct Plan {
   /// The fix named in that error.
   std::string missing_fix = "every trainable parameter must take part in every forward";
 };
+
+/// The plan of a strategy whose units are sharded (Sharded::kParameters) over shard groups of
+/// `shard_size` ranks (0: every rank; 1: none, the units replicated and their gradients
+/// all-reduced), each unit resharded to `reshard` after its forward. FSDP's sharding strategies and
+/// ZeRO++'s hpZ are its presets:
+///   FULL_SHARD, zero3   sharded_plan(owner, 0, ReshardTo::shard_group())
+///   SHARD_GRAD_OP       sharded_plan(owner, 0, ReshardTo::none())
+///   NO_SHARD            sharded_plan(owner, 1, ReshardTo::none())
+///   HYBRID_SHARD        sharded_plan(owner, k, ReshardTo::shard_group())
+///   hpZ                 sharded_plan(owner, 0, ReshardTo::subgroups_of(g))
+/// The rest (buckets, prefetch, reductions in flight, a gather codec) the caller sets.
+inline Plan sharded_plan(std::string owner, int shard_size, ReshardTo reshard) {
+  Plan plan;
+  plan.owner = std::move(owner);
+  plan.sharded = Sharded::kParameters;
+  plan.shard_size = shard_size;
+  plan.units.after_forward = reshard;
+  return plan;
+}
 
 /// The step the engine runs for `plan` as the host reads it (strata/schedule.hpp): the collectives
 /// it issues, in order, over which groups, with their bytes, and what a rank holds (schedule.cpp).
