@@ -537,3 +537,21 @@ TEST_CASE("estimate: a plan's gather codec sets the bytes of its gathers over th
   CHECK(es::estimate_strategy("coded_hpz", in, plan_model(plan)).bus_bytes ==
         doctest::Approx(0.75 * 3600 / 2.0 + 0.5 * 2400 + 0.75 * 3600));
 }
+
+TEST_CASE("estimate: a schedule that throws is the plugin's error, named; an option error passes through") {
+  struct NoOptions {};
+  strata::Registry r;
+  r.set_current_library("/p/libbroken.so", nullptr);
+  r.add_strategy("broken", "", strata::Schema<NoOptions>{}, [](const NoOptions&) { return std::shared_ptr<strata::Strategy>(); });
+  r.set_schedule("broken", strata::Schema<NoOptions>{}, [](const NoOptions&, const strata::ScheduleInput&) -> strata::Schedule {
+    throw std::runtime_error("index out of range");
+  });
+  r.add_strategy("picky", "", strata::Schema<NoOptions>{}, [](const NoOptions&) { return std::shared_ptr<strata::Strategy>(); });
+  r.set_schedule("picky", strata::Schema<NoOptions>{}, [](const NoOptions&, const strata::ScheduleInput&) -> strata::Schedule {
+    throw strata::OptionError("ranks", "ranks must divide the world");
+  });
+  const strata::ScheduleInput in;
+  CHECK_THROWS_WITH_AS(es::strategy_schedule(r.at(strata::PluginKind::kStrategy, "broken"), {}, in),
+                       doctest::Contains("strategy 'broken' failed while making its schedule"), strata::PluginError);
+  CHECK_THROWS_AS(es::strategy_schedule(r.at(strata::PluginKind::kStrategy, "picky"), {}, in), strata::OptionError);
+}

@@ -272,7 +272,8 @@ class Checker {
     std::vector<Schedule> out;
     if (!entry_.scheduler) return out;
     const Options options = strategy_options_from(load_experiment(files_[i]), entry_, v.sets);
-    for (std::int64_t step = 0; step < steps_; ++step) out.push_back(entry_.scheduler(options, schedule_input(i, w, step)));
+    for (std::int64_t step = 0; step < steps_; ++step)
+      out.push_back(estimate::strategy_schedule(entry_, options, schedule_input(i, w, step)));
     return out;
   }
 

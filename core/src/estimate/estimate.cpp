@@ -138,7 +138,7 @@ bool profiles_as_itself(const Registry& registry, const Experiment& e) {
   ScheduleInput one;
   one.units = {{"unit0", 1.0, {}, 0.0, 0.0}, {"unit1", 1.0, {}, 0.0, 0.0}};  // the last unit may be planned apart
   try {
-    return entry.scheduler(e.strategy.options, one).applicable;
+    return estimate::strategy_schedule(entry, e.strategy.options, one).applicable;
   } catch (const Error&) {
     return false;
   }

@@ -76,13 +76,27 @@ double optimizer_bytes_per_param(const Profile& p) {
 
 Topology topology_on(const Network& network, int world) { return {world, ranks_on_host(network, world)}; }
 
+Schedule strategy_schedule(const RegistryEntry& entry, const Options& options, const ScheduleInput& input) {
+  try {
+    return entry.scheduler(options, input);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw PluginError(entry.library,
+                      fmt::format("strategy '{}' failed while making its schedule (Registry::set_schedule): {}", entry.name,
+                                  e.what()),
+                      "The error is the plugin's: report it to its authors, or check its options (`strata describe " +
+                          entry.name + "`).");
+  }
+}
+
 StrategyModel strategy_model(const Registry& registry, const std::string& name, const Options& options) {
   StrategyModel m;
   const RegistryEntry* entry = registry.find(PluginKind::kStrategy, name);
   if (entry == nullptr) return m;
   m.one_device = entry->traits.placement.kind == Placement::Kind::kOneDevice;
   if (entry->scheduler)
-    m.schedule = [scheduler = entry->scheduler, options](const ScheduleInput& in) { return scheduler(options, in); };
+    m.schedule = [entry, options](const ScheduleInput& in) { return strategy_schedule(*entry, options, in); };
   return m;
 }
 

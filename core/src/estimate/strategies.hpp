@@ -121,6 +121,11 @@ struct StrategyModel {
   bool one_device = false;  ///< Placement::one_device (single): world size 1 only
 };
 
+/// The schedule strategy `entry` declares for `options` at `input` (entry.scheduler must be set).
+/// strata::Error (OptionError included) passes through; any other exception of the plugin's code
+/// becomes a PluginError naming the strategy and its library.
+Schedule strategy_schedule(const RegistryEntry& entry, const Options& options, const ScheduleInput& input);
+
 /// Strategy `name` of `registry` with `options` (its [strategy] options; the defaults where one is
 /// not given); an unknown name gives an empty model (estimated as a full replica).
 StrategyModel strategy_model(const Registry& registry, const std::string& name, const Options& options);

@@ -35,6 +35,12 @@ void check_plan_fits_world(const Experiment& e, const Registry& registry, const 
     schedule = entry.scheduler(e.strategy.options, input);
   } catch (const OptionError& err) {
     throw e.error("strategy." + err.option(), err.what(), err.fix());
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& err) {
+    throw PluginError(entry.library,
+                      fmt::format("strategy '{}' failed while making its schedule: {}", e.strategy.name, err.what()),
+                      "The error is the plugin's: report it to its authors.");
   }
   if (schedule.applicable) return;
   const std::string key = schedule.option.empty() ? "strategy.name" : "strategy." + schedule.option;
