@@ -47,7 +47,8 @@ StateDict gathered_state_dict(const FlatGroups& groups, Comm* shard, const Model
 Engine::Engine() = default;
 
 Engine::~Engine() {
-  reducer_.reset();  // its hooks go first
+  grad_hooks_.clear();  // no hook may fire into a reducer being destroyed
+  reducer_.reset();
   // Pending all-gathers write into buffers of this object: complete them (errors were reported before).
   for (auto& unit : units_)
     for (auto& slot : unit.slots)
@@ -86,7 +87,8 @@ void Engine::take_over(const StrategySetup& s, Plan plan) {
 }
 
 void Engine::make_reducer() {
-  reducer_.reset();  // its hooks go first
+  grad_hooks_.clear();
+  reducer_.reset();
   GradReducerOptions o;
   o.shard = master_shard();  // a one-rank shard group (NO_SHARD, world 1) reduces by a copy
   o.replicate = plan_.reduce ? mesh_.replicate() : nullptr;
@@ -102,6 +104,10 @@ void Engine::make_reducer() {
   for (std::size_t i = 0; i < groups_.size(); ++i)
     launch.push_back(groups_[sharded_params() ? groups_.size() - 1 - i : i].get());
   o.on_group_complete = [this](std::size_t i) { gradient_ready(sharded_params() ? groups_.size() - 1 - i : i); };
+  // The hooks report every gradient to the reducer installed when it arrives (use_reducer may swap it).
+  for (std::size_t g = 0; g < launch.size(); ++g)
+    for (std::size_t k = 0; k < launch[g]->size(); ++k)
+      grad_hooks_.push_back(add_grad_ready_hook(launch[g]->param(k), [this, g, k] { reducer_->gradient_arrived(g, k); }));
   use_reducer(std::make_unique<GradReducer>(std::move(launch), precision_, std::move(o)));
 }
 

@@ -38,11 +38,10 @@ GradReducer::GradReducer(std::vector<FlatGroup*> groups, const Precision& precis
   std::vector<std::vector<std::size_t>> buckets;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     buckets.emplace_back();
+    first_param_.push_back(param_names_.size());
     for (std::size_t k = 0; k < groups_[g]->size(); ++k) {
-      const std::size_t i = param_names_.size();
-      buckets.back().push_back(i);
+      buckets.back().push_back(param_names_.size());
       param_names_.push_back(groups_[g]->name(k));
-      hooks_.push_back(add_grad_ready_hook(groups_[g]->param(k), [this, g, k, i] { grad_ready(g, k, i); }));
     }
   }
   schedule_ = BucketSchedule(buckets, param_names_.size(), [this](std::size_t g) { launch(g); });
@@ -51,8 +50,12 @@ GradReducer::GradReducer(std::vector<FlatGroup*> groups, const Precision& precis
   param_arrived_.assign(param_names_.size(), false);
 }
 
+void GradReducer::gradient_arrived(std::size_t group, std::size_t index) {
+  grad_ready(group, index, first_param_.at(group) + index);
+}
+
 GradReducer::~GradReducer() {
-  hooks_.clear();  // no hook may fire into a half-destroyed reducer
+  // The engine removes its grad-ready hooks before it destroys its reducer.
   // Pending collectives hold buffers of this object: complete them (errors were reported before).
   for (auto& r : pending_)
     try {

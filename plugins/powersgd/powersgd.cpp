@@ -68,6 +68,7 @@ class PowerSgdReducer final : public strata::Reducer {
   }
 
   void begin_backward(strata::MicroStep micro) override { local_->begin_backward(micro); }
+  void gradient_arrived(std::size_t group, std::size_t index) override { local_->gradient_arrived(group, index); }
 
   void end_backward(strata::MicroStep micro) override {
     local_->end_backward(micro);  // this rank's gradients, accumulated in float32

@@ -538,7 +538,7 @@ TEST_CASE("estimate: a plan's gather codec sets the bytes of its gathers over th
         doctest::Approx(0.75 * 3600 / 2.0 + 0.5 * 2400 + 0.75 * 3600));
 }
 
-TEST_CASE("estimate: a schedule that throws is the plugin's error, named; an option error passes through") {
+TEST_CASE("estimate: a schedule that throws is the plugin's error, named, and an option error passes through") {
   struct NoOptions {};
   strata::Registry r;
   r.set_current_library("/p/libbroken.so", nullptr);

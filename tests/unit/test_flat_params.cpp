@@ -6,6 +6,7 @@
 
 #include "strata/errors.hpp"
 #include "strata/flat_params.hpp"
+#include "strata/buckets.hpp"
 #include "strata/grad_reducer.hpp"
 
 namespace {
@@ -109,6 +110,19 @@ TEST_CASE("a gathered group frees its full parameters and stages sharded gradien
                   strata::Error);
 }
 
+namespace {
+/// What the engine does for its reducer: grad-ready hooks that report each gradient of the groups
+/// (in launch order) as it arrives. Destroy them before the reducer.
+std::vector<std::unique_ptr<strata::GradReadyHook>> feed(strata::Reducer& reducer,
+                                                         const std::vector<strata::FlatGroup*>& launch) {
+  std::vector<std::unique_ptr<strata::GradReadyHook>> hooks;
+  for (std::size_t g = 0; g < launch.size(); ++g)
+    for (std::size_t k = 0; k < launch[g]->size(); ++k)
+      hooks.push_back(strata::add_grad_ready_hook(launch[g]->param(k), [&reducer, g, k] { reducer.gradient_arrived(g, k); }));
+  return hooks;
+}
+}  // namespace
+
 TEST_CASE("the reducer accumulates in float32, names parameters without a gradient, or counts them as zero") {
   auto params = make_params({2, 2});
   auto local = strata::make_local_comm();
@@ -120,6 +134,7 @@ TEST_CASE("the reducer accumulates in float32, names parameters without a gradie
   o.missing_fix = "use every parameter";
   {
     strata::GradReducer reducer({&g}, strata::Precision(policy), o);
+    const auto hooks = feed(reducer, {&g});
     reducer.begin_backward({0, 1, {}});
     (params[0] * 3).sum().backward();
     try {
@@ -133,6 +148,7 @@ TEST_CASE("the reducer accumulates in float32, names parameters without a gradie
   }
   o.allow_missing = true;
   strata::GradReducer reducer({&g}, strata::Precision(policy), o);
+  const auto hooks = feed(reducer, {&g});
   for (int m = 0; m < 2; ++m) {  // two micro-batches accumulate into the shard
     reducer.begin_backward({m, 2, {}});
     (params[0] * 3).sum().backward();
@@ -166,6 +182,7 @@ TEST_CASE("sharded gradients are averaged over the replicas while backward goes 
   o.replicate = &replicas;
   o.max_in_flight = 1;
   strata::GradReducer reducer({groups[2].get(), groups[1].get(), groups[0].get()}, strata::Precision(policy), o);
+  const auto hooks = feed(reducer, {groups[2].get(), groups[1].get(), groups[0].get()});
   std::size_t issued_before_p0 = 0;
   params[0].register_hook([&](const torch::Tensor& g) {
     issued_before_p0 = log.size();

@@ -48,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/buckets.hpp"
 #include "strata/flat_params.hpp"
 #include "strata/grad_reducer.hpp"
 #include "strata/kit.hpp"
@@ -201,6 +202,9 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
   std::vector<std::pair<std::string, std::string>> aliases_;  ///< tied names: (alias, parameter)
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Reducer> reducer_;  ///< never null after take_over()
+  /// The grad-ready hooks of every trainable parameter, the engine's: each tells reducer_ (whichever
+  /// is installed) that its gradient arrived. Declared after reducer_: removed before it is destroyed.
+  std::vector<std::unique_ptr<GradReadyHook>> grad_hooks_;
 
  private:
   void take_over_replicated();

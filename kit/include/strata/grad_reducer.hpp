@@ -63,7 +63,8 @@ struct GradReducerOptions {
   std::function<void(std::size_t)> on_group_complete;
 };
 
-/// The built-in Reducer: owns the grad-ready hooks of the groups' parameters and their reductions.
+/// The built-in Reducer: the groups' reductions, launched as the engine's grad-ready hooks report
+/// their gradients (gradient_arrived).
 /// The groups (in launch order: the order backward completes them) must outlive it.
 class GradReducer final : public Reducer {
  public:
@@ -80,6 +81,9 @@ class GradReducer final : public Reducer {
   void end_backward(MicroStep micro) override;
   /// Bytes of reduction buffers alive now (staged gradients, inputs and outputs in flight).
   std::int64_t in_flight_bytes() const override;
+  /// Parameter `index` of group `group` (in launch order) has its gradient: stages or accumulates
+  /// it, and launches the collectives that became startable.
+  void gradient_arrived(std::size_t group, std::size_t index) override;
 
  private:
   struct Reduction;
@@ -111,7 +115,7 @@ class GradReducer final : public Reducer {
     std::shared_ptr<CommWork> work;
   };
   std::vector<Average> averages_;
-  std::vector<std::unique_ptr<GradReadyHook>> hooks_;
+  std::vector<std::size_t> first_param_;  // per group: the schedule number of its first parameter
 };
 
 }  // namespace strata::inline kit_v3
