@@ -361,6 +361,16 @@ const toml::table* table_of(const toml::table& root, const std::string& name) { 
 
 // ---- overrides --------------------------------------------------------------------------------
 
+/// An override's value as the table {v = VALUE}: TOML (50, 0.1, true, "x", [1, 2]); anything that
+/// does not parse is a bare string.
+toml::table override_value(const std::string& raw) {
+  try {
+    return toml::parse("v = " + raw);
+  } catch (const toml::parse_error&) {
+    return toml::table{{"v", raw}};
+  }
+}
+
 void apply_override(ExperimentDocument& doc, const std::string& text, const SourceLocation& origin) {
   auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -384,18 +394,13 @@ void apply_override(ExperimentDocument& doc, const std::string& text, const Sour
                       fmt::format("the key of an override has {} dotted parts; at most {} are allowed.", parts.size(),
                                   detail::kMaxKeyParts),
                       "Write the key of an option, for example `--set train.steps=50`.");
-  // The value is TOML (50, 0.1, true, "x", [1, 2]); anything that does not parse is a bare string.
   toml::table parsed;
   try {
     detail::check_key_depth("v = " + raw, origin.file);
   } catch (const ConfigError& e) {
     throw ConfigError(origin, path, std::string("its value holds ") + e.what(), e.fix());
   }
-  try {
-    parsed = toml::parse("v = " + raw);
-  } catch (const toml::parse_error&) {
-    parsed = toml::table{{"v", raw}};
-  }
+  parsed = override_value(raw);
   toml::table* table = &doc.root;
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
     toml::node* child = table->get(parts[i]);
@@ -546,13 +551,13 @@ Options strategy_options_from(const Experiment& e, const RegistryEntry& entry, c
     if (eq == std::string::npos || eq == 0)
       throw UsageError(fmt::format("`--set strategy.{}` is not KEY=VALUE.", set),
                        "Write for example `--set strategy.secondary_group_size=2`.");
-    toml::table parsed;
+    const std::string raw = set.substr(eq + 1);
     try {
-      parsed = toml::parse("v = " + set.substr(eq + 1));
-    } catch (const toml::parse_error&) {
-      parsed = toml::table{{"v", set.substr(eq + 1)}};
+      detail::check_key_depth("v = " + raw, "--set strategy." + set.substr(0, eq));
+    } catch (const ConfigError& e) {
+      throw UsageError(fmt::format("`--set strategy.{}`: its value holds {}", set.substr(0, eq), e.what()), e.fix());
     }
-    table.insert_or_assign(set.substr(0, eq), *parsed.get("v"));
+    table.insert_or_assign(set.substr(0, eq), *override_value(raw).get("v"));
   }
   return Validator(e).section("strategy", &table, entry.schema, {"name"}, entry.name);
 }
