@@ -42,6 +42,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using detail::Variant;
+using detail::Workload;
+using detail::kMicroBatches;
+using detail::reference_strategy;
+using detail::variants_of;
+using detail::workload_toml;
+using detail::workloads_of;
+
 constexpr double kExactTensorRel = 1e-5;  // every tensor of the final model, relative to its largest value
 constexpr double kExactLossAbs = 1e-4;  // final_loss, absolute
 constexpr double kRoundTripRel = 1e-9;  // param_norm of the saved model reloaded by the reference
@@ -50,72 +58,10 @@ constexpr double kMemoryRel = 0.05;     // model state against DESIGN §5, plus 
 constexpr double kTrafficRel = 0.02;    // bus bytes against DESIGN §8, plus padding and norms
 constexpr std::int64_t kSteps = 24;
 constexpr std::int64_t kMinGlobalBatch = 24;
-constexpr std::int64_t kTrainSize = 512;
 constexpr std::int64_t kMaxGlobalBatch = 4096;
 constexpr const char* kUnknownOption = "definitely_not_an_option";
 constexpr const char* kCrashMarkers[] = {"terminate called", "Segmentation", "Exception raised from", "core dumped",
                                          "Aborted"};
-
-/// A small experiment that the strategy and the reference both train. The first one (AdamW) also
-/// serves the memory, communication and state-dict checks. SGD makes the others sensitive to the
-/// scale of the gradients, to which Adam(W) is blind: gradients summed over ranks or
-/// micro-batches instead of averaged give AdamW the same steps (up to epsilon), but not SGD.
-struct Workload {
-  const char* name;   ///< file stem and run label
-  const char* title;  ///< in the table
-  const char* model;  ///< body of [model]
-  const char* dataset;  ///< body of [dataset]; {train} is the number of training examples
-  const char* optimizer;  ///< body of [optimizer]
-  int micro_batches;
-};
-#define STRATA_CHECK_IMAGES(shape) \
-  "name = \"synthetic\"\ntrain_size = {train}\neval_size = 256\ninput_shape = " shape "\nnum_classes = 4\nnoise = 1.0"
-/// `--models standard`: the MLP and the CNN.
-constexpr Workload kStandard[] = {
-    {"mlp_adamw", "mlp/adamw", "name = \"mlp\"\nhidden = [32]", STRATA_CHECK_IMAGES("[16]"),
-     "name = \"adamw\"\nlr = 1e-2\nweight_decay = 0.01", 1},
-    {"cnn_sgd", "cnn/sgd", "name = \"cnn\"\nchannels = [4, 8]\nhidden = 16\ngroups = 2",
-     STRATA_CHECK_IMAGES("[1, 12, 12]"), "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9\nweight_decay = 0.01", 1},
-    {"mlp_sgd_accum", "mlp/sgd, 2 micro-batches", "name = \"mlp\"\nhidden = [32]", STRATA_CHECK_IMAGES("[16]"),
-     "name = \"sgd\"\nlr = 0.1\nmomentum = 0.9\nweight_decay = 0.01", 2},
-};
-/// `--models transformers`: a Llama decoder on padded sequences of uneven length (ranks and micro-
-/// batches with different numbers of target tokens), and a ViT. Adam divides each gradient by its
-/// own magnitude, so on elements whose gradient is nearly zero (sums that cancel: SwiGLU rows, the
-/// ViT's key bias, zero in exact arithmetic) it turns reduction-order noise into steps of size lr:
-/// 3e-4 of the largest weight after one step at eps 1e-8. The Llama runs AdamW with eps 1e-3
-/// (2e-6 over the 24 steps), the ViT SGD.
-constexpr Workload kTransformers[] = {
-    {"llama_adamw", "llama/adamw, padded tokens", "name = \"llama\"\npreset = \"debug\"",
-     "name = \"synthetic_text\"\ntrain_size = {train}\neval_size = 64\nvocab_size = 64\nseq_len = 16\nmin_len = 4",
-     "name = \"adamw\"\nlr = 1e-2\neps = 1e-3\nweight_decay = 0.01", 1},
-    {"vit_sgd_accum", "vit/sgd, 2 micro-batches", "name = \"vit\"\npatch_size = 4\ndim = 32\ndepth = 2\nheads = 2",
-     STRATA_CHECK_IMAGES("[3, 8, 8]"), "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9\nweight_decay = 0.01", 2},
-};
-#undef STRATA_CHECK_IMAGES
-constexpr int kMicroBatches = 2;  // the largest micro_batches of any workload
-
-std::vector<Workload> workloads_of(const std::string& models) {
-  if (models == "standard") return {std::begin(kStandard), std::end(kStandard)};
-  if (models == "transformers") return {std::begin(kTransformers), std::end(kTransformers)};
-  throw UsageError("`--models " + models + "` is not a workload set of `strata check`.",
-                   "Write `--models standard` (MLP and CNN, the default) or `--models transformers` (ViT and Llama).");
-}
-
-std::string workload_toml(const Workload& w, std::int64_t global_batch, const std::string& reference, std::int64_t steps) {
-  return fmt::format(
-      "# Written by `strata check`: {title}. The check runs it with `{reference}` and, through --set, with the\n"
-      "# strategy under test (strategy.name, and distributed.nproc or the strategy's device option).\n\n"
-      "[experiment]\nname = \"check_{name}\"\n\n[model]\n{model}\n\n"
-      "[dataset]\n{dataset}\n\n[strategy]\nname = \"{reference}\"\n\n[optimizer]\n{optimizer}\n\n"
-      "[train]\nsteps = {steps}\nglobal_batch_size = {batch}\nmicro_batches = {micro}\nseed = 0\n"
-      "lr_schedule = \"constant\"\ndevice = \"cpu\"\nthreads = 1\n\n[eval]\nevery = 0\nbatches = 0\n\n"
-      "[log]\nevery = 1000\n",
-      fmt::arg("title", w.title), fmt::arg("name", w.name), fmt::arg("model", w.model),
-      fmt::arg("dataset", fmt::format(fmt::runtime(w.dataset), fmt::arg("train", std::max(kTrainSize, global_batch)))),
-      fmt::arg("optimizer", w.optimizer), fmt::arg("steps", steps), fmt::arg("reference", reference), fmt::arg("batch", global_batch),
-      fmt::arg("micro", w.micro_batches));
-}
 
 enum class Verdict { kPass, kFail, kNotApplicable };
 
@@ -150,14 +96,6 @@ std::string clip(std::string text, std::size_t limit = 240) {
   if (text.size() > limit) text = text.substr(0, limit - 3) + "...";
   return text;
 }
-
-/// One set of option values the strategy is checked with: the defaults (with --set), or a row of
-/// its option matrix.
-struct Variant {
-  std::string label;               ///< "" for the defaults
-  std::vector<std::string> sets;   ///< "KEY=VALUE", KEY an option of the strategy
-  bool all_workloads = true;       ///< a matrix row runs the first workload only
-};
 
 class Checker {
  public:
@@ -289,16 +227,16 @@ class Checker {
             fmt::format("'{}' runs in one process on one device: world size 1 only", entry_.name));
       return;
     }
-    if (entry_.scheduler) {  // a row whose groups do not divide this world size is not run there
-      const auto first = schedules(v, 0, w);
-      if (!first.empty() && !first.front().applicable) {
-        add(title(v, "all checks"), w, Verdict::kNotApplicable,
-            fmt::format("strategy.{}: {}", first.front().option, first.front().note));
-        return;
-      }
+    // The schedules every run of this world size is held to: per workload, one per step run.
+    const std::size_t count = v.all_workloads ? workloads_.size() : 1;
+    std::vector<std::vector<Schedule>> plans;
+    for (std::size_t i = 0; i < count; ++i) plans.push_back(schedules(v, i, w));
+    if (!plans[0].empty() && !plans[0].front().applicable) {  // groups that do not divide this world size
+      add(title(v, "all checks"), w, Verdict::kNotApplicable,
+          fmt::format("strategy.{}: {}", plans[0].front().option, plans[0].front().note));
+      return;
     }
     std::vector<Outcome> runs;
-    const std::size_t count = v.all_workloads ? workloads_.size() : 1;
     const std::string tag = v.label.empty() ? std::string() : "_" + slug(v.label);
     for (std::size_t i = 0; i < count; ++i) {
       const auto& wl = workloads_[i];
@@ -308,8 +246,8 @@ class Checker {
                          fmt::format("{}_w{}_{}{}", entry_.name, w, wl.name, tag), {"run", files_[i].string()}, sets));
       check_equivalence(w, v, i, runs.back());
     }
-    check_memory(w, v, runs[0]);
-    check_communication(w, v, runs);
+    check_memory(w, v, runs[0], plans[0]);
+    check_communication(w, v, runs, plans);
     if (v.all_workloads) check_round_trip(w, runs[0]);
   }
 
@@ -388,7 +326,7 @@ class Checker {
   /// Model state per rank, category by category, against the schedule's ScheduleMemory within 5%
   /// plus padding (< N elements per flat group, at most one group per parameter tensor) and AdamW's
   /// step counts. No schedule: between the 1/N share and twice the full model.
-  void check_memory(int w, const Variant& v, const Outcome& run) {
+  void check_memory(int w, const Variant& v, const Outcome& run, const std::vector<Schedule>& plans) {
     const std::string check = title(v, "memory");
     if (!run.ok()) return add(check, w, Verdict::kFail, run.failure());
     const double full = run.number("parameters") * 4;
@@ -400,7 +338,6 @@ class Checker {
     };
     std::vector<Item> items;
     const auto measured = [&](const std::string& name) { return run.number("memory.model_state_bytes." + name); };
-    const auto plans = schedules(v, 0, w);
     if (!plans.empty()) {
       const ScheduleMemory& m = plans.back().memory;
       const double pad = 4.0 * w * tensors;  // per float32 copy
@@ -440,7 +377,8 @@ class Checker {
   /// Bus bytes per step against the schedule's collectives (their mean over the steps run) within
   /// 2% plus padding and the norm all-reduces, on every workload. No schedule: counted above world
   /// size 1. At world size 1: none.
-  void check_communication(int w, const Variant& v, const std::vector<Outcome>& runs) {
+  void check_communication(int w, const Variant& v, const std::vector<Outcome>& runs,
+                           const std::vector<std::vector<Schedule>>& schedules_of) {
     const std::string check = title(v, "communication");
     std::string numbers, wrong;
     for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -451,7 +389,7 @@ class Checker {
       const int micro = workloads_[i].micro_batches;
       numbers += fmt::format("{}{}: {:.0f} B/step in {:.3g} calls", numbers.empty() ? "" : "; ", workloads_[i].title,
                              bus, calls);
-      const auto plans = schedules(v, i, w);
+      const auto& plans = schedules_of[i];
       if (w == 1) {
         if (bus != 0) wrong += fmt::format("; {}: expected no traffic at world size 1", workloads_[i].title);
       } else if (!plans.empty()) {
@@ -576,42 +514,9 @@ fs::path fresh_temp_directory(const std::string& name) {
   return pattern;
 }
 
-/// The strategy every run is compared with: the one that runs on one device.
-std::string reference_strategy(const Registry& registry) {
-  for (const auto* e : registry.entries())
-    if (e->kind == PluginKind::kStrategy && e->traits.placement.kind == Placement::Kind::kOneDevice) return e->name;
-  throw PluginError({}, "no strategy that runs on one device is registered: `strata check` has no reference.",
-                    "Keep the built-in strategy plugins on the plugin search path.");
-}
-
-/// The option values the strategy is checked with: the defaults with --set, then (without --set)
-/// its option matrix.
-std::vector<Variant> variants_of(const CheckRequest& request, const RegistryEntry& entry) {
-  Variant defaults;
-  for (auto set : request.sets) {
-    if (set.rfind("strategy.", 0) == 0) set = set.substr(std::string("strategy.").size());
-    const std::string key = set.substr(0, set.find('='));
-    if (set.find('=') == std::string::npos || entry.schema.find(key) == nullptr)
-      throw UsageError(fmt::format("--set {}: '{}' is not an option of strategy '{}'.", set, key, entry.name),
-                       fmt::format("Give strategy.KEY=VALUE with a KEY of `strata describe {}`.", entry.name));
-    defaults.sets.push_back(set);
-  }
-  if (!defaults.sets.empty()) defaults.label = fmt::format("{}", fmt::join(defaults.sets, ", "));
-  std::vector<Variant> out{defaults};
-  if (request.matrix && request.sets.empty())
-    for (const auto& row : entry.traits.option_matrix) {
-      Variant v;
-      v.label = row.label;
-      for (const auto& [key, value] : row.options) v.sets.push_back(key + "=" + value);
-      v.all_workloads = false;
-      out.push_back(std::move(v));
-    }
-  return out;
-}
-
 /// The suite of one strategy (`entry`; request.strategy is its name).
 int check_one(const CheckRequest& request, const RegistryEntry& entry, const std::string& reference) {
-  const std::vector<Variant> variants = variants_of(request, entry);
+  const std::vector<Variant> variants = variants_of(request.sets, request.matrix, entry);
   const auto& eq = entry.traits.equivalence;
   const std::int64_t steps = eq.steps > 0 ? eq.steps : kSteps;
   std::vector<int> worlds = request.world_sizes;
