@@ -129,10 +129,10 @@ void Engine::take_over_sharded() {
       if (precision_.mixed() && t.is_floating_point()) t.set_data(t.to(precision_.param_dtype()));
     }
   }
-  slot_of_.resize(groups_.size());
+  unit_of_.resize(groups_.size());
   for (std::size_t u = 0; u < units_.size(); ++u) {
     units_[u].slots.resize(units_[u].groups.size());
-    for (std::size_t k = 0; k < units_[u].groups.size(); ++k) slot_of_[units_[u].groups[k]] = {u, k};
+    for (auto g : units_[u].groups) unit_of_[g] = u;
   }
   if (plan_.gather_codec) codec_ = plan_.gather_codec();
 }
@@ -210,7 +210,7 @@ void Engine::before_unit_backward(std::size_t unit) {
 
 void Engine::gradient_ready(std::size_t group) {
   if (!sharded_params()) return;
-  const std::size_t u = slot_of_[group].first;
+  const std::size_t u = unit_of_[group];
   if (++units_[u].complete == units_[u].groups.size()) release(u);  // every gradient of the unit exists
 }
 

@@ -47,7 +47,7 @@ es::FitRequest tinyllama(const std::string& strategy, int world, double device_g
   r.strategy = strategy;
   r.world_size = world;
   // Every strategy with its defaults, read from its plugin's plan, every rank on one host.
-  r.model = [](const std::string& s, int) { return es::strategy_model(bundled(), s, {}); };
+  r.model = [](const std::string& s) { return es::strategy_model(bundled(), s, {}); };
   r.candidates = es::fit_candidates(bundled(), world);
   r.parameters = *parameters;
   r.unit_parameters = memory->unit_parameters;

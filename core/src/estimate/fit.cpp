@@ -59,7 +59,7 @@ StrategyEstimate estimate_at(const FitRequest& r, const Profile& p, const Networ
   in.profile = &p;
   in.network = &net;
   in.world_size = world;
-  return estimate_strategy(strategy, in, r.model ? r.model(strategy, world) : StrategyModel{});
+  return estimate_strategy(strategy, in, r.model ? r.model(strategy) : StrategyModel{});
 }
 
 std::string ranks(int n) { return fmt::format("{} rank{}", n, n == 1 ? "" : "s"); }

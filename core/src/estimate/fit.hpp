@@ -17,10 +17,10 @@ namespace strata::estimate {
 struct FitRequest {
   std::string strategy;
   int world_size = 1;
-  /// What the estimator knows of a strategy at a world size (strategy_model: its plan with the
-  /// experiment's options for the request's strategy, the defaults for the others); unset: every
-  /// strategy a full replica, from nothing declared.
-  std::function<StrategyModel(const std::string& strategy, int world)> model;
+  /// What the estimator knows of a strategy (strategy_model: its schedule with the experiment's
+  /// options for the request's strategy, the defaults for the others); unset: every strategy a
+  /// full replica, from nothing declared.
+  std::function<StrategyModel(const std::string& strategy)> model;
   double parameters = 0;                    ///< elements
   std::vector<double> unit_parameters;      ///< forward order; empty: one unit of every parameter
   double activation_bytes_per_sample = 0;   ///< held between forward and backward, in the activations' dtype

@@ -42,7 +42,7 @@ std::string check_strategy_fits(const Experiment& e, const Registry& registry, c
     if (it != values.end())
       if (const auto* n = std::get_if<std::int64_t>(&it->second); n != nullptr && *n > 0) r.world_size = static_cast<int>(*n);
   }
-  r.model = [&e, &registry](const std::string& strategy, int) { return experiment_strategy_model(e, registry, strategy); };
+  r.model = [&e, &registry](const std::string& strategy) { return experiment_strategy_model(e, registry, strategy); };
   r.candidates = fit_candidates(registry, r.world_size);
   // Every rank on one host (any world size tried), or hosts of this job's local ranks.
   r.ranks_per_host = world.local_world_size >= r.world_size ? 0 : std::max(1, world.local_world_size);

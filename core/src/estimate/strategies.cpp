@@ -135,15 +135,15 @@ StrategyEstimate estimate_strategy(const std::string& strategy, const EstimateIn
   e.world_size = in.world_size;
   const Profile& p = *in.profile;
   const int n = std::max(1, in.world_size);
-  ScheduleInput input = schedule_input(in);
+  // A strategy on one device does not run above world size 1: its figures at 1, for a row that
+  // still shows something.
+  EstimateInput at = in;
   if (model.one_device && n != 1) {
     e.applicable = false;
     e.note = strategy + " runs at world size 1 only";
-    // Its figures at world size 1, for a row that still shows something.
-    EstimateInput one = in;
-    one.world_size = 1;
-    input = schedule_input(one);
+    at.world_size = 1;
   }
+  const ScheduleInput input = schedule_input(at);
   e.schedule = model.schedule ? model.schedule(input) : replica_schedule(input);
   e.coarse = !model.schedule;
   if (!e.schedule.applicable) {

@@ -217,7 +217,7 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
 
   std::vector<UnitState> units_;
   std::vector<std::pair<std::size_t, std::size_t>> locate_;  // params_[i] -> (group, index in group)
-  std::vector<std::pair<std::size_t, std::size_t>> slot_of_;  // sharded: per group, (unit, slot)
+  std::vector<std::size_t> unit_of_;  // sharded: per group, its unit
   std::shared_ptr<Comm> gather_lane_;  // all-gathers over the shard group, on a stream of their own
   std::unique_ptr<GatherCodec> codec_;  // Plan::gather_codec's, or null
 
