@@ -1,5 +1,6 @@
 // The pure pieces of `strata check`: --world-sizes parsing, the values that break an option's
-// constraint, and the one global batch that every checked world size divides.
+// constraint, the one global batch that every checked world size divides, and the experiment
+// values an exactness condition is compared with.
 #include "test_support.hpp"
 
 #include "check/check.hpp"
@@ -41,4 +42,13 @@ TEST_CASE("the check's global batch is a common multiple of every world size and
   CHECK(strata::detail::common_global_batch({1, 2, 3, 4}, 2, 24) == 24);
   CHECK(strata::detail::common_global_batch({5, 7}, 2, 24) == 70);
   CHECK(strata::detail::common_global_batch({1}, 1, 25) == 25);
+}
+
+TEST_CASE("an exactness condition on the experiment reads the workload's value as TOML text") {
+  const strata::test::TempDir dir;
+  const auto file = dir.write("w.toml", "[optimizer]\nname = \"sgd\"\nlr = 0.1\n[train]\nsteps = 24\n").string();
+  CHECK(strata::detail::experiment_value(file, "optimizer.name") == "\"sgd\"");
+  CHECK(strata::detail::experiment_value(file, "train.steps") == "24");
+  CHECK(strata::detail::experiment_value(file, "optimizer.momentum").empty());
+  CHECK(strata::detail::experiment_value(file, "model.name").empty());
 }

@@ -96,6 +96,10 @@ TEST_CASE("a strategy's equivalence and option matrix name its own options, and 
   CHECK_THROWS_WITH_AS(r.add_strategy("exact_typo", "", schema, make,
                                       strata::Equivalence::exact_under({{"synk", "1"}}, 0.5, "why")),
                        doctest::Contains("synk"), strata::PluginError);
+  // A dotted name is a condition on the experiment, not an option.
+  r.add_strategy("sgd_only", "", schema, make,
+                 strata::Equivalence::exact_under({{"sync_every", "1"}, {"optimizer.name", "\"sgd\""}}, 0.5, "why"));
+  CHECK(r.at(strata::PluginKind::kStrategy, "sgd_only").traits.equivalence.exact_when.size() == 2);
   CHECK_THROWS_WITH_AS(r.add_strategy("no_band", "", schema, make, strata::Equivalence::within_loss_band(0, "why")),
                        doctest::Contains("positive loss band"), strata::PluginError);
 }

@@ -76,7 +76,10 @@ struct Placement {
 ///    under some option values declares the band its defaults keep.
 struct Equivalence {
   bool exact = true;
-  /// Exact only with these options (name, TOML value); empty: exact with any options.
+  /// Exact only with these options (name, TOML value); empty: exact with any options. A dotted
+  /// name is a condition on the experiment instead (e.g. {"optimizer.name", "\"sgd\""} for a
+  /// strategy exact only with an optimizer linear in the gradient): `strata check` tests exactness
+  /// on the workloads that meet it and says which do not.
   std::vector<std::pair<std::string, std::string>> exact_when;
   double loss_band = 0;              ///< > 0: the loss band, absolute, around the reference's final loss
   std::string reference = "single";  ///< the strategy the band is measured against

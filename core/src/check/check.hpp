@@ -70,6 +70,11 @@ std::string reference_strategy(const Registry& registry);
 /// none and `matrix` is set, its option matrix.
 std::vector<Variant> variants_of(const std::vector<std::string>& sets, bool matrix, const RegistryEntry& entry);
 
+/// The value of `key` (dotted, e.g. "optimizer.name") in the experiment file `file` as TOML text
+/// (a string quoted), or "" when the file does not set it: what an Equivalence::exact_when
+/// condition on the experiment is compared with.
+std::string experiment_value(const std::string& file, const std::string& key);
+
 /// The smallest multiple of every world size and of `micro_batches` that is >= `at_least`: one
 /// global batch that every world size of the check divides evenly.
 std::int64_t common_global_batch(const std::vector<int>& world_sizes, int micro_batches, std::int64_t at_least);

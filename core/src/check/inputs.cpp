@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <toml++/toml.h>
 
 #include "check/check.hpp"
 #include "strata/registry.hpp"
@@ -79,6 +81,16 @@ std::vector<Violation> violating_values(const OptionSpec& spec) {
     out.push_back({list ? fmt::format("[{}]", s) : s, fmt::format("one of: {}", join(c.choices))});
   }
   return out;
+}
+
+std::string experiment_value(const std::string& file, const std::string& key) {
+  const toml::table table = toml::parse_file(file);
+  const toml::node_view<const toml::node> node = table.at_path(key);
+  if (!node) return {};
+  std::ostringstream text;
+  if (const auto* s = node.as_string()) text << '"' << s->get() << '"';
+  else text << node;
+  return text.str();
 }
 
 std::int64_t common_global_batch(const std::vector<int>& world_sizes, int micro_batches, std::int64_t at_least) {

@@ -133,8 +133,8 @@ void Registry::set_traits(const std::string& name, StrategyTraits traits) {
   // Every option an equivalence or a matrix row names must be one of the strategy's.
   const auto known = [&](const std::string& option) { return it->second.schema.find(option) != nullptr; };
   std::vector<std::string> unknown;
-  for (const auto& [option, value] : eq.exact_when)
-    if (!known(option)) unknown.push_back(option);
+  for (const auto& [option, value] : eq.exact_when)  // a dotted name is a condition on the experiment
+    if (option.find('.') == std::string::npos && !known(option)) unknown.push_back(option);
   for (const auto& row : traits.option_matrix)
     for (const auto& [option, value] : row.options)
       if (!known(option)) unknown.push_back(option);
