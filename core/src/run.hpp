@@ -5,26 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "launch/run_request.hpp"
+
 namespace strata {
 
 struct Experiment;
 class Registry;
-
-struct RunRequest {
-  std::filesystem::path file;          ///< experiment TOML
-  std::filesystem::path out;           ///< run directory; empty: <out_dir>/<name>/<UTC time>
-  std::vector<std::string> overrides;  ///< "section.key=value"
-  /// A checkpoint to continue from: a checkpoint directory, a directory of them or a run directory
-  /// (its latest complete one), or "auto" (the latest in `out`, none: a fresh start); "" = none.
-  std::string resume;
-  /// `--nproc N` from the command line (0: not given). Under a launcher it must agree with the
-  /// launcher's processes on this host; inside a Slurm allocation outside a step it is refused
-  /// (the allocation's tasks are started by srun) unless `standalone`.
-  int nproc = 0;
-  /// `--standalone`: ignore launcher variables (Slurm, torchrun, OpenMPI, Kubeflow) and start the
-  /// ranks on this host, as torchrun --standalone does.
-  bool standalone = false;
-};
 
 /// `strata run`: trains the experiment and writes the run directory. As a rank of a job started
 /// by a launcher (torchrun, srun, mpirun or strata itself) it joins that job; otherwise, for

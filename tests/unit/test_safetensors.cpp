@@ -8,7 +8,7 @@
 #include "io/safetensors.hpp"
 #include "strata/errors.hpp"
 #include "strata/model.hpp"
-#include "train/checkpoint.hpp"
+#include "train/saved_model.hpp"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "launch/spawn.hpp"
-#include "launch/world.hpp"
+#include "job/world.hpp"
 #include "strata/errors.hpp"
 
 namespace {

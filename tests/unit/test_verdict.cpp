@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "comm/backends.hpp"
-#include "launch/verdict.hpp"
+#include "job/verdict.hpp"
 
 namespace fs = std::filesystem;
 using strata::FailureRecord;

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "launch/world.hpp"
+#include "job/world.hpp"
 #include "strata/errors.hpp"
 
 namespace {

@@ -25,7 +25,7 @@
 #include "io/json.hpp"
 #include "io/run_dir.hpp"
 #include "launch/spawn.hpp"
-#include "launch/world.hpp"
+#include "job/world.hpp"
 #include "strata/errors.hpp"
 #include "text/suggest.hpp"
 

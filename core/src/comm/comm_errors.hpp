@@ -11,7 +11,7 @@
 #include <string>
 
 #include "comm/process_group.hpp"
-#include "launch/world.hpp"
+#include "job/world.hpp"
 #include "strata/errors.hpp"
 
 namespace strata::detail {

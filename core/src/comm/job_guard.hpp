@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-#include "launch/world.hpp"
+#include "job/world.hpp"
 #include "strata/errors.hpp"
 
 namespace strata::detail {

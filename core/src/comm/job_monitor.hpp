@@ -23,7 +23,7 @@
 #include <thread>
 
 #include "io/json.hpp"
-#include "launch/verdict.hpp"
+#include "job/verdict.hpp"
 #include "strata/errors.hpp"
 
 namespace strata {

@@ -12,7 +12,7 @@
 #include <torch/types.h>
 
 #include "comm/job_monitor.hpp"
-#include "launch/world.hpp"
+#include "job/world.hpp"
 #include "strata/comm.hpp"
 
 namespace strata {

@@ -26,7 +26,7 @@
 #include "io/run_dir.hpp"
 #include "io/run_result.hpp"
 #include "launch/child.hpp"
-#include "launch/verdict.hpp"
+#include "job/verdict.hpp"
 #include "run.hpp"
 #include "tensorboard/event_writer.hpp"
 #include "tensorboard/hparams.hpp"

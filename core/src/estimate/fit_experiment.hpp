@@ -10,7 +10,7 @@
 
 #include "device/host_memory.hpp"
 #include "estimate/strategies.hpp"
-#include "launch/world.hpp"
+#include "job/world.hpp"
 #include "strata/registry.hpp"
 
 namespace strata {

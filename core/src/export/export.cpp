@@ -19,8 +19,8 @@
 #include "strata/registry.hpp"
 #include "strata/sharded_state.hpp"
 #include "strata/strategy.hpp"
-#include "train/checkpoint.hpp"
-#include "train/checkpointing.hpp"
+#include "train/saved_model.hpp"
+#include "train/checkpointer.hpp"
 
 namespace strata {
 

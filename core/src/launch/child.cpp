@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "io/atomic_file.hpp"
-#include "launch/world.hpp"
+#include "job/world.hpp"
 #include "strata/errors.hpp"
 
 extern char** environ;

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
-#include "launch/world.hpp"
+#include "job/world.hpp"
 #include "strata/errors.hpp"
 
 namespace strata {

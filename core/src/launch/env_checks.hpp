@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/world.hpp"
+#include "job/world.hpp"
 
 namespace strata {
 

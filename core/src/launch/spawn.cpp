@@ -41,7 +41,7 @@
 #include "comm/job_monitor.hpp"
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
-#include "launch/verdict.hpp"
+#include "job/verdict.hpp"
 #include "strata/errors.hpp"
 #include "text/units.hpp"
 

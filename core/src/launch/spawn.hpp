@@ -28,7 +28,7 @@ struct SpawnOptions {
   /// the ranks' failure records there to name the cause of a failure, and writes summary.json
   /// itself when rank 0 could not. Empty: no verdict files.
   std::filesystem::path run_dir;
-  /// The ranks are `strata run` ranks, which keep a beacon (launch/verdict.hpp): a rank that exits
+  /// The ranks are `strata run` ranks, which keep a beacon (job/verdict.hpp): a rank that exits
   /// before its run ended, even with status 0, fails the job, and a verdict names the phase, the
   /// step and the plugin library of a rank that died.
   bool beacons = false;

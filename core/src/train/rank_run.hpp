@@ -11,7 +11,7 @@
 
 #include "config/experiment.hpp"
 #include "launch/run_place.hpp"
-#include "launch/world.hpp"
+#include "job/world.hpp"
 #include "strata/comm.hpp"
 #include "strata/dataset.hpp"
 #include "strata/logger.hpp"

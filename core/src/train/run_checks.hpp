@@ -1,12 +1,12 @@
 #pragma once
 /// \file run_checks.hpp
 /// Checks `strata run` makes before the run directory is opened, besides the resume's own
-/// (train/checkpointing.hpp check_resume): what would otherwise be refused only after the run
+/// (train/checkpointer.hpp check_resume): what would otherwise be refused only after the run
 /// directory was written or training steps were spent.
 
 #include "config/experiment.hpp"
 #include "launch/run_place.hpp"
-#include "launch/world.hpp"
+#include "job/world.hpp"
 #include "strata/registry.hpp"
 
 namespace strata {

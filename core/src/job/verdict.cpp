@@ -1,4 +1,4 @@
-#include "launch/verdict.hpp"
+#include "job/verdict.hpp"
 
 #include <dlfcn.h>
 #include <execinfo.h>

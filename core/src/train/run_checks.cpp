@@ -1,4 +1,4 @@
-#include "launch/run_checks.hpp"
+#include "train/run_checks.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -11,7 +11,7 @@
 #include "io/run_result.hpp"
 #include "strata/errors.hpp"
 #include "text/units.hpp"
-#include "train/checkpointing.hpp"
+#include "train/checkpointer.hpp"
 #include "train/rank_run.hpp"
 
 namespace strata {

@@ -1,7 +1,7 @@
 // Rank discovery from launcher environments. Pure string logic (no LibTorch), so that it compiles
 // in seconds and every rule is unit-testable with an injected environment.
 
-#include "launch/world.hpp"
+#include "job/world.hpp"
 
 #include <charconv>
 #include <cstdint>

@@ -1,7 +1,9 @@
 #pragma once
-// Checkpoints in a run: which checkpoint `--resume` means, whether it may be resumed under this
-// experiment (its training keys agree), and the saving and loading of a strategy's state
-// (strata::ShardedState), the random generators and the trainer's own state (DESIGN §10).
+// The checkpointer of a training run: whether a checkpoint may be resumed under this experiment
+// (its training keys, model and data agree), and the saving and loading of a strategy's state
+// (strata::ShardedState), the random generators and the trainer's own state (DESIGN §10). Where
+// checkpoints go and which one `--resume` means are the run place's (launch/run_place.hpp); the
+// files themselves are ckpt/store.hpp's.
 
 #include <cstdint>
 #include <filesystem>
@@ -12,47 +14,13 @@
 
 #include "ckpt/store.hpp"
 #include "config/experiment.hpp"
+#include "launch/run_place.hpp"
 #include "io/json.hpp"
 #include "strata/comm.hpp"
 #include "strata/logger.hpp"
 #include "strata/strategy.hpp"
 
 namespace strata {
-
-/// The checkpoint root of a run: [checkpoint] dir, relative to the run directory; default
-/// <run>/checkpoints.
-std::filesystem::path checkpoint_root(const Experiment& e, const std::filesystem::path& run_dir);
-
-/// A checkpoint root has one owner: the run whose id (run_id(), its marker's claim) and directory
-/// its file kRootOwnerFile records. A run removes only the step_* directories it wrote, and never
-/// writes into, or resumes `auto` from, a root another run owns.
-inline constexpr const char* kRootOwnerFile = ".strata-owner";
-
-/// Refuses (ConfigError at checkpoint.dir, exit 2, naming the owner and the fix) a checkpoint root
-/// this run may not write: one another run owns, one holding checkpoints of no known owner outside
-/// this run's directory, or one this process cannot create or write. Reads only. `run_dir` may be
-/// empty for a new run whose directory is not named yet (its relative root is then new, unchecked).
-void check_checkpoint_root(const Experiment& e, const std::filesystem::path& run_dir, const std::string& run_id);
-/// Marks this run's checkpoint root as its own (created exclusively; a copied or moved run records
-/// its new directory in its own root). Throws as check_checkpoint_root when another run won it.
-void claim_checkpoint_root(const Experiment& e, const std::filesystem::path& run_dir, const std::string& run_id);
-/// Whether the run saves checkpoints at all.
-bool saves_checkpoints(const Experiment& e);
-
-/// The checkpoint that `resume` names:
-///  - "auto": the latest complete one under this run's root; else the one STRATA_RESUME_FALLBACK
-///    names (set by the launcher when it restarts a run started with --resume PATH); else none;
-///  - a checkpoint directory (step_N with its metadata.json);
-///  - a directory of step_N checkpoints, or a run directory (its checkpoint root under `e`, or its
-///    checkpoints/): its latest complete one.
-/// Throws UsageError (exit 2) when the path holds none, or names an incomplete one.
-std::optional<std::filesystem::path> resolve_resume(const std::string& resume, const Experiment& e,
-                                                    const std::filesystem::path& run_dir);
-
-/// The run directory `checkpoint` belongs to, as found on disk now: the run directory it lies in (a
-/// copied or moved run's own), else the directory its root's owner records while that still holds
-/// the same run; empty when neither. Never the directory the checkpoint's metadata names.
-std::filesystem::path checkpoint_run_dir(const std::filesystem::path& checkpoint);
 
 /// The keys that decide what training computes (model, dataset, optimizer, precision, train minus
 /// steps and the output and performance keys), as {"section.key": "toml value"}.

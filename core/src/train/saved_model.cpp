@@ -1,4 +1,4 @@
-#include "train/checkpoint.hpp"
+#include "train/saved_model.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
