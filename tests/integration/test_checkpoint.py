@@ -10,6 +10,8 @@
 - Faults: a rank killed (SIGKILL) in the middle of a save leaves the previous checkpoint, which
   --resume picks; a full disk (a file-size limit) is an error naming the file; a corrupted or
   truncated shard is named on load; keys that differ are exit 2 naming them.
+- Asynchronous saves ([checkpoint] async): the same training and checkpoints as synchronous ones,
+  exact resume, and a kill -9 while the writer thread writes leaves the previous one resumable.
 - --max-restarts 1 with a rank killed mid-run finishes with the undisturbed model, the restart
   counted; TensorBoard shows every step once.
 - strata export writes the model as .pt, .safetensors and a directory, loadable by init_from.
@@ -118,6 +120,38 @@ def kill_during_save_keeps_previous():
     out, result = run("kill_save_direct", sets, 2, expect=None, env={"STRATA_FAULT": "kill-in-save:20:1"})
     _, result = run("kill_save_direct2", sets, 2, ["--resume", step_dir(out, 20)], expect=2)
     st.expect_in("incomplete", result.stderr, result)
+
+
+def async_saves_resume_exactly_and_survive_a_kill():
+    """[checkpoint] async = true: the run trains exactly as without it (the save copies the state
+    and goes on), each checkpoint resumes bit for bit, a kill -9 of a rank while the writer thread
+    writes step 20 leaves step 10 committed and resumable."""
+    sets = ["strategy.name=zero2", "checkpoint.async=true"]
+    undisturbed, _ = run("async_ref", ["strategy.name=zero2"], 2)
+    # The writer waits 2 s before it writes: training runs on meanwhile (what it writes must be the
+    # copy made at the save), and the save of step 20 waits for the one of step 10.
+    full, result = run("async_full", sets, 2, env={"STRATA_FAULT": "slow-writer:2"})
+    st.expect_in("written in the background", result.stdout, result)
+    st.expect_in("checkpoint at step 20 waits for the one of step 10", result.stdout, result)
+    expect_bitwise(undisturbed, full, "the async run against the synchronous one")
+    summary = st.load_summary(full)["checkpoint"]
+    # stall_s: the training thread's time in the saves, here mostly step 20's wait for step 10's.
+    st.check(summary["async"] is True and summary["saves"] == 2 and summary["stall_s"] > 1.0,
+             "async checkpoint summary: %s" % summary)
+    resumed, result = run("async_resumed", sets, 2, ["--resume", step_dir(full, 10)])
+    st.expect_in("resumed from", result.stdout, result)
+    expect_bitwise(undisturbed, resumed, "resumed from an async checkpoint")
+    for rank in (0, 1):
+        out, result = run("async_kill_r%d" % rank, sets, 2, expect=None,
+                          env={"STRATA_FAULT": "kill-in-save:20:%d" % rank})
+        st.check(result.returncode != 0, "a rank killed in a background save must fail the job", result)
+        st.expect_in("rank %d was killed by signal 9" % rank, result.stderr, result)
+        st.check(os.path.isfile(os.path.join(step_dir(out, 10), "metadata.json")), "step 10 must stay complete")
+        st.check(not os.path.isfile(os.path.join(step_dir(out, 20), "metadata.json")),
+                 "the interrupted step 20 must not be committed", result)
+        resumed, result = run("async_kill_resumed_r%d" % rank, sets, 2, ["--resume", out], out=out)
+        st.expect_in("step_00000010", result.stdout, result)
+        expect_bitwise(undisturbed, resumed, "resumed after a kill in a background save (rank %d)" % rank)
 
 
 def full_disk_is_named():
@@ -276,6 +310,7 @@ def export_round_trip():
 
 if __name__ == "__main__":
     st.main([exact_resume_every_strategy, reshard_across_strategies_and_world_sizes, kill_during_save_keeps_previous,
+             async_saves_resume_exactly_and_survive_a_kill,
              full_disk_is_named, damaged_shards_are_named, differing_keys_are_exit_2, keep_removes_older,
              slow_save_outlasts_the_collective_timeout,
              max_restarts_recovers, export_round_trip])

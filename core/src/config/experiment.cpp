@@ -192,7 +192,10 @@ const Schema<CheckpointSection>& checkpoint_schema() {
         .option("dir", &CheckpointSection::dir,
                 "checkpoint directory; \"\" = <run directory>/checkpoints; relative paths are relative to the "
                 "run directory")
-        .option("at_end", &CheckpointSection::at_end, "also save a checkpoint after the last step");
+        .option("at_end", &CheckpointSection::at_end, "also save a checkpoint after the last step")
+        .option("async", &CheckpointSection::async,
+                "write checkpoints in the background: a save copies the state to host memory and training "
+                "goes on while a writer thread writes and commits it (at most one save in flight)");
     return s;
   }();
   return schema;

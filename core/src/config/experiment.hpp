@@ -91,6 +91,9 @@ struct CheckpointSection {
   std::int64_t keep = 2;   ///< complete checkpoints kept (older ones removed once a newer one is complete); 0 = all
   std::string dir;         ///< checkpoint root; "" = <run directory>/checkpoints; relative to the run directory
   bool at_end = false;     ///< also save after the last step
+  /// Save in the background: the step copies the rank's state to host memory and goes on; a
+  /// writer thread writes and commits it (at most one save in flight).
+  bool async = false;
 };
 
 /// [plugins]

@@ -1,9 +1,14 @@
 #include "train/checkpointer.hpp"
 
 #include <ATen/Context.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <memory>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -160,7 +165,27 @@ std::vector<TensorPiece> Checkpointer::rng_pieces(bool save) const {
   return pieces;
 }
 
+namespace {
+
+/// Test hook: STRATA_FAULT=slow-writer:SECONDS makes the writer thread of an asynchronous save
+/// wait that long before it writes, so that training runs on meanwhile (and the next save waits).
+void slow_writer() {
+  const char* fault = std::getenv("STRATA_FAULT");
+  double seconds = 0;
+  if (fault != nullptr && std::sscanf(fault, "slow-writer:%lf", &seconds) == 1 && seconds > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+}
+
+}  // namespace
+
 ckpt::SaveResult Checkpointer::save(std::int64_t step, Json trainer) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (writer_.joinable()) {  // at most one save in flight: this one waits for the last
+    if (comm_.rank() == 0 && !writer_done_.load())
+      log_.info(fmt::format("checkpoint at step {} waits for the one of step {}, still being written", step,
+                            pending_step_));
+    collect();
+  }
   ckpt::SaveInput in;
   in.root = root_;
   in.step = step;
@@ -176,17 +201,88 @@ ckpt::SaveResult Checkpointer::save(std::int64_t step, Json trainer) {
     in.info["experiment"] = e_.experiment.name;
     in.info["run_dir"] = fs::absolute(run_dir_).lexically_normal().string();
   }
-  last_ = ckpt::save(in, comm_);
   last_step_ = step;
   ++saves_;
-  save_time_s_ += last_.seconds;
-  if (comm_.rank() == 0) {
-    log_.info(fmt::format("checkpoint at step {}: {} ({:.1f} MiB, at most {:.1f} MiB per rank, {:.2f} s)", step,
-                          last_.dir.string(), static_cast<double>(last_.total_bytes) / (1 << 20),
-                          static_cast<double>(last_.max_rank_bytes) / (1 << 20), last_.seconds));
-    if (!last_.removed.empty()) log_.info("removed older checkpoints: " + fmt::format("{}", fmt::join(last_.removed, ", ")));
+  if (!e_.checkpoint.async) {
+    last_ = ckpt::save(in, comm_);
+    save_time_s_ += last_.seconds;
+    stall_s_ += last_.seconds;
+    log_saved(step, last_);
+    return last_;
   }
-  return last_;
+  // Asynchronous: the pieces are copied to host memory (pinned staging buffers, reused, on a GPU),
+  // then a writer thread writes and commits them. Its barriers go through the job's store, never
+  // the process group, so training's collectives go on meanwhile in the same order on every rank.
+  auto ready = std::make_shared<std::optional<c10::Event>>(snapshot(in.pieces));
+  pending_step_ = step;
+  writer_done_ = false;
+  writer_ = std::thread([this, in = std::move(in), ready]() mutable {
+    try {
+      if (ready->has_value()) (*ready)->synchronize();  // the device-to-host copies have landed
+      slow_writer();
+      pending_ = ckpt::save(in, comm_);
+    } catch (...) {
+      writer_error_ = std::current_exception();
+    }
+    writer_done_ = true;
+  });
+  ckpt::SaveResult staged;
+  staged.dir = root_ / ckpt::step_dir_name(step);
+  staged.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stall_s_ += staged.seconds;
+  if (comm_.rank() == 0)
+    log_.info(fmt::format("checkpoint at step {}: state copied in {:.2f} s, written in the background to {}", step,
+                          staged.seconds, staged.dir.string()));
+  return staged;
+}
+
+std::optional<c10::Event> Checkpointer::snapshot(std::vector<TensorPiece>& pieces) {
+  const bool device = comm_.device().type() != torch::kCPU;
+  if (staging_.size() != pieces.size()) staging_.assign(pieces.size(), torch::Tensor());
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const torch::Tensor& data = pieces[i].data;
+    torch::Tensor& host = staging_[i];
+    if (!host.defined() || host.sizes() != data.sizes() || host.scalar_type() != data.scalar_type())
+      host = torch::empty(data.sizes(), data.options().device(torch::kCPU).pinned_memory(device && data.is_cuda()));
+    host.copy_(data, /*non_blocking=*/device);
+    pieces[i].data = host;
+  }
+  if (!device) return std::nullopt;
+  c10::Event ready(comm_.device().type());
+  ready.record(c10::impl::VirtualGuardImpl(comm_.device().type()).getStream(comm_.device()));
+  return ready;
+}
+
+void Checkpointer::collect() {
+  if (!writer_.joinable()) return;
+  writer_.join();
+  if (writer_error_) {
+    auto error = writer_error_;
+    writer_error_ = nullptr;
+    std::rethrow_exception(error);
+  }
+  last_ = pending_;
+  save_time_s_ += last_.seconds;
+  log_saved(pending_step_, last_);
+}
+
+void Checkpointer::poll() {
+  if (writer_.joinable() && writer_done_.load()) collect();
+}
+
+void Checkpointer::finish() { collect(); }
+
+Checkpointer::~Checkpointer() {
+  if (writer_.joinable()) writer_.join();  // a failed run: the save ends (or its barrier times out) first
+}
+
+void Checkpointer::log_saved(std::int64_t step, const ckpt::SaveResult& r) const {
+  if (comm_.rank() != 0) return;
+  log_.info(fmt::format("checkpoint at step {}: {} ({:.1f} MiB, at most {:.1f} MiB per rank, {:.2f} s{})", step,
+                        r.dir.string(), static_cast<double>(r.total_bytes) / (1 << 20),
+                        static_cast<double>(r.max_rank_bytes) / (1 << 20), r.seconds,
+                        e_.checkpoint.async ? ", in the background" : ""));
+  if (!r.removed.empty()) log_.info("removed older checkpoints: " + fmt::format("{}", fmt::join(r.removed, ", ")));
 }
 
 namespace {
@@ -311,6 +407,8 @@ Json Checkpointer::summary() const {
   s["dir"] = root_.string();
   s["saves"] = saves_;
   s["save_time_s"] = save_time_s_;
+  s["async"] = e_.checkpoint.async;
+  s["stall_s"] = stall_s_;  // what the saves cost the training thread (all of save_time_s when synchronous)
   s["last_step"] = saves_ > 0 ? Json(last_step_) : Json();
   s["last_save_s"] = saves_ > 0 ? Json(last_.seconds) : Json();
   s["bytes_per_rank"] = saves_ > 0 ? Json(last_.max_rank_bytes) : Json();  // the most any rank wrote, last save

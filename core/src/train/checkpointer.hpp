@@ -5,12 +5,17 @@
 // checkpoints go and which one `--resume` means are the run place's (launch/run_place.hpp); the
 // files themselves are ckpt/store.hpp's.
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <c10/core/Event.h>
 
 #include "ckpt/store.hpp"
 #include "config/experiment.hpp"
@@ -68,7 +73,17 @@ class Checkpointer {
   bool due(std::int64_t step) const;
   /// Saves after `step` steps (collective): the strategy's pieces, this rank's RNG states, and on
   /// rank 0 `trainer` (with the training keys added) and the resolved config. Logs a line.
+  /// [checkpoint] async: copies them to host memory and returns (the result's dir and seconds,
+  /// the training thread's stall); a writer thread writes and commits them. A save waits for the
+  /// one still in flight first (and says so), and rethrows its error.
   ckpt::SaveResult save(std::int64_t step, Json trainer);
+  /// Async: collects a save the writer finished (logs it, rethrows its error); cheap otherwise.
+  void poll();
+  /// Async: waits for the save in flight, if any (before the run's summary). Rethrows its error.
+  void finish();
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
   /// Loads `dir` (collective): checks its training keys against this experiment (ConfigError,
   /// exit 2, naming every differing key), overwrites the strategy's state and, at the same world
   /// size, the RNG states. Returns the trainer state.
@@ -78,6 +93,12 @@ class Checkpointer {
 
  private:
   std::vector<TensorPiece> rng_pieces(bool save) const;
+  /// Replaces each piece's data by a host copy (staging_, pinned on a GPU); on a GPU returns the
+  /// event after the copies, for the writer to wait on.
+  std::optional<c10::Event> snapshot(std::vector<TensorPiece>& pieces);
+  /// Joins the writer: logs its save, or rethrows its error.
+  void collect();
+  void log_saved(std::int64_t step, const ckpt::SaveResult& r) const;
 
   const Experiment& e_;
   Strategy& strategy_;
@@ -94,6 +115,14 @@ class Checkpointer {
   ckpt::SaveResult last_{};
   std::int64_t last_step_ = -1;
   std::optional<Resumed> resumed_;
+  double stall_s_ = 0;  // the training thread's time in save()
+  // [checkpoint] async: the save in flight.
+  std::vector<torch::Tensor> staging_;  // host copies of the pieces, reused from save to save
+  std::thread writer_;
+  std::atomic<bool> writer_done_{false};
+  std::exception_ptr writer_error_;
+  ckpt::SaveResult pending_{};
+  std::int64_t pending_step_ = -1;
 };
 
 }  // namespace strata

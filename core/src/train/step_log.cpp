@@ -68,7 +68,8 @@ void Loop::log_eval(std::int64_t step) {
 void Loop::log_checkpoint(std::int64_t step, const ckpt::SaveResult& saved) {
   if (!events_) return;
   events_->add_scalar("checkpoint/save_time_s", saved.seconds, step);
-  events_->add_scalar("checkpoint/bytes_per_rank", static_cast<double>(saved.max_rank_bytes), step);
+  if (saved.max_rank_bytes > 0)  // unknown yet for an asynchronous save
+    events_->add_scalar("checkpoint/bytes_per_rank", static_cast<double>(saved.max_rank_bytes), step);
   events_->flush();
 }
 

@@ -20,7 +20,7 @@
 #include "strata/errors.hpp"
 #include "strata/registry.hpp"
 #include "text/errors_text.hpp"
-#include "train/checkpoint.hpp"
+#include "train/saved_model.hpp"
 #include "train/loop.hpp"
 #include "train/replicas.hpp"
 
@@ -339,6 +339,7 @@ Json Loop::run() {
         log_eval(step1);
         progress_.line(fmt::format("eval at step {}: {}", step1, last_eval_->describe()));
       }
+      checkpoints_->poll();  // an asynchronous save the writer finished: logged (or its error thrown) here
       if (checkpoints_->due(step1)) {
         note_phase("checkpoint");  // rank 0's commit is waited for through the store, not watched
         save_checkpoint(step1);
@@ -351,6 +352,8 @@ Json Loop::run() {
     note_phase("eval");
     memory_.measure(*r_.strategy, comm_);  // before evaluation: the training peak, not evaluation's
     last_eval_ = evaluate();
+    note_phase("checkpoint");
+    checkpoints_->finish();  // the save still in flight, committed before the run says it is done
     s = summary("ok", "");
     s["param_norm"] = r_.strategy->parameter_norm();
     check_replicas(*r_.strategy, comm_, log_, s);
