@@ -27,7 +27,8 @@ SETS = ["train.global_batch_size=48", "train.steps=8", "train.micro_batches=2"]
 CASES = [("ddp", []), ("zero1", []), ("zero2", []), ("zero3", []), ("fsdp", []),
          ("fsdp", ['strategy.sharding_strategy="SHARD_GRAD_OP"']), ("fsdp", ['strategy.sharding_strategy="NO_SHARD"']),
          ("fsdp", ['strategy.sharding_strategy="HYBRID_SHARD"', "strategy.shard_group_size=2"]),
-         ("hpz", ["strategy.secondary_group_size=2"]), ("qwz", []), ("powersgd", ["strategy.start_step=0"]), ("dp", [])]
+         ("hpz", ["strategy.secondary_group_size=2"]), ("zeropp", []), ("zeropp", ["strategy.secondary_group_size=2"]),
+         ("diloco", []), ("powersgd", ["strategy.start_step=0"]), ("dp", [])]
 
 
 def sets(*extra):

@@ -16,7 +16,7 @@ CHECK_TIMEOUT = 240  # one `strata check` of 1,2,3 world sizes takes about 20 s 
 
 # World sizes per built-in strategy: 3 adds uneven shards (ddp's buckets, zero3's padding).
 BUILTINS = (("single", "1,2"), ("dp", "1,2"), ("ddp", "1,2,3"), ("fsdp", "1,2"), ("zero1", "1,2"),
-            ("zero2", "1,2"), ("zero3", "1,2,3"), ("local_sgd", "1,2"), ("qwz", "1,2"))
+            ("zero2", "1,2"), ("zero3", "1,2,3"), ("local_sgd", "1,2"), ("zeropp", "1,2"))
 # The rows every check prints at each world size its strategy can run at.
 PER_WORLD_CHECKS = ("equivalence mlp/adamw", "equivalence cnn/sgd", "equivalence mlp/sgd, 2 micro-batches", "memory",
                     "communication", "state-dict round trip")
@@ -61,8 +61,9 @@ def builtin_passes(name, worlds):
              "%s: no PASS row for an unknown option" % name, result)
     if name == "local_sgd":
         st.expect_stdout(result, "(loss band: parameters averaged every sync_every steps)")
-    elif name == "qwz":
+    elif name == "zeropp":
         st.expect_stdout(result, "(loss band: parameters gathered as int8 blocks)")
+        st.expect_stdout(result, "(exact with quantize_weights = false)")
     else:
         st.expect_stdout(result, "(exact up to reduction order)")
     if name == "fsdp":  # its option matrix: each sharding strategy held to its own schedule

@@ -1,6 +1,6 @@
 #pragma once
 /// \file plan_strategy.hpp
-/// A strategy that is its plan, the shape of single, ddp, zero1-3, fsdp, hpz and qwz: options, a
+/// A strategy that is its plan, the shape of single, ddp, zero1-3, fsdp, hpz and zeropp: options, a
 /// schema and a plan function, registered by one call. The engine runs the plan the function makes
 /// for the job's topology; the host reads the schedule of the same plan (add_plan, plan.hpp).
 ///
