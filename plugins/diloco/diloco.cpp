@@ -32,6 +32,7 @@
 //   replicas hold each their own: like every replicated strategy's, each rank writes its share of
 //   its own. Keep [checkpoint] every a multiple of inner_steps to keep rounds whole.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -58,6 +59,7 @@ class DilocoStrategy final : public strata::Engine {
 
   void setup(const strata::StrategySetup& s) override {
     take_over(s);  // a replica, started from rank 0's values; gradients stay local
+    log_ = s.log;
     torch::NoGradGuard no_grad;
     for (const auto& master : masters()) {
       outer_.push_back(master.detach().clone());
@@ -93,6 +95,15 @@ class DilocoStrategy final : public strata::Engine {
   std::vector<strata::TensorPiece> state_pieces(strata::StateAccess access, bool optimizer) override {
     if (access == strata::StateAccess::kSave) end_round();  // the replicas are the outer model now
     auto pieces = Engine::state_pieces(access, optimizer);
+    if (access == strata::StateAccess::kSave && optimizer && comm_->world_size() > 1 && !warned_mixed_state_) {
+      bool inner_state = false;
+      for (const auto& p : pieces) inner_state = inner_state || (p.name.rfind("optim/", 0) == 0 && p.name != "optim/step");
+      if (inner_state && log_ != nullptr && comm_->rank() == 0)
+        log_->warn("diloco: the checkpoint holds the inner optimizer's state split over the replicas (each rank "
+                   "saves its share of its own), so a resume continues with that mix, not each replica's own: "
+                   "resume is exact only with an inner optimizer that keeps no state (SGD without momentum)");
+      warned_mixed_state_ = true;
+    }
     if (!optimizer || momentum_.empty()) return pieces;
     // The outer momentum, laid out like the masters: each master piece's range, from momentum_.
     const auto groups = masters();
@@ -125,25 +136,31 @@ class DilocoStrategy final : public strata::Engine {
     return n;
   }
 
-  /// The outer step (see the top of this file), in place in each master: it becomes the pseudo-
-  /// gradient, is averaged over ranks, then the update; the outer model is written back into it.
-  /// Nothing when no inner step was taken since the last round.
+  /// The outer step (see the top of this file). The pseudo-gradients of every flat group travel
+  /// in one flat float32 all-reduce (the schedule's one collective; a round-end temporary of the
+  /// parameters' size), then each master becomes the new outer model. Nothing when no inner step
+  /// was taken since the last round.
   void end_round() {
     if (inner_done_ == 0) return;
     inner_done_ = 0;
     torch::NoGradGuard no_grad;
     const auto groups = masters();
+    std::vector<torch::Tensor> deltas;
+    for (std::size_t g = 0; g < groups.size(); ++g) deltas.push_back(outer_[g] - groups[g]);  // outer - replica
+    torch::Tensor flat = torch::cat(deltas);
+    deltas.clear();
+    if (comm_->world_size() > 1) comm_->all_reduce(flat, strata::ReduceOp::kAvg);  // this step's traffic
     const double mu = options_.outer_momentum;
+    std::int64_t offset = 0;
     for (std::size_t g = 0; g < groups.size(); ++g) {
-      torch::Tensor delta = groups[g];
-      delta.sub_(outer_[g]).neg_();  // outer - replica
-      if (comm_->world_size() > 1) comm_->all_reduce(delta, strata::ReduceOp::kAvg);  // this step's traffic
+      torch::Tensor delta = flat.narrow(0, offset, groups[g].numel());
+      offset += groups[g].numel();
       if (!momentum_.empty()) {
         momentum_[g].mul_(mu).add_(delta);
         delta.add_(momentum_[g], mu);  // Nesterov: delta + mu x momentum
       }
       outer_[g].sub_(delta, options_.outer_lr);
-      delta.copy_(outer_[g]);  // the replica restarts from the outer model
+      groups[g].copy_(outer_[g]);  // the replica restarts from the outer model
     }
     masters_to_params();
   }
@@ -152,6 +169,8 @@ class DilocoStrategy final : public strata::Engine {
   std::vector<torch::Tensor> outer_;     // per flat group, float32, like its master
   std::vector<torch::Tensor> momentum_;  // per flat group; empty without momentum
   std::int64_t inner_done_ = 0;          // inner steps since the round began
+  const strata::Logger* log_ = nullptr;
+  bool warned_mixed_state_ = false;
 };
 
 /// The step as data: a replica's local step (the kit's schedule of a plan that does not reduce)
@@ -171,6 +190,7 @@ strata::Schedule diloco_schedule(const DilocoOptions& o, const strata::ScheduleI
     s.collective("all_reduce pseudo-gradient", strata::Collective::kAllReduce, bytes, n, {optimizer});
   }
   s.memory.extra = {{"outer_parameters", bytes}, {"outer_momentum", o.outer_momentum > 0 ? bytes : 0.0}};
+  s.memory.transient_step = std::max(s.memory.transient_step, bytes);  // a round's flat pseudo-gradient
   return s;
 }
 
