@@ -32,7 +32,7 @@ struct ReportRun {
   bool ok() const { return result.status == "ok"; }
   /// The number at a dotted path of summary.json; NaN when absent.
   double number(const std::string& path) const { return result.number(path); }
-  /// Parameters + gradients + optimizer state held per rank, in bytes.
+  /// Parameters + gradients + optimizer state + a strategy's named extra state held per rank, in bytes.
   double model_state_bytes() const;
   /// The strategy: the series up to its first ", ".
   std::string strategy() const { return series.substr(0, series.find(", ")); }

@@ -306,7 +306,9 @@ std::string memory_chart(const View& v) {
   const auto [divisor, unit] = byte_unit(largest_state);
   const auto [tdivisor, tunit] = byte_unit(std::max(largest_tensors, largest_state));
   svg::BarChart state{"Model state per rank by part (held between steps)", unit, "",
-                      {{"parameters", "#8da0cb"}, {"gradients", "#66c2a5"}, {"optimizer state", "#fc8d62"}}, {}, {}};
+                      {{"parameters", "#8da0cb"}, {"gradients", "#66c2a5"}, {"optimizer state", "#fc8d62"},
+                       {"other state", "#e78ac3"}},
+                      {}, {}};
   svg::BarChart tensors{"Peak live tensors per rank, and the model state in it", tunit, "", {},
                         {{"model state", "#222"}}, {}};
   for (const auto& [s, w] : cells) {
@@ -314,11 +316,14 @@ std::string memory_chart(const View& v) {
     const double grads = v.median_of(s, w, "memory.model_state_bytes.grads");
     const double optim = v.median_of(s, w, "memory.model_state_bytes.optimizer");
     const double peak = v.median_of(s, w, "memory.peak_tensor_bytes");
-    const double total = params + grads + optim;
-    state.bars.push_back({label_of(s, w), v.color(s), {params / divisor, grads / divisor, optim / divisor}, {},
+    const double total = v.median_of(s, w, [](const ReportRun& r) { return r.model_state_bytes(); });
+    const double other = std::max(0.0, total - (params + grads + optim));  // a strategy's named extra state
+    state.bars.push_back({label_of(s, w), v.color(s),
+                          {params / divisor, grads / divisor, optim / divisor, other / divisor}, {},
                           detail::bytes_text(total),
-                          fmt::format("{}: parameters {}, gradients {}, optimizer {}", label_of(s, w),
-                                      detail::bytes_text(params), detail::bytes_text(grads), detail::bytes_text(optim))});
+                          fmt::format("{}: parameters {}, gradients {}, optimizer {}, other state {}", label_of(s, w),
+                                      detail::bytes_text(params), detail::bytes_text(grads), detail::bytes_text(optim),
+                                      detail::bytes_text(other))});
     tensors.bars.push_back({label_of(s, w), v.color(s), {peak / tdivisor}, {total / tdivisor}, detail::bytes_text(peak),
                             fmt::format("{}: peak live tensors {}, model state {}", label_of(s, w),
                                         detail::bytes_text(peak), detail::bytes_text(total))});

@@ -32,8 +32,15 @@ std::string number_text(double v, const char* format) {
 }  // namespace detail
 
 double ReportRun::model_state_bytes() const {
-  return number("memory.model_state_bytes.params") + number("memory.model_state_bytes.grads") +
-         number("memory.model_state_bytes.optimizer");
+  double total = number("memory.model_state_bytes.params") + number("memory.model_state_bytes.grads") +
+                 number("memory.model_state_bytes.optimizer");
+  // And the state a strategy keeps besides, by name (an outer optimizer's momentum, error feedback).
+  const Json* memory = result.summary ? result.summary->find("memory") : nullptr;
+  const Json* state = memory != nullptr ? memory->find("model_state_bytes") : nullptr;
+  if (state != nullptr && state->members() != nullptr)
+    for (const auto& [name, bytes] : *state->members())
+      if (name != "params" && name != "grads" && name != "optimizer" && bytes.is_number()) total += bytes.number_or(0);
+  return total;
 }
 
 std::vector<std::string> resumed_notes(const std::vector<ReportRun>& runs) {
