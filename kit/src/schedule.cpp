@@ -368,4 +368,19 @@ Schedule schedule(const Plan& plan, const ScheduleInput& input) {
   return sharded_schedule(plan, sh);
 }
 
+Schedule local_update_schedule(const ScheduleInput& input, std::int64_t every, const std::string& what) {
+  Plan local;
+  local.reduce = false;
+  Schedule s = schedule(local, input);
+  const int n = input.topology.world_size;
+  const int optimizer = static_cast<int>(s.ops().size()) - 1;  // the local schedule ends with the optimizer step
+  const double bytes = input.parameters() * 4.0;
+  if (input.step == ScheduleInput::kSteady)
+    s.collective("all_reduce " + what + " (1/" + std::to_string(every) + " of it per step)", Collective::kAllReduce,
+                 bytes / static_cast<double>(every), n, {optimizer});
+  else if ((input.step + 1) % every == 0 || input.step + 1 == input.steps)
+    s.collective("all_reduce " + what, Collective::kAllReduce, bytes, n, {optimizer});
+  return s;
+}
+
 }  // namespace strata::inline kit_v3

@@ -173,22 +173,12 @@ class DilocoStrategy final : public strata::Engine {
   bool warned_mixed_state_ = false;
 };
 
-/// The step as data: a replica's local step (the kit's schedule of a plan that does not reduce)
-/// and, after a round's last step (or the run's, finish_training), one all-reduce of the float32
-/// pseudo-gradient. The steady state (what `strata estimate` predicts) spreads it over the round.
+/// The step as data: the kit's schedule of a local-update strategy (a replica's local step and,
+/// after a round's last step or the run's, one all-reduce of the float32 pseudo-gradient; its
+/// steady state spreads that over the round), with the outer state and the round's flat temporary.
 strata::Schedule diloco_schedule(const DilocoOptions& o, const strata::ScheduleInput& in) {
-  strata::Plan local;
-  local.reduce = false;
-  strata::Schedule s = strata::schedule(local, in);
-  const int n = in.topology.world_size;
-  const int optimizer = static_cast<int>(s.ops().size()) - 1;  // the local schedule ends with the optimizer step
+  strata::Schedule s = strata::local_update_schedule(in, o.inner_steps, "pseudo-gradient");
   const double bytes = in.parameters() * 4.0;
-  if (in.step == strata::ScheduleInput::kSteady) {
-    s.collective("all_reduce pseudo-gradient (1/" + std::to_string(o.inner_steps) + " of it per step)",
-                 strata::Collective::kAllReduce, bytes / static_cast<double>(o.inner_steps), n, {optimizer});
-  } else if ((in.step + 1) % o.inner_steps == 0 || in.step + 1 == in.steps) {
-    s.collective("all_reduce pseudo-gradient", strata::Collective::kAllReduce, bytes, n, {optimizer});
-  }
   s.memory.extra = {{"outer_parameters", bytes}, {"outer_momentum", o.outer_momentum > 0 ? bytes : 0.0}};
   s.memory.transient_step = std::max(s.memory.transient_step, bytes);  // a round's flat pseudo-gradient
   return s;

@@ -93,24 +93,12 @@ class LocalSgdStrategy final : public strata::Engine {
   std::int64_t unaveraged_steps_ = 0;  // optimizer steps since the last average
 };
 
-/// The step as data, which `strata check` holds runs to and `strata estimate` simulates: a
-/// replica's local step (the kit's schedule of a plan that does not reduce), then, after every
-/// sync_every-th optimizer step, one all-reduce of the float32 parameters. The steady state (what
-/// `strata estimate` predicts) spreads that all-reduce over the sync_every steps.
+/// The step as data, which `strata check` holds runs to and `strata estimate` simulates: the kit's
+/// schedule of a local-update strategy (strata/plan.hpp): a replica's local step, then, after every
+/// sync_every-th optimizer step (and the last, finish_training), one all-reduce of the float32
+/// parameters. The steady state (what `strata estimate` predicts) spreads it over the sync_every steps.
 strata::Schedule local_sgd_schedule(const LocalSgdOptions& o, const strata::ScheduleInput& in) {
-  strata::Plan local;
-  local.reduce = false;
-  strata::Schedule s = strata::schedule(local, in);
-  const int n = in.topology.world_size;
-  const int optimizer = static_cast<int>(s.ops().size()) - 1;  // the local schedule ends with the optimizer step
-  const double bytes = in.parameters() * 4.0;
-  if (in.step == strata::ScheduleInput::kSteady) {
-    s.collective("all_reduce parameters (1/" + std::to_string(o.sync_every) + " of it per step)",
-                 strata::Collective::kAllReduce, bytes / static_cast<double>(o.sync_every), n, {optimizer});
-  } else if ((in.step + 1) % o.sync_every == 0 || in.step + 1 == in.steps) {  // a round, or the last one (finish_training)
-    s.collective("all_reduce parameters", strata::Collective::kAllReduce, bytes, n, {optimizer});
-  }
-  return s;
+  return strata::local_update_schedule(in, o.sync_every, "parameters");
 }
 
 /// Called once when the host loads the library: adds the name, its description and its options.

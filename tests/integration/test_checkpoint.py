@@ -102,20 +102,26 @@ def reshard_across_strategies_and_world_sizes():
         print("  zero3@2 -> %s@%d: max rel diff %.1e" % (label, world, diff))
 
 
+def killed_in_save_then_resumed(label, sets, rank, undisturbed):
+    """`rank` of a world-2 run killed (SIGKILL) while it writes the checkpoint of step 20: the job
+    fails naming it, step 10 stays committed and step 20 is not, and --resume of the run directory
+    continues from step 10 to the undisturbed model bit for bit."""
+    out, result = run("%s_r%d" % (label, rank), sets, 2, expect=None, env={"STRATA_FAULT": "kill-in-save:20:%d" % rank})
+    st.check(result.returncode != 0, "a rank killed in a save must fail the job", result)
+    st.expect_in("rank %d was killed by signal 9" % rank, result.stderr, result)
+    st.check(os.path.isfile(os.path.join(step_dir(out, 10), "metadata.json")), "step 10 must stay complete")
+    st.check(not os.path.isfile(os.path.join(step_dir(out, 20), "metadata.json")),
+             "the interrupted step 20 must not be committed", result)
+    resumed, result = run("%s_resumed_r%d" % (label, rank), sets, 2, ["--resume", out], out=out)
+    st.expect_in("step_00000010", result.stdout, result)
+    expect_bitwise(undisturbed, resumed, "%s: resumed after rank %d was killed in a save" % (label, rank))
+
+
 def kill_during_save_keeps_previous():
     sets = ["strategy.name=zero2"]
     undisturbed, _ = run("kill_ref", sets, 2)
     for rank in (1, 0):
-        out, result = run("kill_save_r%d" % rank, sets, 2, expect=None,
-                          env={"STRATA_FAULT": "kill-in-save:20:%d" % rank})
-        st.check(result.returncode != 0, "a rank killed in a save must fail the job", result)
-        st.expect_in("rank %d was killed by signal 9" % rank, result.stderr, result)
-        st.check(os.path.isfile(os.path.join(step_dir(out, 10), "metadata.json")), "step 10 must stay complete")
-        st.check(not os.path.isfile(os.path.join(step_dir(out, 20), "metadata.json")),
-                 "the interrupted step 20 must not be committed", result)
-        resumed, result = run("kill_save_resumed_r%d" % rank, sets, 2, ["--resume", out], out=out)
-        st.expect_in("step_00000010", result.stdout, result)
-        expect_bitwise(undisturbed, resumed, "resumed after a kill in save (rank %d)" % rank)
+        killed_in_save_then_resumed("kill_save", sets, rank, undisturbed)
     # Naming the incomplete checkpoint itself is refused.
     out, result = run("kill_save_direct", sets, 2, expect=None, env={"STRATA_FAULT": "kill-in-save:20:1"})
     _, result = run("kill_save_direct2", sets, 2, ["--resume", step_dir(out, 20)], expect=2)
@@ -142,16 +148,7 @@ def async_saves_resume_exactly_and_survive_a_kill():
     st.expect_in("resumed from", result.stdout, result)
     expect_bitwise(undisturbed, resumed, "resumed from an async checkpoint")
     for rank in (0, 1):
-        out, result = run("async_kill_r%d" % rank, sets, 2, expect=None,
-                          env={"STRATA_FAULT": "kill-in-save:20:%d" % rank})
-        st.check(result.returncode != 0, "a rank killed in a background save must fail the job", result)
-        st.expect_in("rank %d was killed by signal 9" % rank, result.stderr, result)
-        st.check(os.path.isfile(os.path.join(step_dir(out, 10), "metadata.json")), "step 10 must stay complete")
-        st.check(not os.path.isfile(os.path.join(step_dir(out, 20), "metadata.json")),
-                 "the interrupted step 20 must not be committed", result)
-        resumed, result = run("async_kill_resumed_r%d" % rank, sets, 2, ["--resume", out], out=out)
-        st.expect_in("step_00000010", result.stdout, result)
-        expect_bitwise(undisturbed, resumed, "resumed after a kill in a background save (rank %d)" % rank)
+        killed_in_save_then_resumed("async_kill", sets, rank, undisturbed)
 
 
 def full_disk_is_named():

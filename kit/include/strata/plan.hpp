@@ -180,6 +180,13 @@ inline Plan sharded_plan(std::string owner, int shard_size, ReshardTo reshard) {
 /// What `strata check` holds a run of the plan to and `strata estimate` simulates.
 Schedule schedule(const Plan& plan, const ScheduleInput& input);
 
+/// The step of a local-update strategy (local SGD, DiLoCo): a replica's step that does not
+/// communicate (schedule() of a plan with `reduce = false`), then, after every `every`-th optimizer
+/// step and after the run's last one (Strategy::finish_training), one all-reduce of the float32
+/// parameters' size, named `what`. Its steady state (ScheduleInput::kSteady, what `strata estimate`
+/// predicts) spreads that all-reduce over the `every` steps.
+Schedule local_update_schedule(const ScheduleInput& input, std::int64_t every, const std::string& what);
+
 /// Declares strategy `name` (added to `registry` before) a plan of the kit, so that the host
 /// checks and estimates it from the schedule the engine runs: `plan_of(const T& options, const
 /// Topology&)` returns the Plan its setup takes over (the same function, called with
