@@ -370,6 +370,17 @@ const char* norm_forward(DType dtype, const void* x, const void* residual, void*
   return launched();
 }
 
+const char* pending_error() {
+  const cudaError_t error = cudaPeekAtLastError();
+  return error == cudaSuccess ? nullptr : cudaGetErrorString(error);
+}
+
+const char* synchronize(void* stream) {
+  cudaError_t error = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+  if (error == cudaSuccess) error = cudaGetLastError();
+  return error == cudaSuccess ? nullptr : cudaGetErrorString(error);
+}
+
 std::int64_t norm_backward_blocks(DType dtype, std::int64_t rows, std::int64_t cols, int sms) {
   const std::int64_t element_size = dtype == DType::kFloat32 ? 4 : 2;
   const int v = pack_width(cols, element_size), threads = row_threads(cols / v, v);

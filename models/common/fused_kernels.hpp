@@ -10,6 +10,12 @@ namespace strata::fused::cuda {
 
 enum class DType { kFloat32, kFloat16, kBFloat16 };
 
+/// The text of a CUDA error already pending (an earlier op's), without clearing it; nullptr when none.
+const char* pending_error();
+/// Waits for `stream` and returns the text of any error of what ran on it (a kernel's fault), or
+/// nullptr: the debug mode's check after each launch (STRATA_FUSED_SYNC=1, fused_ops.cpp).
+const char* synchronize(void* stream);
+
 /// Rows of `cols`: y = x + residual (when `residual` is not null; else y is x and not written),
 /// then, with `mean` null, RMSNorm: rstd = 1 / sqrt(mean(y^2) + eps), out = weight * (y rstd
 /// rounded to the dtype); with `mean` given, LayerNorm: mean and rstd = 1 / sqrt(var(y) + eps)

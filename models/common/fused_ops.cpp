@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -36,10 +40,31 @@ std::optional<cuda::DType> kernel_dtype(torch::ScalarType t) {
   }
 }
 
-/// The kernels take contiguous CUDA tensors of one float dtype on one device.
+/// Whether the kernels run on CUDA device `index` (its compute capability against the
+/// architectures they were built for), asked once per device; a device they do not run on is
+/// said once, on stderr, and takes the ATen path.
+bool device_runs_kernels(c10::DeviceIndex index) {
+  static std::mutex mutex;
+  static std::map<c10::DeviceIndex, bool> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto it = known.find(index);
+  if (it != known.end()) return it->second;
+  const auto* props = at::cuda::getDeviceProperties(index);
+  const bool runs = kernels_run_on(props->major, props->minor, cuda_architectures());
+  if (!runs)
+    std::cerr << "strata: warning: fused ops: CUDA device " << static_cast<int>(index) << " (" << props->name
+              << ", compute capability " << props->major << "." << props->minor
+              << ") is not among the architectures the fused kernels were built for (" << cuda_architectures()
+              << "): they take the ATen path there. Rebuild with -DSTRATA_CUDA_ARCHITECTURES including "
+              << props->major << props->minor << " to use the kernels.\n";
+  known.emplace(index, runs);
+  return runs;
+}
+
+/// The kernels take contiguous CUDA tensors of one float dtype on one device they run on.
 bool kernel_fits(std::initializer_list<const Tensor*> tensors) {
   const Tensor& first = **tensors.begin();
-  if (!first.is_cuda() || !kernel_dtype(first.scalar_type())) return false;
+  if (!first.is_cuda() || !kernel_dtype(first.scalar_type()) || !device_runs_kernels(first.device().index())) return false;
   return std::all_of(tensors.begin(), tensors.end(), [&](const Tensor* t) {
     return !t->defined() || (t->is_cuda() && t->device() == first.device() &&
                              t->scalar_type() == first.scalar_type() && t->is_contiguous());
@@ -48,16 +73,36 @@ bool kernel_fits(std::initializer_list<const Tensor*> tensors) {
 
 std::atomic<std::int64_t> launches{0};
 
+/// STRATA_FUSED_SYNC=1: the debug mode that waits for each fused kernel, so that a fault inside
+/// one is reported by the op that caused it (the gpu tests run in it).
+bool sync_after_launch() {
+  static const bool on = [] {
+    const char* v = std::getenv("STRATA_FUSED_SYNC");
+    return v != nullptr && *v != '\0' && std::string(v) != "0";
+  }();
+  return on;
+}
+
 /// The launch's device made current (kernels launch on the current device) and its current stream.
+/// An error already pending is an earlier op's: said so here, before `kernel` launches, rather than
+/// reported (and cleared) as this kernel's.
 struct OnDevice {
-  explicit OnDevice(const Tensor& t) : guard(t.device()), stream(c10::cuda::getCurrentCUDAStream(t.device().index())) {}
+  OnDevice(const Tensor& t, const char* kernel)
+      : guard(t.device()), stream(c10::cuda::getCurrentCUDAStream(t.device().index())), name(kernel) {
+    if (const char* earlier = cuda::pending_error())
+      throw std::runtime_error(std::string("a CUDA error was pending before the strata fused ") + kernel +
+                               " kernel launched (an earlier operation's): " + earlier);
+  }
   c10::cuda::CUDAGuard guard;
   c10::cuda::CUDAStream stream;
+  const char* name;
   void* handle() const { return stream.stream(); }
 };
 
-void check(const char* error, const char* kernel) {
-  if (error != nullptr) throw std::runtime_error(std::string("strata fused ") + kernel + " kernel: " + error);
+/// After a launch: its error, or in the debug mode the kernel's own fault.
+void check(const OnDevice& on, const char* error) {
+  if (error == nullptr && sync_after_launch()) error = cuda::synchronize(on.handle());
+  if (error != nullptr) throw std::runtime_error(std::string("strata fused ") + on.name + " kernel: " + error);
   ++launches;
 }
 #else
@@ -98,16 +143,15 @@ NormForward norm_forward(Norm norm, const Tensor& input, const Tensor& input_res
   const auto cols = x.size(-1), rows = cols == 0 ? 0 : x.numel() / cols;
   if (norm_kernel_fits({&x, &residual, &weight, &bias}, weight, bias, cols)) {
 #ifdef STRATA_FUSED_CUDA
-    const OnDevice on(x);
+    const OnDevice on(x, "norm_forward");
     const auto stats = x.options().dtype(torch::kFloat32);
     NormForward f{residual.defined() ? torch::empty_like(x) : x, torch::empty_like(x),
                   norm == Norm::kLayer ? torch::empty({rows}, stats) : Tensor(), torch::empty({rows}, stats)};
-    check(cuda::norm_forward(*kernel_dtype(x.scalar_type()), x.const_data_ptr(), data_or_null(residual),
+    check(on, cuda::norm_forward(*kernel_dtype(x.scalar_type()), x.const_data_ptr(), data_or_null(residual),
                              residual.defined() ? f.y.data_ptr() : nullptr, f.out.data_ptr(),
                              f.mean.defined() ? f.mean.data_ptr<float>() : nullptr, f.rstd.data_ptr<float>(),
                              weight.const_data_ptr(), data_or_null(bias), rows, cols, static_cast<float>(eps),
-                             on.handle()),
-          "norm_forward");
+                             on.handle()));
     return f;
 #endif
   }
@@ -132,19 +176,20 @@ NormGrads norm_backward(Norm norm, const Tensor& grad_out, const Tensor& grad_y,
   const auto gy = grad_y.defined() ? grad_y.contiguous().to(y.scalar_type()) : Tensor();
   if (norm_kernel_fits({&y, &g, &gy, &weight, &bias}, weight, bias, cols) && rstd.numel() == rows) {
 #ifdef STRATA_FUSED_CUDA
-    const OnDevice on(y);
+    if (rows == 0)  // no row to launch over: the weight's and bias's gradients are zero, not the partials' garbage
+      return {torch::empty_like(y), torch::zeros_like(weight), bias.defined() ? torch::zeros_like(bias) : Tensor()};
+    const OnDevice on(y, "norm_backward");
     auto grad_x = torch::empty_like(y);
     const auto sms = at::cuda::getDeviceProperties(y.device().index())->multiProcessorCount;
     const auto blocks = cuda::norm_backward_blocks(*kernel_dtype(y.scalar_type()), rows, cols, sms);
     const auto partials = y.options().dtype(torch::kFloat32);
     auto dw_partial = torch::empty({blocks, cols}, partials);
     auto db_partial = norm == Norm::kLayer ? torch::empty({blocks, cols}, partials) : Tensor();
-    check(cuda::norm_backward(*kernel_dtype(y.scalar_type()), g.const_data_ptr(), data_or_null(gy), y.const_data_ptr(),
+    check(on, cuda::norm_backward(*kernel_dtype(y.scalar_type()), g.const_data_ptr(), data_or_null(gy), y.const_data_ptr(),
                               weight.const_data_ptr(), mean.defined() ? mean.const_data_ptr<float>() : nullptr,
                               rstd.const_data_ptr<float>(), grad_x.data_ptr(), dw_partial.data_ptr<float>(),
                               db_partial.defined() ? db_partial.data_ptr<float>() : nullptr, rows, cols,
-                              static_cast<int>(blocks), on.handle()),
-          "norm_backward");
+                              static_cast<int>(blocks), on.handle()));
     return {grad_x, dw_partial.sum(0).to(weight.scalar_type()),
             bias.defined() ? db_partial.sum(0).to(bias.scalar_type()) : Tensor()};
 #endif
@@ -229,11 +274,10 @@ void rotate(const Tensor& x, const Tensor& out, const Tensor& cos, const Tensor&
   const auto n = x.size(0), t = x.size(1);
   if (kernel_fits({&x, &out, &cos, &sin})) {
 #ifdef STRATA_FUSED_CUDA
-    const OnDevice on(x);
-    check(cuda::rope(*kernel_dtype(x.scalar_type()), x.const_data_ptr(), out.data_ptr(), cos.const_data_ptr(),
+    const OnDevice on(x, "rope");
+    check(on, cuda::rope(*kernel_dtype(x.scalar_type()), x.const_data_ptr(), out.data_ptr(), cos.const_data_ptr(),
                      sin.const_data_ptr(), n, t, x.size(2) / head_dim, head_dim, cos.size(0), transpose,
-                     on.handle()),
-          "rope");
+                     on.handle()));
     return;
 #endif
   }
@@ -279,11 +323,10 @@ class SwiGluFunction final : public torch::autograd::Function<SwiGluFunction> {
     ctx->save_for_backward({gate, up});
     if (kernel_fits({&gate, &up}) && gate.sizes() == up.sizes()) {
 #ifdef STRATA_FUSED_CUDA
-      const OnDevice on(gate);
+      const OnDevice on(gate, "swiglu_forward");
       auto out = torch::empty_like(gate);
-      check(cuda::swiglu_forward(*kernel_dtype(gate.scalar_type()), gate.const_data_ptr(), up.const_data_ptr(),
-                                 out.data_ptr(), gate.numel(), on.handle()),
-            "swiglu_forward");
+      check(on, cuda::swiglu_forward(*kernel_dtype(gate.scalar_type()), gate.const_data_ptr(), up.const_data_ptr(),
+                                 out.data_ptr(), gate.numel(), on.handle()));
       return out;
 #endif
     }
@@ -296,12 +339,11 @@ class SwiGluFunction final : public torch::autograd::Function<SwiGluFunction> {
     const auto grad = grads[0].contiguous().to(gate.scalar_type());
     if (kernel_fits({&gate, &up, &grad}) && gate.sizes() == up.sizes()) {
 #ifdef STRATA_FUSED_CUDA
-      const OnDevice on(gate);
+      const OnDevice on(gate, "swiglu_backward");
       auto grad_gate = torch::empty_like(gate), grad_up = torch::empty_like(up);
-      check(cuda::swiglu_backward(*kernel_dtype(gate.scalar_type()), grad.const_data_ptr(), gate.const_data_ptr(),
+      check(on, cuda::swiglu_backward(*kernel_dtype(gate.scalar_type()), grad.const_data_ptr(), gate.const_data_ptr(),
                                   up.const_data_ptr(), grad_gate.data_ptr(), grad_up.data_ptr(), gate.numel(),
-                                  on.handle()),
-            "swiglu_backward");
+                                  on.handle()));
       return {grad_gate, grad_up};
 #endif
     }
@@ -324,6 +366,34 @@ bool cuda_kernels() {
 #else
   return false;
 #endif
+}
+
+std::string cuda_architectures() {
+#ifdef STRATA_FUSED_CUDA
+  return STRATA_CUDA_ARCHITECTURES_LIST;
+#else
+  return "";
+#endif
+}
+
+bool kernels_run_on(int major, int minor, const std::string& architectures) {
+  const int device = major * 10 + minor;
+  std::size_t start = 0;
+  while (start <= architectures.size()) {
+    const std::size_t end = std::min(architectures.find_first_of(";,", start), architectures.size());
+    const std::string entry = architectures.substr(start, end - start);
+    start = end + 1;
+    if (entry == "all" || entry == "all-major" || entry == "native") return true;  // CMake's: built for this device
+    if (entry.empty() || entry.find_first_not_of("0123456789") == 0) continue;
+    std::size_t digits = 0;
+    const int arch = std::stoi(entry, &digits);
+    const std::string kind = entry.substr(digits);  // "", "-real" or "-virtual" (an "a"/"f" suffix: that arch only)
+    const bool real = kind.empty() || kind == "-real", virtual_ = kind.empty() || kind == "-virtual";
+    if (real && arch / 10 == major && arch % 10 <= minor) return true;  // sm_XY code runs on X.Y' for Y' >= Y
+    if (virtual_ && arch <= device) return true;                        // compute_XY PTX compiles at load
+    if (kind != "-real" && kind != "-virtual" && !kind.empty() && arch == device) return true;
+  }
+  return false;
 }
 
 std::int64_t cuda_kernel_launches() {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include <torch/types.h>
@@ -20,6 +21,16 @@ namespace strata::fused {
 
 /// Whether this build holds the CUDA kernels.
 bool cuda_kernels();
+
+/// The CUDA architectures the kernels were built for, as CMake's CUDA_ARCHITECTURES list
+/// ("75-virtual;80-real;90-real": sm_XY code runs on devices of compute capability X.Y' with
+/// Y' >= Y; compute_XY PTX compiles at load on any device of capability >= X.Y; "XY" is both);
+/// empty without the kernels.
+std::string cuda_architectures();
+
+/// Whether kernels built for `architectures` (as cuda_architectures()) run on a device of compute
+/// capability major.minor. Elsewhere the ops take the ATen path, and say so once.
+bool kernels_run_on(int major, int minor, const std::string& architectures);
 
 /// How many of the CUDA kernels this process has launched (for tests: the kernels, not the ATen path, ran).
 std::int64_t cuda_kernel_launches();

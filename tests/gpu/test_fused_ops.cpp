@@ -57,6 +57,24 @@ TEST_CASE("fused ops on CUDA: add_rms_norm and rms_norm kernels are transformers
   fc::check_add_rms_norm(kCuda, torch::kFloat32, 5, 33);       // a width that is no multiple of a warp
 }
 
+TEST_CASE("fused ops on CUDA: a norm over zero rows has zero weight and bias gradients, and one row is exact") {
+  require_gpu();
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    const auto opts = torch::TensorOptions().device(kCuda).dtype(dtype);
+    auto x = torch::randn({0, 64}, opts).requires_grad_(true);
+    auto w = torch::randn({64}, opts).requires_grad_(true), b = torch::randn({64}, opts).requires_grad_(true);
+    auto r = torch::randn({0, 64}, opts);
+    auto [y, out] = strata::fused::add_layer_norm(x, r, w, b, 1e-5);
+    out.sum().backward();
+    CHECK(torch::equal(w.grad(), torch::zeros_like(w)));  // not the partial sums' uninitialized memory
+    CHECK(torch::equal(b.grad(), torch::zeros_like(b)));
+    auto w2 = torch::randn({64}, opts).requires_grad_(true);
+    strata::fused::rms_norm(torch::randn({0, 64}, opts), w2, 1e-6).sum().backward();
+    CHECK(torch::equal(w2.grad(), torch::zeros_like(w2)));
+  }
+  fc::check_add_rms_norm(kCuda, torch::kFloat32, 1, 48);  // one row
+}
+
 TEST_CASE("fused ops on CUDA: the add_layer_norm kernels are the residual add, then ATen's layer_norm") {
   const KernelsUsed kernels;
   for (const auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16}) {
