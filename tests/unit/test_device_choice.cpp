@@ -91,6 +91,22 @@ TEST_CASE("GPUs short of the ranks under an external launcher are an error namin
   }
 }
 
+TEST_CASE("one GPU seen by every rank of an external launcher that bound nothing is refused before rendezvous") {
+  // torchrun or mpirun, 2 ranks on a host with one GPU, CUDA_VISIBLE_DEVICES unset: both would take
+  // cuda:0, and NCCL would fail at its first collective ("Duplicate GPU").
+  for (const char* device : {"auto", "cuda"})
+    for (const char* launcher : {"torchrun", "openmpi"}) {
+      const auto text = error_of(device, 1, 2, bound(1, launcher, "", "LOCAL_RANK=1"));
+      CHECK(contains(text, "the GPUs are short"));
+      CHECK(contains(text, "CUDA_VISIBLE_DEVICES=(unset)"));
+      CHECK(contains(text, std::string("started by ") + launcher));
+      CHECK(contains(text, "LOCAL_RANK=1"));
+      CHECK(contains(text, "every rank of this host sees the same GPU"));
+    }
+  // One rank on the host: its one GPU is its own.
+  CHECK(choose_device("cuda", 0, 1, bound(1, "torchrun", "", "LOCAL_RANK=0")).device == kCuda0);
+}
+
 TEST_CASE("device cuda takes the local rank's GPU and refuses a host short of GPUs") {
   CHECK(choose_device("cuda", 0, 1, own(1)).device == kCuda0);
   CHECK(choose_device("cuda", 1, 2, own(2)).device == c10::Device(c10::kCUDA, 1));

@@ -41,7 +41,9 @@ DeviceChoice choose_device(const std::string& requested, int local_rank, int loc
                 "Use device = \"cpu\" or \"auto\", or run on a machine with a GPU (and check CUDA_VISIBLE_DEVICES).");
   if (requested == "auto" || requested == "cuda") {
     if (n >= local_world_size) return {gpu(local_rank), ""};
-    if (n == 1 && !v.own_launcher)  // the launcher bound one GPU to this rank
+    // The launcher bound one GPU to this rank: it set CUDA_VISIBLE_DEVICES (Slurm's binding, a per-rank
+    // value). Unset, the one GPU is the host's, and every rank of the host would take it (NCCL: "Duplicate GPU").
+    if (n == 1 && !v.own_launcher && !v.visible_env.empty())
       return {gpu(0), fmt::format("one GPU per rank: local rank {} takes cuda:0, the GPU its launcher ({}) left it "
                                   "(CUDA_VISIBLE_DEVICES={})",
                                   local_rank, v.launcher, v.visible_env.empty() ? "(unset)" : v.visible_env)};
@@ -51,8 +53,12 @@ DeviceChoice choose_device(const std::string& requested, int local_rank, int loc
                           "each rank needs a GPU of its own (set train.device = \"cuda:0\" with distributed.backend = "
                           "\"gloo\" to share one GPU, or start at most one rank per GPU)",
                           gpus(n), local_world_size)};
-    throw Error(fmt::format("the GPUs are short: {}; each rank needs a GPU of its own.",
-                            seen(local_rank, local_world_size, v)),
+    throw Error(fmt::format("the GPUs are short: {}; each rank needs a GPU of its own{}.",
+                            seen(local_rank, local_world_size, v),
+                            n == 1 && v.visible_env.empty()
+                                ? " (no launcher binding: every rank of this host sees the same GPU, which NCCL "
+                                  "refuses to share)"
+                                : ""),
                 kBindingFix);
   }
   const c10::Device device(requested);  // "cuda:N": the config checks allow nothing else here

@@ -8,7 +8,9 @@
 ///   - as many visible GPUs as ranks on the host: cuda:LOCAL_RANK (every rank sees them all);
 ///   - one visible GPU per rank, under a launcher that binds GPUs to tasks (Slurm's
 ///     --gpus-per-task / --gpu-bind, a per-rank CUDA_VISIBLE_DEVICES from torchrun, mpirun or a
-///     wrapper script): cuda:0, which is that rank's own GPU;
+///     wrapper script): cuda:0, which is that rank's own GPU. Binding sets CUDA_VISIBLE_DEVICES;
+///     with it unset, the one GPU is the host's and every rank would take it (NCCL's "Duplicate
+///     GPU", found only at its first collective): the GPUs are short;
 ///   - otherwise the GPUs are short: an error naming CUDA_VISIBLE_DEVICES, the local rank and the
 ///     launcher, except for "auto" among ranks that strata started itself (they all see the same
 ///     devices), which runs on the CPU with a note (NCCL refuses two ranks on one GPU).
