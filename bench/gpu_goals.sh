@@ -53,9 +53,14 @@ for s in ${STAGES//,/ }; do
 done
 [[ "$REPEATS" =~ ^[1-9][0-9]*$ ]] || { echo "gpu_goals: --repeats takes a positive integer" >&2; exit 2; }
 cd "$ROOT"
+say() { printf 'gpu_goals: %s\n' "$*"; }
+# Nothing is created before the GPU is found (a CPU machine's refusal leaves no gpu-goals/ behind).
+if ((!SMOKE)) && { ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; }; then
+  say "no NVIDIA GPU on this machine (nvidia-smi -L finds none); --smoke checks this script on the CPU."
+  exit 1
+fi
 mkdir -p "$OUTDIR"
 OUTDIR="$(realpath -- "$OUTDIR")"
-say() { printf 'gpu_goals: %s\n' "$*"; }
 has_stage() { [[ ",$STAGES," == *",$1,"* ]]; }
 
 PY="${STRATA_GPU_PYTHON:-python3}"
@@ -70,10 +75,6 @@ if ((SMOKE)); then
   TRACED=experiments/llama_text.toml
   STAGES="$(echo ",$STAGES," | sed -e 's/,tests,/,/' -e 's/,table,/,/' -e 's/^,//' -e 's/,$//')"
 else
-  if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-    say "no NVIDIA GPU on this machine (nvidia-smi -L finds none); --smoke checks this script on the CPU."
-    exit 1
-  fi
   BUILD="$(realpath -ms -- "${STRATA_GPU_BUILD_DIR:-build-gpu}")"
   t0=$SECONDS
   STRATA_GPU_BUILD_DIR="$BUILD" STRATA_GPU_PYTHON="$PY" scripts/gpu_check.sh --build-only >"$OUTDIR/build.log" 2>&1

@@ -10,6 +10,8 @@ here) with its per-repeat ratios."""
 import csv
 import json
 import os
+import shutil
+import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -192,6 +194,18 @@ def gemm_usage_errors():
 
 # ---- the GPU benchmark scripts, smoke-tested on the CPU ----------------------------------------
 
+def gpu_goals_without_a_gpu_creates_nothing():
+    """Without --smoke on a machine without an NVIDIA GPU, gpu_goals.sh refuses before it creates
+    its output directory."""
+    if shutil.which("nvidia-smi") and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0:
+        raise st.Skip("this machine has an NVIDIA GPU")
+    out = os.path.join(st.temp_dir("goals_none"), "gpu-goals")
+    result = st.run_command(["bash", os.path.join(st.REPO, "bench", "gpu_goals.sh"), "--out", out], timeout=60)
+    st.expect_exit(result, 1)
+    st.expect_stdout(result, "no NVIDIA GPU on this machine")
+    st.check(not os.path.exists(out), "gpu_goals.sh created %s before it found no GPU" % out, result)
+
+
 def gpu_goals_smoke():
     out = st.temp_dir("goals")
     result = st.run_command(["bash", os.path.join(st.REPO, "bench", "gpu_goals.sh"), "--smoke", "--out", out],
@@ -282,5 +296,5 @@ def builds_ab_same_build():
 
 if __name__ == "__main__":
     st.main([comms_two_ranks, comms_three_ranks, comms_corruption_shows, comms_dtypes_and_ops, comms_usage_errors,
-             gemm_records_a_peak, gemm_usage_errors, gpu_goals_smoke, gpu_peers_variant_errors,
+             gemm_records_a_peak, gemm_usage_errors, gpu_goals_without_a_gpu_creates_nothing, gpu_goals_smoke, gpu_peers_variant_errors,
              builds_ab_same_build])

@@ -119,6 +119,10 @@ def build_out_of_tree(folder, name):
     st.expect_exit(result, 0)
     library = os.path.join(build, "libstrata_strategy_%s.so" % name)
     st.check(os.path.isfile(library), "the out-of-tree build did not produce %s" % library, result)
+    # The static kit calls fmt: the plugin declares libfmt itself (not borrowed from the host's libraries).
+    if shutil.which("readelf"):
+        needed = st.run_command(["readelf", "-d", library], timeout=60)
+        st.check("libfmt" in needed.stdout, "%s does not declare libfmt (NEEDED):\n%s" % (library, needed.stdout))
     return build
 
 
