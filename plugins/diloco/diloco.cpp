@@ -88,7 +88,7 @@ class DilocoStrategy final : public strata::Engine {
 
   strata::ModelStateBytes memory() const override {
     auto bytes = Engine::memory();
-    bytes.extra = {{"outer_parameters", tensor_bytes(outer_)}, {"outer_momentum", tensor_bytes(momentum_)}};
+    bytes.extra = {{"outer_parameters", strata::storage_bytes(outer_)}, {"outer_momentum", strata::storage_bytes(momentum_)}};
     return bytes;
   }
 
@@ -130,12 +130,6 @@ class DilocoStrategy final : public strata::Engine {
   }
 
  private:
-  static std::int64_t tensor_bytes(const std::vector<torch::Tensor>& tensors) {
-    std::int64_t n = 0;
-    for (const auto& t : tensors) n += t.numel() * static_cast<std::int64_t>(t.element_size());
-    return n;
-  }
-
   /// The outer step (see the top of this file). The pseudo-gradients of every flat group travel
   /// in one flat float32 all-reduce (the schedule's one collective; a round-end temporary of the
   /// parameters' size), then each master becomes the new outer model. Nothing when no inner step

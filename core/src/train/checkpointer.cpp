@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -213,12 +212,12 @@ ckpt::SaveResult Checkpointer::save(std::int64_t step, Json trainer) {
   // Asynchronous: the pieces are copied to host memory (pinned staging buffers, reused, on a GPU),
   // then a writer thread writes and commits them. Its barriers go through the job's store, never
   // the process group, so training's collectives go on meanwhile in the same order on every rank.
-  auto ready = std::make_shared<std::optional<c10::Event>>(snapshot(in.pieces));
+  std::optional<c10::Event> ready = snapshot(in.pieces);
   pending_step_ = step;
   writer_done_ = false;
-  writer_ = std::thread([this, in = std::move(in), ready]() mutable {
+  writer_ = std::thread([this, in = std::move(in), ready = std::move(ready)]() mutable {
     try {
-      if (ready->has_value()) (*ready)->synchronize();  // the device-to-host copies have landed
+      if (ready) ready->synchronize();  // the device-to-host copies have landed
       slow_writer();
       pending_ = ckpt::save(in, comm_);
     } catch (...) {
