@@ -1,6 +1,7 @@
 // The engine's step and state (engine.hpp); the layout and the units' gathering are in
 // engine_units.cpp.
 #include "strata/engine.hpp"
+#include "strata/offload.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -82,7 +83,10 @@ void Engine::take_over(const StrategySetup& s, Plan plan) {
     take_over_sharded();
   else
     take_over_replicated();
-  optimizer_ = make_optimizer(masters(), s.optimizer);
+  if (plan_.offload == Offload::kOptimizer)
+    optimizer_ = std::make_unique<OffloadedOptimizer>(masters(), s.optimizer);
+  else
+    optimizer_ = make_optimizer(masters(), s.optimizer);
   make_reducer();
 }
 
@@ -194,9 +198,10 @@ void Engine::masters_to_params() {
     calls.back().groups.push_back(g);
     filled += bytes;
   }
-  gather_of_group_.assign(groups_.size(), -1);
+  placed_.resize(groups_.size());
+  for (auto& place : placed_) place.refresh = -1;
   for (std::size_t i = 0; i < calls.size(); ++i)
-    for (auto g : calls[i].groups) gather_of_group_[g] = static_cast<std::ptrdiff_t>(i);
+    for (auto g : calls[i].groups) placed_[g].refresh = static_cast<std::ptrdiff_t>(i);
   for (auto& c : calls) {
     if (c.groups.size() == 1) {
       auto& g = *groups_[c.groups.front()];
@@ -232,10 +237,10 @@ void Engine::finish_param_gather(ParamGather& c) const {
 
 void Engine::wait_params(std::size_t unit) {
   if (param_gathers_.empty()) return;
-  if (unit >= unit_param_groups_.size()) return wait_params();
+  if (unit >= units_.size()) return wait_params();
   torch::NoGradGuard no_grad;
-  for (const auto g : unit_param_groups_[unit])
-    if (const auto i = gather_of_group_.at(g); i >= 0) finish_param_gather(param_gathers_[static_cast<std::size_t>(i)]);
+  for (const auto g : units_[unit].replicated_groups)
+    if (const auto i = placed_.at(g).refresh; i >= 0) finish_param_gather(param_gathers_[static_cast<std::size_t>(i)]);
   if (std::all_of(param_gathers_.begin(), param_gathers_.end(), [](const ParamGather& c) { return !c.work; }))
     param_gathers_.clear();
 }
@@ -271,7 +276,12 @@ ModelStateBytes Engine::memory() const {
   for (const auto& g : groups_)
     for (auto& t : g->param_tensors()) params.push_back(t);
   const auto grads = group_bytes(groups_).second + (reducer_ ? reducer_->in_flight_bytes() : 0);
-  return {storage_bytes(params), grads, optimizer_ ? optimizer_->state_bytes() : 0};
+  ModelStateBytes bytes{storage_bytes(params), grads, optimizer_ ? optimizer_->state_bytes() : 0};
+  if (const auto* host = dynamic_cast<const OffloadedOptimizer*>(optimizer_.get())) {
+    bytes.extra = {{"host_masters", host->host_master_bytes()}, {"host_optimizer", bytes.optimizer}};
+    bytes.optimizer = 0;
+  }
+  return bytes;
 }
 
 StateDict Engine::full_state_dict() {

@@ -74,20 +74,20 @@ void Engine::take_over_replicated() {
     groups_.push_back(std::make_unique<FlatGroup>(std::move(params), std::move(names),
                                                   FlatGroupOptions{r, n, Residency::kPersistent, grads, precision_}));
   }
+  placed_.assign(groups_.size(), GroupPlace{});
   // The groups each unit's forward reads (wait_params); a parameter outside every unit counts as unit 0's.
   std::unordered_map<const void*, std::size_t> index_of;
   for (std::size_t i = 0; i < params_.size(); ++i) index_of[params_[i].unsafeGetTensorImpl()] = i;
   std::vector<bool> placed(params_.size(), false);
-  unit_param_groups_.assign(model_->units().size(), {});
   auto add = [&](std::size_t u, std::size_t i) {
-    auto& list = unit_param_groups_[u];
+    auto& list = units_[u].replicated_groups;
     if (std::find(list.begin(), list.end(), locate_[i].first) == list.end()) list.push_back(locate_[i].first);
     placed[i] = true;
   };
   for (std::size_t u = 0; u < model_->units().size(); ++u)
     for (const auto& p : model_->units()[u]->parameters())
       if (const auto it = index_of.find(p.unsafeGetTensorImpl()); it != index_of.end()) add(u, it->second);
-  if (!unit_param_groups_.empty())
+  if (!units_.empty())
     for (std::size_t i = 0; i < params_.size(); ++i)
       if (!placed[i]) add(0, i);
 }
@@ -129,10 +129,10 @@ void Engine::take_over_sharded() {
       if (precision_.mixed() && t.is_floating_point()) t.set_data(t.to(precision_.param_dtype()));
     }
   }
-  unit_of_.resize(groups_.size());
+  placed_.resize(groups_.size());
   for (std::size_t u = 0; u < units_.size(); ++u) {
     units_[u].slots.resize(units_[u].groups.size());
-    for (auto g : units_[u].groups) unit_of_[g] = u;
+    for (auto g : units_[u].groups) placed_[g].unit = u;
   }
   if (plan_.gather_codec) codec_ = plan_.gather_codec();
 }
@@ -210,7 +210,7 @@ void Engine::before_unit_backward(std::size_t unit) {
 
 void Engine::gradient_ready(std::size_t group) {
   if (!sharded_params()) return;
-  const std::size_t u = unit_of_[group];
+  const std::size_t u = placed_[group].unit;
   if (++units_[u].complete == units_[u].groups.size()) release(u);  // every gradient of the unit exists
 }
 

@@ -73,6 +73,14 @@ std::vector<Group> reverse_groups(const Shape& s, double cap_bytes) {
 }
 
 /// Forward of every unit on the compute stream; returns their ids.
+/// Offload::kOptimizer: the optimizer state moves to the host, beside a float32 copy of the
+/// `owned` master elements and of their gradients (strata/offload.hpp).
+void offload_optimizer(ScheduleMemory& m, double owned) {
+  m.extra.emplace_back("host_masters", owned * 8.0);
+  m.extra.emplace_back("host_optimizer", m.optimizer);
+  m.optimizer = 0;
+}
+
 std::vector<int> forward_pass(Schedule& s, const Shape& sh, int m) {
   std::vector<int> ids;
   for (std::size_t u = 0; u < sh.units(); ++u)
@@ -186,6 +194,7 @@ Schedule replicated_schedule(const Plan& plan, const Shape& sh) {
   s.memory.params = ddp ? psi * sh.param_bytes() : psi_padded * pe + (pe < 4 ? owned * 4.0 : 0.0);
   s.memory.grads = zero2 ? owned * 4.0 : psi_padded * 4.0;
   s.memory.optimizer = owned * sh.in.optimizer_bytes;
+  if (plan.offload == Offload::kOptimizer) offload_optimizer(s.memory, owned);
   if (zero2) {
     // Autograd's gradients of the unit whose backward runs, until they are staged and reduced.
     double largest_group = 0;
@@ -322,6 +331,7 @@ Schedule sharded_schedule(const Plan& plan, const Shape& sh) {
   s.memory.params = replicated ? psi * sh.param_bytes() : owned * pe + (pe < 4 ? owned * 4.0 : 0.0);
   s.memory.grads = owned * 4.0;
   s.memory.optimizer = owned * sh.in.optimizer_bytes;
+  if (plan.offload == Offload::kOptimizer) offload_optimizer(s.memory, owned);
   if (!replicated) {
     // A shard of one rank is the whole unit: nothing is gathered, but its gradients are still staged.
     const double full = g > 1 ? pe : 0.0;

@@ -32,6 +32,7 @@ struct HpzOptions {
   double reduce_bucket_mb = 1.0;          ///< ready groups reduce-scattered together up to this many MiB
   std::int64_t reductions_in_flight = 2;  ///< reduce-scatters whose buffers are alive at once
   std::int64_t prefetch = 1;              ///< units gathered ahead of use, in forward and in backward
+  std::string offload = "none";           ///< "optimizer": the optimizer steps on the host
 };
 
 strata::Plan hpz_plan(const HpzOptions& o, const strata::Topology&) {
@@ -43,6 +44,7 @@ strata::Plan hpz_plan(const HpzOptions& o, const strata::Topology&) {
   plan.reduce_coalesce_bytes = static_cast<std::int64_t>(o.reduce_bucket_mb * kMiB);
   plan.forward_prefetch = plan.backward_prefetch = static_cast<int>(o.prefetch);
   plan.reductions_in_flight = static_cast<int>(o.reductions_in_flight);
+  plan.offload = strata::OffloadOption::of(o.offload);
   return plan;
 }
 
@@ -61,6 +63,7 @@ void register_hpz(strata::Registry& registry) {
               "gradient reduce-scatters whose buffers may be alive at once", strata::at_least(1))
       .option("prefetch", &HpzOptions::prefetch, "units whose all-gather is issued ahead of use (0: none)",
               strata::at_least(0));
+  strata::OffloadOption::add(schema, &HpzOptions::offload);
   // The default sub-group is the host, which on one host is every rank: the check runs sub-groups
   // of 1 and 2 ranks too (a row is skipped at a world size it does not divide). The engine runs
   // the plan; `strata check` and `strata estimate` read its schedule.
@@ -70,7 +73,8 @@ void register_hpz(strata::Registry& registry) {
                             strata::StrategyTraits{strata::Placement::rank_per_device(),
                                                    {},
                                                    {{"sub-groups of 1", {{"secondary_group_size", "1"}}},
-                                                    {"sub-groups of 2", {{"secondary_group_size", "2"}}}}});
+                                                    {"sub-groups of 2", {{"secondary_group_size", "2"}}},
+                                                    strata::OffloadOption::matrix_row()}});
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ struct ZeroppOptions {
   double reduce_bucket_mb = 1.0;          ///< ready groups reduce-scattered together up to this many MiB
   std::int64_t reductions_in_flight = 2;  ///< reduce-scatters whose buffers are alive at once
   std::int64_t prefetch = 1;              ///< units gathered ahead of use, in forward and in backward
+  std::string offload = "none";           ///< "optimizer": the optimizer steps on the host
 };
 
 /// Symmetric int8 quantization in blocks of B elements: B int8 values, then the block scales as
@@ -94,6 +95,7 @@ strata::Plan zeropp_plan(const ZeroppOptions& o, const strata::Topology&) {
   plan.reduce_coalesce_bytes = static_cast<std::int64_t>(o.reduce_bucket_mb * kMiB);
   plan.forward_prefetch = plan.backward_prefetch = static_cast<int>(o.prefetch);
   plan.reductions_in_flight = static_cast<int>(o.reductions_in_flight);
+  plan.offload = strata::OffloadOption::of(o.offload);
   if (o.quantize_weights) plan.gather_codec = [block = o.block_size] { return std::make_unique<Int8Blocks>(block); };
   return plan;
 }
@@ -118,6 +120,7 @@ void register_zeropp(strata::Registry& registry) {
               "gradient reduce-scatters whose buffers may be alive at once", strata::at_least(1))
       .option("prefetch", &ZeroppOptions::prefetch, "units whose all-gather is issued ahead of use (0: none)",
               strata::at_least(0));
+  strata::OffloadOption::add(schema, &ZeroppOptions::offload);
   // With qwZ, `strata check zeropp --world-sizes 1,2,3,4` measured final losses within 0.012 of
   // single's (the CNN at world 2; 0.001 and less on the MLPs): 0.05 leaves a margin. With quantize_weights = false it is exact (zero3's or hpz's
   // values, moved differently). The engine runs the plan; `strata check` and `strata estimate`
@@ -130,7 +133,8 @@ void register_zeropp(strata::Registry& registry) {
           strata::Equivalence::exact_under({{"quantize_weights", "false"}}, 0.05, "parameters gathered as int8 blocks"),
           {{"hpZ over sub-groups of 2", {{"secondary_group_size", "2"}}},
            {"hpZ alone, sub-groups of 2", {{"quantize_weights", "false"}, {"secondary_group_size", "2"}}},
-           {"blocks of 32", {{"block_size", "32"}}}}});
+           {"blocks of 32", {{"block_size", "32"}}},
+           strata::OffloadOption::matrix_row()}});
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ struct FsdpOptions {
   bool forward_prefetch = true;                  ///< issue the next unit's all-gather during forward
   bool backward_prefetch = true;                 ///< issue the previous unit's all-gather during backward
   std::int64_t reductions_in_flight = 2;         ///< reduce-scatters whose buffers are alive at once
+  std::string offload = "none";                  ///< "optimizer": the optimizer steps on the host
 };
 
 /// Every sharding strategy is a plan over a mesh: which ranks shard a unit (all, one, or groups
@@ -43,6 +44,7 @@ strata::Plan fsdp_plan(const FsdpOptions& o, const strata::Topology& t) {
   plan.forward_prefetch = o.forward_prefetch ? 1 : 0;
   plan.backward_prefetch = o.backward_prefetch ? 1 : 0;
   plan.reductions_in_flight = static_cast<int>(o.reductions_in_flight);
+  plan.offload = strata::OffloadOption::of(o.offload);
   return plan;
 }
 
@@ -61,6 +63,7 @@ void register_fsdp(strata::Registry& registry) {
       .option("reductions_in_flight", &FsdpOptions::reductions_in_flight,
               "gradient reduce-scatters whose buffers may be alive at once (bounds gradient memory in backward)",
               strata::at_least(1));
+  strata::OffloadOption::add(schema, &FsdpOptions::offload);
   // FULL_SHARD is the default; `strata check fsdp` runs the other three too.
   strata::add_plan_strategy(registry, "fsdp",
                             "FSDP: per-unit flat parameters sharded (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD)",
@@ -70,7 +73,8 @@ void register_fsdp(strata::Registry& registry) {
                                                    {{"SHARD_GRAD_OP", {{"sharding_strategy", "\"SHARD_GRAD_OP\""}}},
                                                     {"NO_SHARD", {{"sharding_strategy", "\"NO_SHARD\""}}},
                                                     {"HYBRID_SHARD over 2", {{"sharding_strategy", "\"HYBRID_SHARD\""},
-                                                                             {"shard_group_size", "2"}}}}});
+                                                                             {"shard_group_size", "2"}}},
+                                                    strata::OffloadOption::matrix_row()}});
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ struct ZeroOptions {
   double allgather_bucket_mb = 0.0;       ///< groups all-gathered together per call, in MiB; 0: each in place
   bool overlap = true;                    ///< reduce-scatter from autograd hooks during backward
   std::int64_t reductions_in_flight = 2;  ///< zero2: reduce-scatters whose buffers are alive at once
+  std::string offload = "none";           ///< "optimizer": the optimizer steps on the host (strata/offload.hpp)
 };
 
 /// zero3: the groups are cut from units, so both bucket sizes mean something else.
@@ -44,6 +45,7 @@ struct Zero3Options {
   bool overlap = true;                    ///< reduce-scatter from autograd hooks during backward
   std::int64_t reductions_in_flight = 2;  ///< reduce-scatters whose buffers are alive at once
   std::int64_t prefetch = 1;              ///< units gathered ahead of use
+  std::string offload = "none";           ///< "optimizer": the optimizer steps on the host (strata/offload.hpp)
 };
 
 strata::Plan zero_plan(const ZeroOptions& o, int stage) {  // the same at every topology
@@ -57,6 +59,7 @@ strata::Plan zero_plan(const ZeroOptions& o, int stage) {  // the same at every 
   plan.reductions_in_flight = stage == 1 ? 0 : static_cast<int>(o.reductions_in_flight);
   plan.wait_params_per_unit = true;  // the next forward's first units overlap the later groups' all-gathers
   plan.missing_fix = "ZeRO requires every trainable parameter to get a gradient in every step.";
+  plan.offload = strata::OffloadOption::of(o.offload);
   return plan;
 }
 
@@ -68,6 +71,7 @@ strata::Plan zero3_plan(const Zero3Options& o) {
   plan.overlap = o.overlap;
   plan.reductions_in_flight = static_cast<int>(o.reductions_in_flight);
   plan.missing_fix = "ZeRO requires every trainable parameter to get a gradient in every step.";
+  plan.offload = strata::OffloadOption::of(o.offload);
   return plan;
 }
 
@@ -82,6 +86,7 @@ void register_zero(strata::Registry& registry) {
               strata::at_least(0))
       .option("overlap", &ZeroOptions::overlap,
               "reduce-scatter gradients from autograd hooks during backward (false: after backward)");
+  strata::OffloadOption::add(schema1, &ZeroOptions::offload);
   strata::Schema<ZeroOptions> schema2 = schema1;
   schema2.option("reductions_in_flight", &ZeroOptions::reductions_in_flight,
                  "gradient reduce-scatters whose buffers may be alive at once (bounds gradient memory in backward)",
@@ -99,16 +104,19 @@ void register_zero(strata::Registry& registry) {
               strata::at_least(1))
       .option("prefetch", &Zero3Options::prefetch, "units whose all-gather is issued ahead of use (0: none)",
               strata::at_least(0));
+  strata::OffloadOption::add(schema3, &Zero3Options::offload);
+  const auto offload = strata::OffloadOption::matrix_row();
   const auto stage = [](int k) { return [k](const ZeroOptions& o, const strata::Topology&) { return zero_plan(o, k); }; };
   strata::add_plan_strategy(registry, "zero1", "ZeRO-1: optimizer state sharded, bucketed reduce-scatter + all-gather",
-                            schema1, stage(1));
+                            schema1, stage(1),
+                            strata::StrategyTraits{strata::Placement::rank_per_device(), {}, {offload}});
   strata::add_plan_strategy(registry, "zero2", "ZeRO-2: optimizer state and gradients sharded", schema2, stage(2),
                             strata::StrategyTraits{strata::Placement::rank_per_device(), {},
-                                                   {{"all-gathers of 1 MiB", {{"allgather_bucket_mb", "1.0"}}}}});
+                                                   {{"all-gathers of 1 MiB", {{"allgather_bucket_mb", "1.0"}}}, offload}});
   strata::add_plan_strategy(registry, "zero3", "ZeRO-3: parameters, gradients and optimizer state sharded, gathered per unit",
                             schema3, [](const Zero3Options& o, const strata::Topology&) { return zero3_plan(o); },
                             strata::StrategyTraits{strata::Placement::rank_per_device(), {},
-                                                   {{"no prefetch", {{"prefetch", "0"}}}}});
+                                                   {{"no prefetch", {{"prefetch", "0"}}}, offload}});
 }
 
 }  // namespace

@@ -176,3 +176,42 @@ TEST_CASE("fit check: every bundled model's memory estimate has the units of the
     CHECK_MESSAGE(m->activation_bytes_per_sample > 0, k.name);
   }
 }
+
+TEST_CASE("fit check: optimizer offload is suggested where only it fits, and counts host memory apart") {
+  // zero3 at 1 rank, 4 examples of 128 tokens: 18 Psi of state (bfloat16 parameters 2 + float32
+  // masters 4 + gradients 4 + AdamW 8) and the step's 4 Psi of temporaries, 21.2 GiB, refused on
+  // 16 GiB. With offload the device keeps 10 Psi (9.63 GiB), activations and a gathered unit:
+  // 10.8 GiB; the host the AdamW state (8 Psi) and float32 copies of the masters and their
+  // gradients (8 Psi): 15.4 GiB.
+  auto r = tinyllama("zero3", 1, 16);
+  r.global_batch = 4;
+  r.host_memory = 64 * kGiB;
+  strata::Options offload;
+  offload.set("offload", std::string("optimizer"));
+  r.offloaded = [offload] { return es::strategy_model(bundled(), "zero3", offload); };
+  const auto c = es::check_fit(r);
+  CHECK_FALSE(c.fits);
+  CHECK(c.estimate.memory.host == 0);
+  bool suggested = false;
+  for (const auto& w : c.would_fit)
+    suggested = suggested || w.find("zero3 with strategy.offload = \"optimizer\" (10.8 GiB per rank on the device, "
+                                    "15.4 GiB of host memory)") == 0;
+  CHECK_MESSAGE(suggested, "would fit: " << es::fit_fix(r, c));
+
+  // The same request with offload on: it fits the device; the host's share is checked apart.
+  auto on = r;
+  on.model = [offload](const std::string&) { return es::strategy_model(bundled(), "zero3", offload); };
+  on.offloaded = nullptr;
+  const auto fits = es::check_fit(on);
+  CHECK(fits.fits);
+  CHECK(fits.estimate.memory.optimizer == 0);
+  CHECK(fits.estimate.memory.host == doctest::Approx(16 * kPsi));
+  CHECK(fits.estimate.memory.transient_step == 0);
+  CHECK(fits.peak == doctest::Approx(10 * kPsi + 4 * kAct128 + fits.estimate.memory.gathered));
+  CHECK(es::fit_line(on, fits).find("host memory 15.4 GiB (offloaded)") != std::string::npos);
+  on.host_memory = 8 * kGiB;
+  const auto short_host = es::check_fit(on);
+  CHECK_FALSE(short_host.fits);
+  CHECK(es::fit_refusal(on, short_host).find("needs 15.4 GiB of host memory per rank, more than the 8 GiB") !=
+        std::string::npos);
+}

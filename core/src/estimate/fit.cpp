@@ -78,13 +78,28 @@ FitCheck check_fit(const FitRequest& r) {
   FitCheck c;
   c.estimate = estimate_at(r, p, net, r.strategy, r.world_size);
   c.peak = c.estimate.memory.peak();
-  c.fits = r.device_memory <= 0 || c.peak <= r.device_memory;
+  const auto fits = [&r](const StrategyEstimate& e, double limit) {
+    return e.applicable && (limit <= 0 || e.memory.peak() <= limit) &&
+           (r.host_memory <= 0 || e.memory.host <= r.host_memory);
+  };
+  c.fits = fits(c.estimate, r.device_memory);
   if (c.fits) return c;
+  if (r.offloaded) {  // the same strategy with its optimizer on the host
+    EstimateInput in;
+    in.profile = &p;
+    in.network = &net;
+    in.world_size = r.world_size;
+    const auto e = estimate_strategy(r.strategy, in, r.offloaded());
+    if (fits(e, r.device_memory))
+      c.would_fit.push_back(fmt::format("{} with strategy.offload = \"optimizer\" ({} per rank on the device, {} of "
+                                        "host memory)",
+                                        r.strategy, gib_text(e.memory.peak()), gib_text(e.memory.host)));
+  }
   // Other strategies at this world size.
   for (const auto& s : r.candidates) {
     if (s == r.strategy) continue;
     const auto e = estimate_at(r, p, net, s, r.world_size);
-    if (e.applicable && e.memory.peak() <= r.device_memory)
+    if (fits(e, r.device_memory))
       c.would_fit.push_back(fmt::format("{} at {} ({} per rank)", s, ranks(r.world_size), gib_text(e.memory.peak())));
   }
   // This strategy (or, for one that runs on one device only, the candidates) at the smallest
@@ -100,7 +115,7 @@ FitCheck check_fit(const FitRequest& r) {
     const double limit = r.shared_memory ? r.device_memory * r.world_size / static_cast<double>(w) : r.device_memory;
     for (const auto& grow : growing) {
       const auto e = estimate_at(r, p, net, grow, static_cast<int>(w));
-      if (e.applicable && e.memory.peak() <= limit) {
+      if (fits(e, limit)) {
         c.would_fit.push_back(fmt::format("{} at {} ({} per rank)", grow, ranks(static_cast<int>(w)), gib_text(e.memory.peak())));
         return c;
       }
@@ -114,6 +129,7 @@ std::string fit_breakdown(const MemoryEstimate& m) {
                                  gib_text(m.grads), gib_text(m.optimizer), gib_text(m.activations));
   if (m.gathered > 0) text += fmt::format(" + gathered units {}", gib_text(m.gathered));
   if (m.buffers > 0) text += fmt::format(" + communication buffers {}", gib_text(m.buffers));
+  if (m.host > 0) text += fmt::format("; host memory {} (offloaded)", gib_text(m.host));
   if (m.transient_step > m.activations + m.gathered + m.buffers)
     text += fmt::format(" (the optimizer step's {} of temporaries outweigh the backward's)", gib_text(m.transient_step));
   return text;
@@ -138,7 +154,11 @@ std::string fit_refusal(const FitRequest& r, const FitCheck& c) {
                      r.strategy, r.world_size, gib_text(c.peak), fit_breakdown(c.estimate.memory), examples(r),
                      fmt::format("{:.4g}", r.parameters), r.param_dtype, r.optimizer == "sgd" ? "SGD" : "AdamW",
                      gib_text(r.device_memory), r.device_memory_source,
-                     c.estimate.coarse ? " (the strategy declares no schedule: counted as a full replica)" : "");
+                     c.estimate.coarse ? " (the strategy declares no schedule: counted as a full replica)" : "") +
+         (r.host_memory > 0 && c.estimate.memory.host > r.host_memory
+              ? fmt::format(" Its offloaded state needs {} of host memory per rank, more than the {} a rank has there.",
+                            gib_text(c.estimate.memory.host), gib_text(r.host_memory))
+              : std::string());
 }
 
 std::string fit_fix(const FitRequest& r, const FitCheck& c) {

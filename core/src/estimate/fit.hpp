@@ -35,6 +35,11 @@ struct FitRequest {
   std::string reduce_dtype = "float32";
   int ranks_per_host = 0;                   ///< ranks of the job on one host; 0: every rank on one host
   double device_memory = 0;                 ///< bytes one rank may use
+  /// GPU ranks: host bytes one rank may use for what it offloads there (0: not known, unchecked).
+  double host_memory = 0;
+  /// The request's strategy with optimizer offload on (its `offload` option), tried when it does
+  /// not fit; unset where the strategy has no such option or it is already on.
+  std::function<StrategyModel()> offloaded;
   std::string device_memory_source;         ///< how device_memory was found, in words
   /// The ranks share the device memory (CPU ranks of one host): at a larger world size each
   /// rank's share shrinks in proportion (device_memory x world_size / w).

@@ -157,11 +157,13 @@ StrategyEstimate estimate_strategy(const std::string& strategy, const EstimateIn
   e.memory.params = m.params;
   e.memory.grads = m.grads;
   e.memory.optimizer = m.optimizer;
-  e.memory.extra = m.extra_total();
+  for (const auto& [name, bytes] : m.extra)
+    (name.rfind("host_", 0) == 0 && p.device != "cpu" ? e.memory.host : e.memory.extra) += bytes;
+  e.memory.transient_step = m.transient_step;
+  if (e.memory.host > 0) e.memory.transient_step = 0;  // an offloaded optimizer's step runs on the host
   e.memory.gathered = m.gathered;
   e.memory.buffers = m.buffers;
   e.memory.after_backward = m.after_backward;
-  e.memory.transient_step = m.transient_step;
   const int ranks = model.one_device ? 1 : n;
   e.memory.activations = p.activation_bytes_per_sample * p.global_batch * in.batch_scale / ranks / input.micro_batches;
   // One process holding several devices' replicas on the host: theirs, activations included.

@@ -70,6 +70,9 @@ struct MemoryEstimate {
   double grads = 0;
   double optimizer = 0;
   double extra = 0;        ///< state the strategy keeps besides (ScheduleMemory::extra), bytes per rank
+  /// State in host memory, apart from the device's (ScheduleMemory::extra named host_*: optimizer
+  /// offload) on a GPU; CPU ranks hold it in the same memory, there it counts in `extra`.
+  double host = 0;
   double activations = 0;  ///< held between forward and backward, per micro-batch on this rank
   double gathered = 0;     ///< sharded parameters: units gathered at once (the one running, prefetched ones, its gradients)
   double buffers = 0;      ///< communication buffers: staged gradients, buckets

@@ -138,8 +138,10 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
   /// Keeps the part of unit's gathered parameters that this rank's sub-group position owns, then
   /// frees the rest: before_unit_backward gathers it back over the sub-group.
   void reshard_to_subgroup(std::size_t unit);
-  /// One sharded unit (FSDP2's FSDPParamGroup): its flat groups, its plan, the sub-group its copy
-  /// is sharded over, and per group what is in flight between gather() and release().
+  /// One unit of the model (FSDP2's FSDPParamGroup), everything the engine keeps of it. Sharded:
+  /// its flat groups, its plan, the sub-group its copy is sharded over, and per group what is in
+  /// flight between gather() and release(). Replicated: the groups holding its parameters, whose
+  /// post-step all-gathers its forward waits for (wait_params(unit)).
   struct UnitState {
     struct Slot {
       std::shared_ptr<CommWork> work;  ///< the all-gather, while it runs
@@ -148,6 +150,8 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
       torch::Tensor subgroup_copy;     ///< Reshard::kSubgroup: the part kept between forward and backward
     };
     std::vector<std::size_t> groups;  ///< sharded groups (indices into groups_), in model order
+    /// Replicated: the groups holding its parameters (unit 0: also those of no unit).
+    std::vector<std::size_t> replicated_groups;
     std::vector<Slot> slots;          ///< per group, in that order
     std::size_t complete = 0;         ///< groups whose gradients arrived in this backward
     UnitPlan plan;
@@ -215,9 +219,16 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
 
   bool sharded_params() const noexcept { return plan_.sharded == Sharded::kParameters; }
 
-  std::vector<UnitState> units_;
+  /// One flat group's place: its unit (sharded) and the post-step all-gather refreshing it
+  /// (replicated: its entry in param_gathers_ while one is issued, else -1).
+  struct GroupPlace {
+    std::size_t unit = 0;
+    std::ptrdiff_t refresh = -1;
+  };
+
+  std::vector<UnitState> units_;    // per unit of the model
+  std::vector<GroupPlace> placed_;  // per flat group of groups_
   std::vector<std::pair<std::size_t, std::size_t>> locate_;  // params_[i] -> (group, index in group)
-  std::vector<std::size_t> unit_of_;  // sharded: per group, its unit
   std::shared_ptr<Comm> gather_lane_;  // all-gathers over the shard group, on a stream of their own
   std::unique_ptr<GatherCodec> codec_;  // Plan::gather_codec's, or null
 
@@ -229,10 +240,7 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
     std::shared_ptr<CommWork> work;  // null once waited for
   };
   void finish_param_gather(ParamGather& gather) const;
-  mutable std::vector<ParamGather> param_gathers_;         // issued by masters_to_params, not all waited for
-  mutable std::vector<std::ptrdiff_t> gather_of_group_;    // per group: its entry in param_gathers_, or -1
-  std::vector<std::vector<std::size_t>> unit_param_groups_;  // replicated: the groups holding each unit's
-                                                             // parameters (unit 0: also those of no unit)
+  mutable std::vector<ParamGather> param_gathers_;  // issued by masters_to_params, not all waited for
 };
 
 }  // namespace strata::inline kit_v3

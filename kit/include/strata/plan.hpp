@@ -96,6 +96,30 @@ struct UnitPlan {
   ReshardTo after_forward;
 };
 
+/// Where a rank's optimizer runs (ZeRO-Offload, FSDP2's CPUOffloadPolicy for the optimizer).
+enum class Offload {
+  kNone,       ///< on the device, over the masters
+  kOptimizer,  ///< on the host: float32 copies of the owned masters and the optimizer state live in
+               ///< host memory (pinned where the device is a GPU), the gradients go to the host
+               ///< at the step and the updated masters come back to the device
+};
+
+/// The strategy option that selects it, `offload = "none" | "optimizer"` (OffloadOption::add
+/// puts it in a schema, ::of reads it).
+struct OffloadOption {
+  template <class Schema, class Member>
+  static void add(Schema& schema, Member member) {
+    schema.option("offload", member,
+                  "where the optimizer runs: \"optimizer\" keeps the owned float32 masters and the optimizer "
+                  "state in host memory and steps there (the device keeps parameters, gradients and its master "
+                  "copy); \"none\": on the device",
+                  strata::one_of({"none", "optimizer"}));
+  }
+  static Offload of(const std::string& value) { return value == "optimizer" ? Offload::kOptimizer : Offload::kNone; }
+  /// The option-matrix row that tests it (StrategyTraits::option_matrix).
+  static OptionRow matrix_row() { return {"optimizer offload", {{"offload", "\"optimizer\""}}}; }
+};
+
 struct Plan {
   std::string owner = "strategy";  ///< the strategy's name, for messages
   Sharded sharded = Sharded::kNothing;
@@ -147,6 +171,11 @@ struct Plan {
   std::function<std::unique_ptr<GatherCodec>()> gather_codec;
   /// Optional: the plan of unit `index` (named `name`), starting from `units`.
   std::function<void(std::size_t index, const std::string& name, UnitPlan& plan)> unit;
+
+  // ---- the step
+  /// Sharded plans (kOptimizer, kGradients, kParameters): where the optimizer runs. The schedule
+  /// then reports the host's share as model state `host_masters` and `host_optimizer`.
+  Offload offload = Offload::kNone;
 
   // ---- gradients that do not arrive
   /// A parameter without a gradient in a step counts as zero (ddp's find_unused_parameters);
