@@ -121,8 +121,10 @@ const std::vector<CommandHelp>& command_helps() {
        "  2       configuration or usage error: nothing was trained\n"
        "  128+N   ended by signal N (130: Ctrl-C, 143: SIGTERM); the run directory keeps what was written",
        run_env},
-      {"validate", "strata validate FILE [--nproc N] [--set KEY=VALUE]...",
+      {"validate", "strata validate FILE [--nproc N] [--device NAME] [--set KEY=VALUE]...",
        "Checks FILE, its overrides, plugins and data (builds the model and reads the dataset) without training.\n"
+       "The memory each rank needs is checked against its device's ([train] fit_check), or with --device NAME\n"
+       "against a named device's (h100-80gb, a100-40gb, a100-80gb, h200-141gb, b200-180gb, l4-24gb, ...).\n"
        "A sweep file (a [compare] table) is checked whole: every combination's experiment as `strata compare`\n"
        "builds it (base + [compare.set] + --set + axis values), a line each; --set compare.KEY=VALUE changes the\n"
        "sweep (`strata describe compare`), any other --set every run.",

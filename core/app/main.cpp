@@ -184,6 +184,10 @@ int dispatch(int argc, char** argv) {
         "override a key of the experiment (TOML value), e.g. train.steps=20; repeatable");
     if (command == "run" || command == "validate")
       options.add_options()("nproc", po::value<int>()->value_name("N"), "ranks on this host (overrides [distributed] nproc)");
+    if (command == "validate")
+      options.add_options()("device", po::value<std::string>()->value_name("NAME"),
+                            "check memory against this device's (h100-80gb, a100-40gb, h200-141gb, ...; a GPU run "
+                            "checked from a machine without that GPU)");
     if (command == "run")
       options.add_options()("out", po::value<std::string>()->value_name("DIR"),
                             "run directory (default runs/<experiment name>/<UTC time>)")(
@@ -202,6 +206,9 @@ int dispatch(int argc, char** argv) {
     request.file = vars["file"].as<std::string>();
     if (vars.count("set")) request.overrides = vars["set"].as<std::vector<std::string>>();
     if (command == "validate" && strata::is_sweep_file(request.file)) {
+      if (vars.count("device"))
+        throw strata::UsageError("--device does not apply to a sweep: validate each experiment with it.",
+                                 "Drop --device, or run `strata validate EXPERIMENT.toml --device NAME`.");
       if (vars.count("nproc"))
         throw strata::UsageError("--nproc does not apply to a sweep: each run's world size comes from its axis.",
                                  "Write `--set compare.axes.world_size=[N]` instead.");
@@ -217,6 +224,7 @@ int dispatch(int argc, char** argv) {
     if (vars.count("resume")) request.resume = vars["resume"].as<std::string>();
     if (vars.count("max-restarts"))
       request.overrides.push_back("distributed.max_restarts=" + std::to_string(vars["max-restarts"].as<int>()));
+    if (vars.count("device")) request.device_name = vars["device"].as<std::string>();
     if (command == "validate") {
       strata::validate_experiment(request);
       return 0;

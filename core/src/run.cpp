@@ -21,6 +21,7 @@
 #include "comm/job_monitor.hpp"
 #include "comm/process_group.hpp"
 #include "device/host_memory.hpp"
+#include "device/named_devices.hpp"
 #include "estimate/fit_experiment.hpp"
 #include "launch/device_choice.hpp"
 #include "launch/env_checks.hpp"
@@ -211,7 +212,7 @@ enum class Purpose { kRun, kValidate };
 /// Loads and validates everything a rank of `world` needs, before any training, writing nothing.
 /// `resuming`: the model's values come from a checkpoint, not from [train] init_from.
 std::unique_ptr<RankRun> prepare(Experiment experiment, const WorldInfo& world, Purpose purpose = Purpose::kRun,
-                                 bool resuming = false) {
+                                 bool resuming = false, const std::string& device_name = "") {
   auto p = std::make_unique<RankRun>();
   p->world = world;
   p->experiment = std::move(experiment);
@@ -285,8 +286,10 @@ std::unique_ptr<RankRun> prepare(Experiment experiment, const WorldInfo& world, 
     const auto memory = create(e, "model", [&] {
       return p->registry.estimate_model_memory(e.model.name, e.model.options, model_context);
     });
-    p->memory_fit = estimate::check_strategy_fits(e, p->registry, world, p->device, *p->estimated_parameters, memory,
-                                                   host_available);
+    auto fit = estimate::check_strategy_fits(e, p->registry, world, p->device, *p->estimated_parameters, memory,
+                                             host_available, device_name);
+    p->memory_fit = std::move(fit.line);
+    p->memory_warning = std::move(fit.warning);
   }
   if (purpose == Purpose::kValidate && p->estimated_parameters &&
       *p->estimated_parameters * kFloat32Bytes > kValidateBuildBytes)
@@ -298,15 +301,45 @@ std::unique_ptr<RankRun> prepare(Experiment experiment, const WorldInfo& world, 
   return p;
 }
 
-/// Every check a resume of `place`'s checkpoint can fail, with what `p` has built; `verify_data`
-/// also reads the whole checkpoint against its checksums (where no rank waits meanwhile: a job of
-/// one rank, or strata's launcher before it starts the ranks).
-void check_resume_of(const RunPlace& place, const RankRun& p, bool verify_data) {
-  if (!place.resume) return;
-  const DataSpec data = p.dataset->spec();
-  ResumeSubject subject{p.model.get(), p.strategy.get(), &data};
-  subject.verify_data = verify_data;
-  check_resume(p.experiment, *place.resume, subject);
+/// How a process settles a run (settle()): a rank of the job, or strata's launcher before it
+/// starts the ranks.
+struct Settling {
+  Purpose purpose = Purpose::kRun;  ///< kValidate: the launcher (the ranks build their own)
+  bool places = true;               ///< it plans the place (a node of rank-0-elsewhere without --out does not)
+  bool share = false;               ///< a node whose rank 0 runs elsewhere: it only creates the directory
+  bool opens = true;                ///< it will open the run directory (takes its lock while planning)
+  /// The whole resumed checkpoint is read against its checksums: where no rank waits meanwhile.
+  bool verify_data = false;
+};
+
+/// What a process has settled before anything is written: where the run lives (when it places
+/// it) and what a rank needs; `run` is null when the resumed checkpoint left nothing to train.
+struct Settled {
+  std::optional<RunPlace> place;
+  std::unique_ptr<RankRun> run;
+};
+
+/// The run's place and what it builds, decided once for a rank and for the launcher: plans the
+/// place (plan_run_place), prepares, then makes every check a resume can fail (the checkpoint
+/// against the model, strategy and data; the checkpoint's space; a finished run), writing
+/// nothing: a refused run leaves an existing run directory as it was. open_run_place() follows,
+/// where each caller opens.
+Settled settle(const RunRequest& request, Experiment experiment, const WorldInfo& world, const Settling& how) {
+  Settled s;
+  if (how.places) s.place = plan_run_place(request, experiment, how.share, how.opens);
+  const bool resuming = s.place && s.place->resume;
+  s.run = prepare(std::move(experiment), world, how.purpose, resuming);
+  if (!s.place) return s;
+  const RankRun& p = *s.run;
+  if (resuming) {
+    const DataSpec data = p.dataset->spec();
+    ResumeSubject subject{p.model.get(), p.strategy.get(), &data};
+    subject.verify_data = how.verify_data;
+    check_resume(p.experiment, *s.place->resume, subject);
+  }
+  if (world.rank == 0) check_checkpoint_space(p, *s.place);
+  if (nothing_left(*s.place, p.experiment, world.rank)) s.run.reset();
+  return s;
 }
 }  // namespace
 
@@ -334,11 +367,12 @@ void check_out_dir_writable(const Experiment& e) {
 }
 
 void validate_experiment(const RunRequest& request) {
+  if (!request.device_name.empty()) require_named_device(request.device_name);  // before any work
   WorldInfo world = world_from_environment().value_or(WorldInfo{});
   auto experiment = load_experiment(request.file, request.overrides);
   check_out_dir_writable(experiment);
   if (world.launcher == "none") world.world_size = world.local_world_size = static_cast<int>(experiment.distributed.nproc);
-  auto p = prepare(std::move(experiment), world, Purpose::kValidate);
+  auto p = prepare(std::move(experiment), world, Purpose::kValidate, /*resuming=*/false, request.device_name);
   const auto& e = p->experiment;
   const std::string parameters =
       p->model ? std::to_string(p->model->parameter_count()) + " parameters"
@@ -348,6 +382,7 @@ void validate_experiment(const RunRequest& request) {
                            detail::shown(request.file.string(), 200), e.model.name, parameters, e.dataset.name,
                            e.strategy.name, e.train.steps, world.world_size, p->device.str());
   if (!p->memory_fit.empty()) std::cout << p->memory_fit << "\n";
+  if (!p->memory_warning.empty()) std::cerr << "warning: " << p->memory_warning << "\n";
   if (!p->device_note.empty()) std::cout << "note: " << p->device_note << "\n";
 }
 
@@ -375,15 +410,16 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   watch.hang = std::chrono::milliseconds(static_cast<std::int64_t>(hang_s * 1000));
   JobMonitor monitor(watch);  // from here SIGINT/SIGTERM stop the run at a step boundary
   // Where the run lives and what it resumes is decided first, and every check a resume can fail
-  // runs before the run directory is opened: a refused resume leaves it as it was.
-  RunPlace place = plan_run_place(request, experiment, /*share=*/false, /*opens=*/world.rank == 0);
-  auto p = prepare(std::move(experiment), world, Purpose::kRun, place.resume.has_value());
-  // The whole checkpoint is read against its checksums where nobody waits for this process: in a
-  // job of one rank (strata's launcher verifies for its ranks). Under torchrun, srun or mpirun the
-  // other ranks wait at the rendezvous meanwhile, so there damage is found as each rank loads.
-  check_resume_of(place, *p, /*verify_data=*/world.launcher == "none");
-  if (world.rank == 0) check_checkpoint_space(*p, place);
-  if (nothing_left(place, p->experiment, world.rank)) return;
+  // runs before the run directory is opened: a refused resume leaves it as it was. The whole
+  // checkpoint is read against its checksums where nobody waits for this process: in a job of one
+  // rank (strata's launcher verifies for its ranks). Under torchrun, srun or mpirun the other
+  // ranks wait at the rendezvous meanwhile, so there damage is found as each rank loads.
+  Settling how;
+  how.opens = world.rank == 0;
+  how.verify_data = world.launcher == "none";
+  auto [planned, p] = settle(request, std::move(experiment), world, how);
+  if (!p) return;
+  RunPlace place = std::move(*planned);
   const auto& e = p->experiment;
   // This rank's GPU is the current device for the whole run: raw allocations and streams that
   // take the current device (Gloo on CUDA tensors sets none itself) land on it.
@@ -445,6 +481,8 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   if (backend == "nccl") direct_flight_recorder(run_dir, world.rank);
   const Logger& log = p->log;
   if (!p->device_note.empty()) log.info("note: " + p->device_note);
+  // strata's launcher said the fit check's warning before it started the ranks.
+  if (world.rank == 0 && world.launcher != "strata" && !p->memory_warning.empty()) log.warn(p->memory_warning);
   if (world.rank == 0)
     for (const auto& w : environment_warnings(process_environment(), backend == "nccl", p->device.is_cuda()))
       log.warn(w);
@@ -548,15 +586,16 @@ int run_experiment(const RunRequest& request) {
   }
   // The node of rank 0 names and claims the run directory, for its ranks too (kRunClaimVariable:
   // its rank 0 finds the launcher's claim its own); the ranks of other nodes take rank 0's.
-  const bool places = spawn.node_rank == 0 || !request.out.empty();
-  std::optional<RunPlace> place;
-  if (places) place = plan_run_place(request, e, /*share=*/spawn.node_rank != 0);
   // Every configuration error, and every check a resume can fail, surfaces once, before the run
   // directory is opened and before any rank starts.
-  auto prepared = prepare(e, world, Purpose::kValidate, place && place->resume);
-  if (place) check_resume_of(*place, *prepared, /*verify_data=*/spawn.node_rank == 0);
-  if (place) check_checkpoint_space(*prepared, *place);
-  if (place && nothing_left(*place, e, 0)) return 0;
+  Settling how;
+  how.purpose = Purpose::kValidate;
+  how.places = spawn.node_rank == 0 || !request.out.empty();
+  how.share = spawn.node_rank != 0;
+  how.verify_data = spawn.node_rank == 0;
+  auto [place, prepared] = settle(request, e, world, how);
+  if (!prepared) return 0;
+  if (!prepared->memory_warning.empty()) std::cerr << "warning: " << prepared->memory_warning << "\n";
   prepared.reset();  // the ranks build their own: no copy of the model stays here while they train
   std::vector<std::string> common = {"run", request.file.string()};
   std::optional<fs::path> checkpoint;

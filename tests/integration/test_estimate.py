@@ -103,6 +103,76 @@ def a_gpu_profile_is_estimated_without_a_gpu():
              "zero3@4 needs less than half of ddp@4's memory per rank")
 
 
+def contradictory_references_are_refused():
+    """On the CPU the estimate measures the step's work at each rank's thread count between
+    reference runs at the profile's own count. When the references disagree (a test hook slows
+    reference k by k x 50 ms per micro-batch, as a load growing during the measurement would), more
+    are run; with no majority of them within 20% of one another it refuses, giving their figures,
+    and prints no prediction. Without the hook the same estimate goes through, and no efficiency
+    above 100% is printed without its cause."""
+    sets = SETS + ["train.steps=6"]
+    out = st.temp_dir("estimate_contradictory")
+    env = dict(os.environ, STRATA_FAULT="diverging-references:0.05")
+    result = st.strata("estimate", st.GOOD_SYNTHETIC, "--world-sizes", "1,2", "--strategies", "ddp", "--out", out,
+                       *st.set_args(*sets), env=env)
+    st.check(result.returncode not in (0, None), "contradictory references were not refused", result)
+    st.expect_no_crash(result)
+    st.expect_in("reference runs contradict each other", result.stderr, result)
+    st.check("PREDICTED" not in result.stdout, "a prediction was printed from contradictory references", result)
+    st.check(os.path.isdir(os.path.join(out, "again-2")), "no further reference runs were made")
+    out = st.temp_dir("estimate_quiet")
+    result = st.strata("estimate", st.GOOD_SYNTHETIC, "--world-sizes", "1,2", "--strategies", "ddp", "--out", out,
+                       *st.set_args(*sets))
+    st.expect_exit(result, 0)
+    with open(os.path.join(out, "estimate.json")) as f:
+        rows = json.load(f)["rows"]
+    for r in rows:
+        if r["applicable"] and r["efficiency"] > 1.005:
+            st.expect_stdout(result, "efficiency above 100%%: %s at %d" % (r["strategy"], r["world_size"]))
+
+
+def fit_check_from_a_profile_on_a_named_device():
+    """validate's fit check of the TinyLlama example ([train] memory_profile: its run on one H200)
+    against a named 80 GB device from this machine: single at 2048 tokens, 4 examples per
+    micro-batch, predicted within 5% of the 36.7 GiB tensor peak that run measured, and accepted.
+    From the model's formula instead the same run is predicted beyond the device: within the
+    formula's uncertainty a warning, beyond it an error naming the override, which "warn" and "off"
+    honour. A device name that is not in the table, or a profile that is not a run, is exit 2."""
+    toml = os.path.join(st.REPO, "examples", "tinyllama_text.toml")
+    with open(os.path.join(st.REPO, "examples", "profiles", "tinyllama_h200", "summary.json")) as f:
+        measured = json.load(f)["memory"]["peak_tensor_bytes"] / 2**30
+    result = st.strata("validate", toml, "--device", "h100-80gb", *st.set_args("strategy.name=single"))
+    st.expect_exit(result, 0)
+    line = [l for l in result.stdout.splitlines() if l.startswith("memory per rank: about ")]
+    st.check(len(line) == 1, "no memory line", result)
+    predicted = float(line[0].split("about ")[1].split(" GiB")[0])
+    st.expect_close(predicted, measured, "single's predicted peak against the H200's", rel=0.05)
+    st.expect_stdout(result, "of the 79.1 GiB of --device h100-80gb")
+    st.expect_stdout(result, "activations measured by the profile")
+    formula = ["strategy.name=single", "train.memory_profile=\"\""]
+    # 86.1 GiB from the formula: beyond 79.1 GiB by less than its 25%, a warning; beyond 40 GiB's, an error.
+    result = st.strata("validate", toml, "--device", "h100-80gb", *st.set_args(*formula))
+    st.expect_exit(result, 0)
+    st.expect_in("within the estimate's uncertainty", result.stderr, result)
+    result = st.strata("validate", toml, "--device", "a100-40gb", *st.set_args(*formula))
+    st.expect_exit(result, 2)
+    st.expect_in("the model's formula (uncertainty about 25%)", result.stderr, result)
+    st.expect_in("fit_check = \"warn\"", result.stderr, result)
+    result = st.strata("validate", toml, "--device", "a100-40gb", *st.set_args(*formula, "train.fit_check=\"warn\""))
+    st.expect_exit(result, 0)
+    st.expect_in("Running anyway", result.stderr, result)
+    result = st.strata("validate", toml, "--device", "a100-40gb", *st.set_args(*formula, "train.fit_check=\"off\""))
+    st.expect_exit(result, 0)
+    st.check("memory per rank" not in result.stdout and not result.stderr.strip(), "fit_check off still checked", result)
+    result = st.strata("validate", toml, "--device", "h100-80gbb")
+    st.expect_exit(result, 2)
+    st.expect_in("Did you mean 'h100-80gb'?", result.stderr, result)
+    result = st.strata("validate", toml, "--device", "h100-80gb", *st.set_args("train.memory_profile=\"profiles\""))
+    st.expect_exit(result, 2)
+    st.expect_in("train.memory_profile", result.stderr, result)
+    print("  single predicted %.1f GiB against %.1f GiB measured" % (predicted, measured))
+
+
 def fsdp_variants_with_accumulation():
     """fsdp's SHARD_GRAD_OP (units gathered again in every micro-batch), NO_SHARD and HYBRID_SHARD
     (shards averaged across replicas once a step) with 2 micro-batches: predicted bus bytes per step
@@ -336,4 +406,5 @@ def estimate_of_a_sweep_follows_its_scaling():
 if __name__ == "__main__":
     st.main([estimate_matches_measured_runs, bad_input_is_exit_2, compare_estimate_puts_predictions_beside_measurements,
              estimate_of_a_sweep_follows_its_scaling, a_gpu_profile_is_estimated_without_a_gpu,
+             fit_check_from_a_profile_on_a_named_device, contradictory_references_are_refused,
              fsdp_variants_with_accumulation, a_kit_plugin_is_estimated_from_its_plan])

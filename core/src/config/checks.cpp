@@ -304,6 +304,11 @@ void check_consistency(const Experiment& e) {
                   "Point init_from at the final_model.pt or final_model directory of a run made with "
                   "`save_final = true`, or at a Hugging Face model directory (model.safetensors or "
                   "model.safetensors.index.json inside).");
+  if (!t.memory_profile.empty() && !fs::is_regular_file(fs::path(t.memory_profile) / "summary.json"))
+    throw e.error("train.memory_profile",
+                  "no run directory at \"" + detail::shown(t.memory_profile, 200) + "\" (it holds no summary.json).",
+                  "Point memory_profile at the run directory of this experiment on one device (`strata run` with "
+                  "nproc = 1), or remove it to size activations by the model's formula.");
   check_run_path(e);
 }
 

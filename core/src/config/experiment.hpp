@@ -48,6 +48,12 @@ struct TrainSection {
   bool sync_audit = false;               ///< debug, CUDA: a host sync between log steps is an error
   std::vector<std::int64_t> trace_steps; ///< debug: [first, last] steps (1-based) traced per rank; empty = none
   std::int64_t timing_warmup_steps = 5;  ///< steps of each segment left out of the steady-state step time
+  /// The memory fit check before any rank trains: "error" refuses a run predicted not to fit (beyond
+  /// the estimate's uncertainty), "warn" only says so, "off" skips it.
+  std::string fit_check = "error";
+  /// A run directory of this experiment on one device (summary.json, units.json): the fit check's
+  /// activations come from what it measured instead of the model's formula. "" = none.
+  std::string memory_profile;
   std::string init_from;                 ///< start from a saved model (save_final output, Hugging Face
                                          ///< directory, safetensors file or index); "" = fresh init
 };

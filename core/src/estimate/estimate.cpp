@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -192,6 +194,67 @@ fs::path run_profile(const EstimateTarget& t, const EstimateRequest& r, const Ex
   return dir;
 }
 
+/// The reference runs (the profile's own thread count, before and after the runs at other counts)
+/// must agree: a majority of them within this relative spread of one another. While they do not,
+/// more are run, up to kMaxReferences; the reference is that majority's median.
+constexpr double kReferenceBand = 0.2;
+constexpr std::size_t kMaxReferences = 4;
+
+/// (largest - smallest) / smallest.
+double spread(const std::vector<double>& v) {
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return *lo > 0 ? (*hi - *lo) / *lo : 0.0;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/// The largest set of `v` within kReferenceBand of its smallest member, when it is a majority of
+/// `v` (more than half, at least two); else empty.
+std::vector<double> agreeing(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<double> best;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::size_t j = i;
+    while (j < v.size() && v[j] <= v[i] * (1.0 + kReferenceBand)) ++j;
+    if (j - i > best.size()) best.assign(v.begin() + static_cast<std::ptrdiff_t>(i), v.begin() + static_cast<std::ptrdiff_t>(j));
+  }
+  return best.size() >= 2 && 2 * best.size() > v.size() ? best : std::vector<double>{};
+}
+
+/// Reference run `k` (0: before the others). Test hook: STRATA_FAULT=diverging-references:SECONDS
+/// makes reference k compute k x SECONDS longer per micro-batch (STRATA_FAULT=slow-compute in its
+/// environment), as on a host whose load grows while it is measured.
+template <class Work>
+double reference_run(Work& work, int threads, const std::string& dir, std::size_t k) {
+  const char* fault = std::getenv("STRATA_FAULT");
+  double seconds = 0;
+  if (k == 0 || fault == nullptr || std::sscanf(fault, "diverging-references:%lf", &seconds) != 1 || seconds <= 0)
+    return work(threads, dir);
+  const std::string saved = fault;
+  ::setenv("STRATA_FAULT", fmt::format("slow-compute:{}", seconds * static_cast<double>(k)).c_str(), 1);
+  const double w = work(threads, dir);
+  ::setenv("STRATA_FAULT", saved.c_str(), 1);
+  return w;
+}
+
+Error contradictory_references(const std::vector<double>& references, int threads, const fs::path& out) {
+  std::vector<std::string> ms;
+  for (double r : references) ms.push_back(fmt::format("{:.3g}", 1e3 * r));
+  return Error(fmt::format("the profile's reference runs contradict each other: the same short run at {} thread{} took "
+                           "{} ms of work per step (a spread of {:.0f}%; no majority of them within {:.0f}% of one "
+                           "another, as runs of one moment are), so no ratio between thread counts, and no prediction from them, can be "
+                           "trusted. Their runs are in {}.",
+                           threads, threads == 1 ? "" : "s", fmt::join(ms, ", "), 100 * spread(references),
+                           100 * kReferenceBand, out.string()),
+               "Run the estimate on a quiet machine (another process was competing for the cores: `top` shows which), "
+               "or give --profile RUN_DIR of a run made there; on a shared machine, pin the estimate to cores of its "
+               "own (taskset, a Slurm allocation).");
+}
+
 /// The profile: the run (RUN_DIR, or one started now), the model's units timed one by one, and on
 /// the CPU a run for each thread count the ranks will use that differs from the run's.
 estimate::Profile measure_profile(const EstimateTarget& target, const EstimateRequest& r, const Experiment& e,
@@ -234,10 +297,23 @@ estimate::Profile measure_profile(const EstimateTarget& target, const EstimateRe
       auto work = [&](int threads, const std::string& dir) {
         return estimate::read_profile(run_profile(target, r, e, own_ok, out / dir, threads), e).work_s();
       };
-      const double before = work(profile.threads, "before");
+      std::vector<double> references{reference_run(work, profile.threads, "before", 0)};
       std::map<int, double> measured;
       for (int threads : counts) measured[threads] = work(threads, "");
-      const double reference = (before + work(profile.threads, "after")) / 2;
+      references.push_back(reference_run(work, profile.threads, "after", 1));
+      // References of one moment agree; while they do not, more (up to kMaxReferences) say which
+      // is the odd one out. Without a majority that agrees no ratio between thread counts holds.
+      while (agreeing(references).empty() && references.size() < kMaxReferences)
+        references.push_back(
+            reference_run(work, profile.threads, fmt::format("again-{}", references.size() - 1), references.size()));
+      const auto agreed = agreeing(references);
+      if (agreed.empty()) throw contradictory_references(references, profile.threads, out);
+      const double reference = median(agreed);
+      if (references.size() > 2)
+        profile.notes.push_back(fmt::format("{} reference runs at {} thread{}, {} of them within {:.0f}% (spread of all "
+                                            "{:.0f}%): their median is the reference",
+                                            references.size(), profile.threads, profile.threads == 1 ? "" : "s",
+                                            agreed.size(), 100 * kReferenceBand, 100 * spread(references)));
       const double own = profile.work_s();
       for (const auto& [threads, seconds] : measured) {
         profile.compute_by_threads[threads] = own * seconds / reference;
@@ -456,6 +532,31 @@ Json run_estimate(const EstimateRequest& r) {
     if (!row.applicable && row.strategy != target.baseline_strategy)
       std::cout << fmt::format("n/a {} at {}: {}\n", row.strategy, row.world_size, row.note);
   for (const auto& note : profile.notes) std::cout << "note: " << note << "\n";
+  // An efficiency above 100% is never printed without its cause.
+  for (const auto& row : rows) {
+    if (!row.applicable || row.world_size == target.baseline_world) continue;
+    const double efficiency = efficiency_of(speedup_of(row, baseline), row.world_size);
+    if (efficiency <= 1.005) continue;
+    std::string why;
+    if (profile.device == "cpu") {
+      const int threads = estimate::rank_threads(profile, network, row.world_size);
+      const int base_threads = estimate::rank_threads(profile, network, target.baseline_world);
+      const int all = threads * row.world_size, base_all = base_threads * target.baseline_world;
+      if (all > base_all)
+        why = fmt::format("its {} ranks compute with {} threads in all, the baseline with {}: more of the host's cores "
+                          "work, which a GPU job does not gain (set [train] threads to compare at equal threads per rank)",
+                          row.world_size, all, base_all);
+      else
+        why = fmt::format("its ranks compute with {} thread{} each, the baseline with {}, and the profile measured "
+                          "fewer threads to work more efficiently per thread",
+                          threads, threads == 1 ? "" : "s", base_threads);
+    } else {
+      why = "the baseline's step holds work that does not shrink with its own world size but is split here (its "
+            "micro-batches or its data loading)";
+    }
+    std::cout << fmt::format("efficiency above 100%: {} at {} ({:.0f}%): {}\n", row.strategy, row.world_size,
+                             100 * efficiency, why);
+  }
 
   // ---- estimate.json and estimate.csv ----
   Json j = Json::object();

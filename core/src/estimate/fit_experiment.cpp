@@ -6,11 +6,16 @@
 #include <fmt/format.h>
 
 #include "config/experiment.hpp"
+#include "device/named_devices.hpp"
 #include "estimate/fit.hpp"
+#include "estimate/profile.hpp"
+#include "strata/errors.hpp"
 #include "text/units.hpp"
 #include "train/device_memory.hpp"
 
 namespace strata::estimate {
+
+namespace fs = std::filesystem;
 
 StrategyModel experiment_strategy_model(const Experiment& e, const Registry& registry, const std::string& name) {
   return strategy_model(registry, name, name == e.strategy.name ? e.strategy.options : Options{});
@@ -27,10 +32,55 @@ std::vector<std::string> fit_candidates(const Registry& registry, int world) {
   return names;
 }
 
-std::string check_strategy_fits(const Experiment& e, const Registry& registry, const WorldInfo& world,
-                                const torch::Device& device, double parameters,
-                                const std::optional<ModelMemoryEstimate>& memory,
-                                const std::optional<HostMemory>& host_available) {
+namespace {
+
+/// Activations per example that [train] memory_profile measured, with where they come from.
+struct MeasuredActivations {
+  double per_example = 0;
+  std::string source;
+};
+
+/// The profile run's tensor peak less its model state, per example of its micro-batch: what
+/// autograd saved for backward plus the transient at the peak (the loss's gradient), both linear in
+/// the examples. With activation checkpointing the saved part is the units' checkpointed bytes
+/// (units.json) where the profile measured them.
+MeasuredActivations measured_activations(const Experiment& e) {
+  const fs::path dir = e.train.memory_profile;
+  const Profile p = read_profile(dir, e);
+  MeasuredActivations m;
+  m.per_example = p.activation_bytes_per_sample;
+  m.source = fmt::format("measured by the profile {} on {}", dir.string(), p.device);
+  if (e.train.activation_checkpointing != "full") return m;
+  const auto units = load_units(dir, p.device);
+  if (!units || units->empty() || units->front().checkpointed_bytes < 0) {
+    m.source += " (without activation checkpointing: it saved no per-unit bytes, so this is an upper bound)";
+    return m;
+  }
+  const double per_micro = p.global_batch / std::max(1, p.micro_batches);
+  const double excess = m.per_example * per_micro;  // what the peak held beyond the model state, per micro-batch
+  double full = 0, kept = 0;
+  const auto every = static_cast<std::size_t>(std::max<std::int64_t>(1, e.train.activation_checkpointing_every));
+  for (std::size_t i = 0; i < units->size(); ++i) {
+    const auto& u = (*units)[i];
+    full += std::max(0.0, u.activation_bytes);
+    kept += std::max(0.0, i % every == 0 ? u.checkpointed_bytes : u.activation_bytes);
+  }
+  const double transient = std::max(0.0, excess - full);
+  m.per_example = (kept + transient) / per_micro;
+  m.source += ", its units' bytes with activation checkpointing";
+  return m;
+}
+
+constexpr double kMeasuredUncertainty = 0.05;
+constexpr double kFormulaUncertainty = 0.25;
+
+}  // namespace
+
+FitOutcome check_strategy_fits(const Experiment& e, const Registry& registry, const WorldInfo& world,
+                               const torch::Device& device, double parameters,
+                               const std::optional<ModelMemoryEstimate>& memory,
+                               const std::optional<HostMemory>& host_available, const std::string& device_name) {
+  if (e.train.fit_check == "off") return {};
   FitRequest r;
   r.strategy = e.strategy.name;
   r.world_size = std::max(1, world.world_size);
@@ -43,24 +93,55 @@ std::string check_strategy_fits(const Experiment& e, const Registry& registry, c
       if (const auto* n = std::get_if<std::int64_t>(&it->second); n != nullptr && *n > 0) r.world_size = static_cast<int>(*n);
   }
   r.model = [&e, &registry](const std::string& strategy) { return experiment_strategy_model(e, registry, strategy); };
+  if (entry.schema.find("offload") != nullptr) {
+    const auto& values = e.strategy.options.values();
+    const auto it = values.find("offload");
+    const bool on = it != values.end() && to_toml(it->second) == to_toml(OptionValue(std::string("optimizer")));
+    if (!on)
+      r.offloaded = [&e, &registry] {
+        Options options = e.strategy.options;
+        options.set("offload", OptionValue(std::string("optimizer")));
+        return strategy_model(registry, e.strategy.name, options);
+      };
+  }
   r.candidates = fit_candidates(registry, r.world_size);
   // Every rank on one host (any world size tried), or hosts of this job's local ranks.
   r.ranks_per_host = world.local_world_size >= r.world_size ? 0 : std::max(1, world.local_world_size);
   r.parameters = parameters;
-  // Activations in the parameters' dtype: the estimate counts float32 ones.
-  const bool narrow = e.precision.param_dtype == "bfloat16" || e.precision.param_dtype == "float16";
-  if (memory) {
+  std::string activations = "the model's formula";
+  double uncertainty = kFormulaUncertainty;
+  if (!e.train.memory_profile.empty()) {
+    MeasuredActivations measured;
+    try {
+      measured = measured_activations(e);
+    } catch (const Error& err) {
+      throw e.error("train.memory_profile", err.what(), err.fix());
+    }
+    if (memory) r.unit_parameters = memory->unit_parameters;
+    r.activation_bytes_per_sample = measured.per_example;  // in the dtype it ran with: this experiment's
+    activations = measured.source;
+    uncertainty = kMeasuredUncertainty;
+  } else if (memory) {
+    // Activations in the parameters' dtype: the estimate counts float32 ones.
+    const bool narrow = e.precision.param_dtype == "bfloat16" || e.precision.param_dtype == "float16";
     r.unit_parameters = memory->unit_parameters;
     r.activation_bytes_per_sample = memory->activation_bytes_per_sample * (narrow ? 0.5 : 1.0);
+    if (e.train.activation_checkpointing == "full")
+      r.checkpoint_every = static_cast<int>(std::max<std::int64_t>(1, e.train.activation_checkpointing_every));
   }
-  if (e.train.activation_checkpointing == "full") r.checkpoint_every = static_cast<int>(std::max<std::int64_t>(1, e.train.activation_checkpointing_every));
   r.global_batch = static_cast<double>(e.train.global_batch_size);
   r.micro_batches = static_cast<int>(e.train.micro_batches);
   r.optimizer = e.optimizer.name;
   r.momentum = e.optimizer.momentum;
   r.param_dtype = e.precision.param_dtype;
   r.reduce_dtype = e.precision.reduce_dtype;
-  if (device.is_cuda()) {
+  const int local = std::max(1, world.local_world_size);
+  if (!device_name.empty()) {
+    const NamedDevice named = require_named_device(device_name);
+    r.device_memory = named.bytes;
+    r.device_memory_source = fmt::format("--device {} ({})", named.name, named.what);
+    if (host_available) r.host_memory = host_available->bytes / local;
+  } else if (device.is_cuda()) {
     if (const auto total = device_total_bytes(device)) {
       r.device_memory = static_cast<double>(total->first);
       r.device_memory_source = fmt::format("{} ({})", total->second, device.str());
@@ -68,9 +149,9 @@ std::string check_strategy_fits(const Experiment& e, const Registry& registry, c
       r.device_memory = 80.0 * 1024 * 1024 * 1024;
       r.device_memory_source = "a GPU (assumed 80 GiB: its memory could not be read)";
     }
+    if (host_available) r.host_memory = host_available->bytes / local;
   } else {
     if (!host_available) return {};
-    const int local = std::max(1, world.local_world_size);
     r.device_memory = host_available->bytes / local;
     r.shared_memory = true;
     r.device_memory_source = local > 1 ? fmt::format("{} ({}) shared by this host's {} ranks", host_available->source,
@@ -78,8 +159,20 @@ std::string check_strategy_fits(const Experiment& e, const Registry& registry, c
                                        : host_available->source;
   }
   const auto check = check_fit(r);
-  if (!check.fits) throw e.error("strategy.name", fit_refusal(r, check), fit_fix(r, check));
-  return fit_line(r, check);
+  FitOutcome out;
+  out.line = fit_line(r, check) + fmt::format("; activations {}", activations);
+  if (check.fits) return out;
+  const std::string override_fix =
+      "To run anyway, set [train] fit_check = \"warn\" (--set train.fit_check='\"warn\"').";
+  const bool beyond = check.peak > r.device_memory * (1.0 + uncertainty) ||
+                      (r.host_memory > 0 && check.estimate.memory.host > r.host_memory * (1.0 + uncertainty));
+  const std::string why = fit_refusal(r, check) + fmt::format(" The activations are {} (uncertainty about {:.0f}%).",
+                                                              activations, uncertainty * 100);
+  if (beyond && e.train.fit_check == "error") throw e.error("strategy.name", why, fit_fix(r, check) + " " + override_fix);
+  out.warning = beyond ? fmt::format("{} Running anyway ([train] fit_check = \"warn\"). {}", why, fit_fix(r, check))
+                       : fmt::format("{} That is within the estimate's uncertainty: the run may still fit. {}", why,
+                                     fit_fix(r, check));
+  return out;
 }
 
 }  // namespace strata::estimate

@@ -26,15 +26,27 @@ StrategyModel experiment_strategy_model(const Experiment& e, const Registry& reg
 /// a schedule and runs a rank per device (and at world size 1, those on one device).
 std::vector<std::string> fit_candidates(const Registry& registry, int world);
 
+/// What the fit check says of a run ([train] fit_check): the line validate prints, and a warning
+/// where the prediction exceeds the device within the estimate's uncertainty (or beyond it under
+/// fit_check = "warn").
+struct FitOutcome {
+  std::string line;
+  std::string warning;
+};
+
 /// The strategy's memory per rank (fit.hpp: model state by its sharding, activations of this
-/// rank's micro-batch from the model's memory estimate, gathered units and communication buffers)
-/// against the device a rank uses: the GPU's total memory, or on the CPU `host_available` (the
-/// memory this run may take: the host's, bounded by its cgroup's limit and a Slurm allocation;
-/// device/host_memory.hpp) shared by this host's ranks. Returns the line validate prints ("" when
-/// the host's memory is unknown); a strategy that does not fit is a config error at strategy.name
-/// naming what would.
-std::string check_strategy_fits(const Experiment& e, const Registry& registry, const WorldInfo& world,
-                                const torch::Device& device, double parameters,
-                                const std::optional<ModelMemoryEstimate>& memory, const std::optional<HostMemory>& host_available);
+/// rank's micro-batch from [train] memory_profile's measurements, else from the model's memory
+/// estimate, gathered units and communication buffers) against the device a rank uses:
+/// `device_name`'s memory where given (a named device: `strata validate --device`), else the GPU's
+/// total memory, or on the CPU `host_available` (the memory this run may take: the host's, bounded
+/// by its cgroup's limit and a Slurm allocation; device/host_memory.hpp) shared by this host's
+/// ranks. Under [train] fit_check = "error" a prediction beyond the device by more than the
+/// estimate's uncertainty (5% measured, 25% from a formula) is a config error at strategy.name
+/// naming the figure, its source, what would fit and the override; "warn" makes that a warning,
+/// "off" skips the check (empty outcome).
+FitOutcome check_strategy_fits(const Experiment& e, const Registry& registry, const WorldInfo& world,
+                               const torch::Device& device, double parameters,
+                               const std::optional<ModelMemoryEstimate>& memory,
+                               const std::optional<HostMemory>& host_available, const std::string& device_name = "");
 
 }  // namespace strata::estimate

@@ -23,6 +23,10 @@ struct RunRequest {
   /// `--standalone`: ignore launcher variables (Slurm, torchrun, OpenMPI, Kubeflow) and start the
   /// ranks on this host, as torchrun --standalone does.
   bool standalone = false;
+  /// `strata validate --device NAME`: the fit check takes that named device's memory
+  /// (device/named_devices.hpp), to check a GPU run from a machine without the GPU. "" = the device
+  /// this host would run on.
+  std::string device_name;
 };
 
 }  // namespace strata

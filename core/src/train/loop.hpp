@@ -113,6 +113,7 @@ class Loop {
   LrSchedule schedule_;
   DataSpec data_;
   torch::Tensor fixed_scale_;  // loss_scale when every sample has the same number of targets
+  std::chrono::duration<double> slow_compute_{0};  // test hook: STRATA_FAULT=slow-compute:SECONDS
   std::unique_ptr<tb::EventWriter> events_;  // rank 0 only
   Progress progress_;
   std::optional<Checkpointer> checkpoints_;

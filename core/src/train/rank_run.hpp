@@ -39,6 +39,7 @@ struct RankRun {
   std::string device_note;  ///< why "auto" chose the CPU on a host with GPUs, for the log
   std::optional<double> estimated_parameters;  ///< the model plugin's estimate, when it has one
   std::string memory_fit;  ///< the fit check's line (memory per rank against the device), for validate
+  std::string memory_warning;  ///< the fit check's warning: said once, by validate or before the ranks start
   /// "model initialized from ..." when [train] init_from was loaded into the model, for the log.
   std::string init_loaded;
   /// What init_partial left out of that load (a warning), empty when nothing.

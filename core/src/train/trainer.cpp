@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -88,6 +91,13 @@ void Loop::setup() {
   if (audit_.enabled()) log_.info("sync audit: a host sync between log steps is an error");
   if (t.sync_audit && !audit_.enabled()) log_.info("sync audit: nothing to audit on the CPU");
   data_ = r_.dataset->spec();
+  // Test hook: STRATA_FAULT=slow-compute:SECONDS makes each micro-batch's compute take that much
+  // longer on the host (a machine slowed by a competing process, as `strata estimate` meets it).
+  if (const char* fault = std::getenv("STRATA_FAULT")) {
+    double seconds = 0;
+    if (std::sscanf(fault, "slow-compute:%lf", &seconds) == 1 && seconds > 0)
+      slow_compute_ = std::chrono::duration<double>(seconds);
+  }
   if (!data_.ignored_targets)
     fixed_scale_ = torch::tensor(static_cast<double>(comm_.world_size()) /
                                      static_cast<double>(t.global_batch_size * data_.targets_per_sample),
@@ -170,6 +180,7 @@ void Loop::train_step(std::int64_t step) {
                                                {static_cast<int>(m), static_cast<int>(t.micro_batches), scale});
         });
     loss = loss.defined() ? loss + l : l;
+    if (slow_compute_.count() > 0) std::this_thread::sleep_for(slow_compute_);
     breakdown_->end();
   }
   breakdown_->begin(StepBreakdown::kOptimizer);
