@@ -302,6 +302,9 @@ int dispatch(int argc, char** argv) {
         "out", po::value<std::string>()->value_name("DIR"), "where estimate.json, estimate.csv and the profile run go")(
         "profile", po::value<std::string>()->value_name("RUN_DIR"), "reuse this run (world size 1) as the profile")(
         "device-memory", po::value<double>()->value_name("GIB"), "memory of one device (default: the host's on CPU, 80 on GPUs)")(
+        "cpu-threads", po::value<std::string>()->value_name("equal|share"),
+        "CPU: equal gives every rank the same intra-op threads at every world size (the default, or a sweep's "
+        "[compare] cpu_threads); share divides the host's among the ranks")(
         "set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
         "override a key of the experiment (and of its profile run); repeatable");
     positional.add("file", 1);
@@ -318,6 +321,11 @@ int dispatch(int argc, char** argv) {
     if (vars.count("network")) request.network = network_files(vars["network"].as<std::string>());
     if (vars.count("out")) request.out = vars["out"].as<std::string>();
     if (vars.count("profile")) request.profile = vars["profile"].as<std::string>();
+    if (vars.count("cpu-threads")) {
+      request.cpu_threads = vars["cpu-threads"].as<std::string>();
+      if (request.cpu_threads != "equal" && request.cpu_threads != "share")
+        throw CommandLineError("--cpu-threads " + request.cpu_threads + ": not a rule.", "Write `--cpu-threads equal` or `--cpu-threads share`.");
+    }
     if (vars.count("device-memory")) {
       request.device_memory_gib = vars["device-memory"].as<double>();
       if (!(request.device_memory_gib > 0))

@@ -16,7 +16,7 @@ import time
 import strata_test as st
 
 # DESIGN §7: the columns every results.csv has.
-RESULT_COLUMNS = ["strategy", "world_size", "status", "train_time_s", "step_time_s", "samples_per_s", "speedup",
+RESULT_COLUMNS = ["strategy", "world_size", "threads", "status", "train_time_s", "step_time_s", "samples_per_s", "speedup",
                   "efficiency", "model_state_bytes", "peak_bytes", "peak_tensor_bytes", "bus_bytes_per_step", "final_loss",
                   "eval_accuracy"]
 
@@ -73,6 +73,21 @@ def small_sweep_end_to_end():
     for i in range(1, len(want) + 1):
         st.expect_in("[%d/%d]" % (i, len(want)), result.stdout, result, "stdout (progress)")
     reference = rows[0]
+    # [compare] cpu_threads = "equal" (the default): every rank computes with the same threads at
+    # world sizes 1 and 2 (the host's over 2; dp's one process too), and the files say so.
+    threads = {r["threads"] for r in rows}
+    expected = str(max(1, (os.cpu_count() or 1) // 2))
+    st.check(threads == {expected}, "threads per rank %s, expected %s everywhere" % (threads, expected), result)
+    with open(os.path.join(out, "results.md")) as f:
+        md = f.read()
+    st.expect_in("CPU threads: every rank computes with %s thread" % expected, md, result, "results.md")
+    st.expect_in("intra-op threads per rank (summary.json `threads`): @1 %s, @2 %s" % (expected, expected), md, result,
+                 "results.md")
+    with open(os.path.join(out, "report.html")) as f:
+        html = f.read()
+    st.expect_in("<dt>CPU threads</dt><dd>every rank computes with %s thread" % expected, html, result, "report.html")
+    st.expect_in("<dt>intra-op threads per rank (summary.json `threads`)</dt><dd>@1 %s, @2 %s</dd>"
+                 % (expected, expected), html, result, "report.html")
     for r in rows:
         what = "%s world %s" % (r["strategy"], r["world_size"])
         st.check(r["status"] == "ok", what + ": status " + r["status"], result)

@@ -114,7 +114,7 @@ def contradictory_references_are_refused():
     out = st.temp_dir("estimate_contradictory")
     env = dict(os.environ, STRATA_FAULT="diverging-references:0.05")
     result = st.strata("estimate", st.GOOD_SYNTHETIC, "--world-sizes", "1,2", "--strategies", "ddp", "--out", out,
-                       *st.set_args(*sets), env=env)
+                       "--cpu-threads", "share", *st.set_args(*sets), env=env)
     st.check(result.returncode not in (0, None), "contradictory references were not refused", result)
     st.expect_no_crash(result)
     st.expect_in("reference runs contradict each other", result.stderr, result)
@@ -122,7 +122,7 @@ def contradictory_references_are_refused():
     st.check(os.path.isdir(os.path.join(out, "again-2")), "no further reference runs were made")
     out = st.temp_dir("estimate_quiet")
     result = st.strata("estimate", st.GOOD_SYNTHETIC, "--world-sizes", "1,2", "--strategies", "ddp", "--out", out,
-                       *st.set_args(*sets))
+                       "--cpu-threads", "share", *st.set_args(*sets))
     st.expect_exit(result, 0)
     with open(os.path.join(out, "estimate.json")) as f:
         rows = json.load(f)["rows"]

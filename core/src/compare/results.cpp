@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -188,6 +189,31 @@ std::vector<std::string> measurement_lines(const CompareRecord& rec) {
                               "ranges overlap are within noise, not ranked; train time (every step) is shown, never "
                               "divided",
                               warm.empty() ? std::string("few") : joined(warm, " or ")));
+  // Threads per rank, as the runs report them, by world size.
+  std::map<int, std::vector<std::string>> threads;
+  for (const auto& r : rec.rows)
+    if (const double t = r.number("threads"); std::isfinite(t) && t > 0) {
+      auto& seen = threads[r.run.world_size];
+      const std::string text = fmt::format("{:g}", t);
+      if (std::find(seen.begin(), seen.end(), text) == seen.end()) seen.push_back(text);
+    }
+  if (!threads.empty()) {
+    std::vector<std::string> by_world;
+    for (const auto& [world, values] : threads) by_world.push_back(fmt::format("@{} {}", world, joined(values, " or ")));
+    lines.push_back("intra-op threads per rank (summary.json `threads`): " + joined(by_world));
+  }
+  if (rec.plan->rank_threads > 0)
+    lines.push_back(fmt::format(
+        "CPU threads: every rank computes with {0} thread{1} at every world size ([compare] cpu_threads = \"equal\"; "
+        "this host has {2}), so a run of N ranks uses N x {0}, as N GPUs each bring their own compute. Unlike GPUs, "
+        "the ranks of one host share its caches and memory bandwidth, and their collectives take cores from the "
+        "compute: CPU speedups measure the strategies' overheads on shared hardware, not the scaling a GPU cluster "
+        "would show",
+        rec.plan->rank_threads, rec.plan->rank_threads == 1 ? "" : "s", rec.plan->host_threads));
+  else if (sweep.measure.cpu_threads == "share" && !threads.empty())
+    lines.push_back("CPU threads: the host's threads are divided among each run's ranks ([compare] cpu_threads = "
+                    "\"share\"): smaller world sizes compute with more threads per rank, so their speedups mix thread "
+                    "counts with the strategies' own costs");
   if (sweep.auto_repeat())
     lines.push_back(fmt::format("auto-repeat: {}{}{}", sweep.measure.until_tight > 0
                                     ? fmt::format("until every relative range is at most {:g}, ", sweep.measure.until_tight)
@@ -241,7 +267,7 @@ std::vector<std::string> noise_lines(const CompareRecord& rec) {
 std::string results_csv(const CompareRecord& rec) {
   const auto extra = extra_axes(*rec.sweep);
   const auto& figures = tb::summary_figures();
-  std::string out = "strategy,world_size";
+  std::string out = "strategy,world_size,threads";
   for (const auto& k : extra) out += "," + csv_field(k);
   out += ",repeat,order,status,segments";
   // The figures in order, with speedup and efficiency (the comparison's own) after the throughput.
@@ -252,7 +278,8 @@ std::string results_csv(const CompareRecord& rec) {
          "vs_baseline,rank,within_noise_of,steady_step_time_s_relative_range,noisy";
   out += ",run_dir,failed_rank,signal,error\n";
   for (const auto& r : rec.rows) {
-    out += csv_field(r.run.strategy) + "," + std::to_string(r.run.world_size);
+    out += csv_field(r.run.strategy) + "," + std::to_string(r.run.world_size) + ",";
+    out += csv_number(r.number("threads"));
     for (const auto& k : extra) out.append(",").append(csv_field(value_of(r.run, k)));
     out += fmt::format(",{},{},{},{}", r.run.repeat, r.order ? std::to_string(r.order) : std::string(),
                        csv_field(r.status()), segments_count(r));

@@ -7,6 +7,9 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <thread>
+
+#include <torch/cuda.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -80,6 +83,7 @@ struct EstimateTarget {
   /// The strategy that runs on one device: the profile run of a strategy that is not itself there.
   std::string one_device;
   int baseline_world = 1;
+  std::string cpu_threads = "equal";  ///< --cpu-threads, else the sweep's [compare] cpu_threads
   std::vector<std::string> notes;
 };
 
@@ -90,6 +94,7 @@ void take_sweep(EstimateTarget& t, const EstimateRequest& r) {
   t.experiment = sweep.base;
   for (const auto& o : sweep.set) t.overrides.push_back(o.key + "=" + o.toml);
   t.scaling = sweep.scaling;
+  t.cpu_threads = sweep.measure.cpu_threads;
   for (const auto& axis : sweep.axes) {
     if (axis.key == "strategy") {
       if (t.strategies.empty())
@@ -127,6 +132,7 @@ EstimateTarget target_of(const EstimateRequest& r) {
     }
   }
   if (t.world_sizes.empty()) t.world_sizes = {1, 2, 4, 8};
+  if (!r.cpu_threads.empty()) t.cpu_threads = r.cpu_threads;
   return t;
 }
 
@@ -195,9 +201,12 @@ fs::path run_profile(const EstimateTarget& t, const EstimateRequest& r, const Ex
 }
 
 /// The reference runs (the profile's own thread count, before and after the runs at other counts)
-/// must agree: a majority of them within this relative spread of one another. While they do not,
-/// more are run, up to kMaxReferences; the reference is that majority's median.
+/// must agree: a majority of them within this relative spread of one another, or within
+/// kReferenceFloorS of work per step (a step of a fraction of a millisecond varies by more than
+/// its size with the scheduler's moods alone). While they do not, more are run, up to
+/// kMaxReferences; the reference is that majority's median.
 constexpr double kReferenceBand = 0.2;
+constexpr double kReferenceFloorS = 1e-3;
 constexpr std::size_t kMaxReferences = 4;
 
 /// (largest - smallest) / smallest.
@@ -212,14 +221,14 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/// The largest set of `v` within kReferenceBand of its smallest member, when it is a majority of
+/// The largest set of `v` within kReferenceBand (or kReferenceFloorS) of its smallest member, when it is a majority of
 /// `v` (more than half, at least two); else empty.
 std::vector<double> agreeing(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   std::vector<double> best;
   for (std::size_t i = 0; i < v.size(); ++i) {
     std::size_t j = i;
-    while (j < v.size() && v[j] <= v[i] * (1.0 + kReferenceBand)) ++j;
+    while (j < v.size() && (v[j] <= v[i] * (1.0 + kReferenceBand) || v[j] - v[i] <= kReferenceFloorS)) ++j;
     if (j - i > best.size()) best.assign(v.begin() + static_cast<std::ptrdiff_t>(i), v.begin() + static_cast<std::ptrdiff_t>(j));
   }
   return best.size() >= 2 && 2 * best.size() > v.size() ? best : std::vector<double>{};
@@ -245,11 +254,11 @@ Error contradictory_references(const std::vector<double>& references, int thread
   std::vector<std::string> ms;
   for (double r : references) ms.push_back(fmt::format("{:.3g}", 1e3 * r));
   return Error(fmt::format("the profile's reference runs contradict each other: the same short run at {} thread{} took "
-                           "{} ms of work per step (a spread of {:.0f}%; no majority of them within {:.0f}% of one "
-                           "another, as runs of one moment are), so no ratio between thread counts, and no prediction from them, can be "
+                           "{} ms of work per step (a spread of {:.0f}%; no majority of them within {:.0f}% or {:g} ms of "
+                           "one another, as runs of one moment are), so no ratio between thread counts, and no prediction from them, can be "
                            "trusted. Their runs are in {}.",
                            threads, threads == 1 ? "" : "s", fmt::join(ms, ", "), 100 * spread(references),
-                           100 * kReferenceBand, out.string()),
+                           100 * kReferenceBand, 1e3 * kReferenceFloorS, out.string()),
                "Run the estimate on a quiet machine (another process was competing for the cores: `top` shows which), "
                "or give --profile RUN_DIR of a run made there; on a shared machine, pin the estimate to cores of its "
                "own (taskset, a Slurm allocation).");
@@ -367,6 +376,16 @@ Json run_estimate(const EstimateRequest& r) {
       e = load_experiment(target.experiment, target.overrides);
     }
   }
+  // cpu_threads = "equal": every rank, and the profile run, computes with the same intra-op threads
+  // at every world size (as `strata compare` runs them), unless the experiment sets its own.
+  int equal_threads = 0;
+  if (target.cpu_threads == "equal" && e.train.threads == 0 &&
+      (e.train.device == "cpu" || (e.train.device == "auto" && !torch::cuda::is_available()))) {
+    const int host = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    equal_threads = std::max(1, host / *std::max_element(target.world_sizes.begin(), target.world_sizes.end()));
+    target.overrides.push_back(fmt::format("train.threads={}", equal_threads));
+    e = load_experiment(target.experiment, target.overrides);
+  }
   validate_plugin_sections(e, registry);
 
   std::vector<std::string> strategies = target.strategies;
@@ -418,7 +437,13 @@ Json run_estimate(const EstimateRequest& r) {
   if (out.empty()) out = fs::path(e.experiment.out_dir) / e.experiment.name / ("estimate-" + utc_time("%Y%m%dT%H%M%SZ"));
   fs::create_directories(out);
 
-  const estimate::Profile profile = measure_profile(target, r, e, profiles_as_itself(registry, e), network, out);
+  estimate::Profile profile = measure_profile(target, r, e, profiles_as_itself(registry, e), network, out);
+  if (equal_threads > 0 && profile.device == "cpu")
+    profile.notes.push_back(fmt::format("every rank computes with {} intra-op thread{} at every world size (cpu_threads "
+                                        "\"equal\"; this host has {}), as each GPU brings its own compute; "
+                                        "--cpu-threads share divides the host's among the ranks instead",
+                                        equal_threads, equal_threads == 1 ? "" : "s",
+                                        std::max(1, static_cast<int>(std::thread::hardware_concurrency()))));
 
   double device_memory = r.device_memory_gib * 1024.0 * 1024.0 * 1024.0;
   std::string memory_source = "--device-memory";

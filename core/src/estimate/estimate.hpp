@@ -23,6 +23,10 @@ struct EstimateRequest {
   std::filesystem::path profile;         ///< a run directory to reuse; empty: run a short profile
   double device_memory_gib = 0;          ///< memory of one device; 0: the host's for CPU runs, 80 GiB for GPUs (assumed)
   int profile_steps = 40;
+  /// CPU: "equal" gives every rank (and the profile run) the same intra-op threads at every world
+  /// size, the host's over the largest; "share" divides the host's among each world size's ranks;
+  /// empty: a sweep's [compare] cpu_threads, else "equal". An experiment's [train] threads wins.
+  std::string cpu_threads;
 };
 
 /// Estimates, prints the table and writes estimate.json and estimate.csv; returns what

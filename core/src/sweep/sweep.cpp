@@ -47,7 +47,13 @@ const Schema<CompareMeasure>& measure_schema() {
         .option("budget_s", &CompareMeasure::budget_s,
                 "auto-repeat: rounds after `repeats` start only while the comparison would end within this many "
                 "seconds of its start (0: no budget; with until_tight 0, rounds run until the budget or max_repeats)",
-                between(0, detail::kMaxSeconds));
+                between(0, detail::kMaxSeconds))
+        .option("cpu_threads", &CompareMeasure::cpu_threads,
+                "CPU runs: \"equal\" gives every rank the same intra-op threads at every world size (the host's "
+                "hardware threads over the largest world size), so that scaling is measured as on GPUs, each of "
+                "which brings its own compute; \"share\" divides the host's threads among each run's ranks. An "
+                "experiment's own [train] threads wins",
+                one_of({"equal", "share"}));
     return m;
   }();
   return schema;

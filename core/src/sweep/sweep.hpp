@@ -79,6 +79,11 @@ struct CompareMeasure {
   double until_tight = 0;             ///< > 0: rounds after `repeats` until every relative range is at most this
   std::int64_t max_repeats = 10;      ///< the most rounds the auto-repeat mode (until_tight, budget_s) runs
   double budget_s = 0;                ///< > 0: rounds after `repeats` while the next would end within this, seconds
+  /// CPU runs: "equal" gives every rank of every run the same intra-op threads (the host's
+  /// hardware threads over the largest world size), as each GPU brings its own; "share" divides
+  /// the host's threads among each run's ranks (more threads per rank at smaller world sizes).
+  /// An experiment that sets [train] threads (or an axis over it) keeps its own.
+  std::string cpu_threads = "equal";
 };
 
 struct Sweep {
@@ -166,6 +171,10 @@ struct SweepPlan {
   std::vector<std::string> skipped;  ///< combinations that do not apply, with the reason
   int baseline_world_size = 1;
   bool numbered = false;  ///< labels end in "-r<repeat>" (the sweep may run more than one round)
+  /// CPU runs under cpu_threads = "equal": the intra-op threads every rank was given (0: none
+  /// given: a GPU sweep, "share", or the experiment's own [train] threads), out of host_threads.
+  int rank_threads = 0;
+  int host_threads = 0;
 };
 
 /// Expands the cross product: the world size becomes `distributed.nproc` for strategies with a

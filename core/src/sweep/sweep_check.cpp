@@ -2,7 +2,11 @@
 // surface an hour into the comparison, and `strata validate SWEEP` finds it without running.
 #include "sweep/sweep_check.hpp"
 
+#include <algorithm>
 #include <iostream>
+#include <thread>
+
+#include <torch/cuda.h>
 
 #include <fmt/format.h>
 
@@ -74,6 +78,26 @@ std::int64_t validate_run(const Sweep& sweep, const SweepRun& run) {
   }
 }
 
+/// [compare] cpu_threads = "equal": every rank of every CPU run computes with the same intra-op
+/// threads, the host's hardware threads over the largest world size, unless the experiment (or an
+/// axis) sets [train] threads or the device.
+void give_equal_threads(const Sweep& sweep, const Experiment& base, SweepPlan& plan) {
+  if (sweep.measure.cpu_threads != "equal" || base.train.threads > 0) return;
+  const bool cpu = base.train.device == "cpu" || (base.train.device == "auto" && !torch::cuda::is_available());
+  if (!cpu) return;
+  for (const auto& axis : sweep.axes)
+    if (axis.key == "train.threads" || axis.key == "train.device") return;
+  int widest = 1;
+  for (const auto& run : plan.combinations) widest = std::max(widest, run.world_size);
+  plan.host_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  plan.rank_threads = std::max(1, plan.host_threads / widest);
+  for (auto* runs : {&plan.combinations, &plan.runs})
+    for (auto& run : *runs) {
+      run.overrides.push_back("train.threads=" + std::to_string(plan.rank_threads));
+      run.origins.push_back(sweep.base_at);
+    }
+}
+
 }  // namespace
 
 CheckedSweep check_sweep(const fs::path& file, const std::vector<std::string>& overrides,
@@ -91,6 +115,7 @@ CheckedSweep check_sweep(const fs::path& file, const std::vector<std::string>& o
   load_registry(registry, &base);
   checked.plan = plan_sweep(sweep, registry, base.strategy.name, static_cast<int>(base.distributed.nproc),
                             base.train.global_batch_size);
+  give_equal_threads(sweep, base, checked.plan);
   for (auto& run : checked.plan.combinations) {
     run.steps = validate_run(sweep, run);
     if (on_valid) on_valid(run);
