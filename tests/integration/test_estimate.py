@@ -9,6 +9,7 @@ file given to `strata estimate` brings its cells and its scaling."""
 import csv
 import json
 import os
+import re
 
 import strata_test as st
 
@@ -339,7 +340,12 @@ def compare_estimate_puts_predictions_beside_measurements():
     result = st.strata("compare", sweep, "--estimate", "--out", out)
     st.expect_exit(result, 0)
     st.expect_stdout(result, "predicted against measured")
-    st.expect_stdout(result, "Median absolute error over the 2 cells above world size 1")
+    st.expect_stdout(result, "cells above world size 1 whose measured spread is within 3%")
+    st.expect_stdout(result, "| strategy | cells | median step time error | median memory error | noisier cells |")
+    with open(os.path.join(out, "accuracy.md")) as f:
+        md = f.read()
+    for strategy in ("ddp", "zero3"):
+        st.check(re.search(r"^\| %s \| \d \| " % strategy, md, re.M), f"accuracy.md has no row of {strategy}'s errors")
     with open(os.path.join(out, "accuracy.csv")) as f:
         rows = {(r["strategy"], int(r["world_size"])): r for r in csv.DictReader(f)}
     st.check(set(rows) == {("single", 1), ("ddp", 1), ("zero3", 1), ("ddp", 3), ("zero3", 3)},

@@ -50,6 +50,8 @@ Accuracy accuracy(const std::vector<ReportCell>& cells, const Json& estimate) {
     r.world_size = cell.world_size;
     r.predicted_s = number(*p, "step_time_s");
     r.measured_s = cell.step_time_s.median;
+    r.spread = cell.step_time_s.n > 1 ? cell.step_time_s.relative_range() : 0.0;
+    r.noisy = r.spread > kAccuracyNoise;
     const double process = number(*p, "memory.process_peak_bytes");
     r.process_bytes = std::isfinite(process) && process > 0;
     r.predicted_bytes = r.process_bytes ? process : number(*p, "memory.peak_bytes");
@@ -66,34 +68,69 @@ Accuracy accuracy(const std::vector<ReportCell>& cells, const Json& estimate) {
     baseline = text.substr(0, text.find('@'));
   }
   a.counted_world_1 = !above_1;
+  const auto median = [](const std::vector<double>& v) { return v.empty() ? NAN : stats::spread(v).median; };
   for (auto& r : a.rows) {
     r.counted = above_1 ? r.world_size > 1 : r.strategy != baseline;
     if (!r.counted) continue;
+    auto it = std::find_if(a.strategies.begin(), a.strategies.end(),
+                           [&](const StrategyAccuracy& s) { return s.strategy == r.strategy; });
+    if (it == a.strategies.end()) it = a.strategies.insert(a.strategies.end(), StrategyAccuracy{r.strategy});
+    if (r.noisy) {
+      ++it->noisy;
+      continue;
+    }
+    ++it->cells;
     if (std::isfinite(r.time_error())) time_errors.push_back(std::fabs(r.time_error()));
     if (std::isfinite(r.memory_error())) memory_errors.push_back(std::fabs(r.memory_error()));
   }
+  for (auto& s : a.strategies) {
+    std::vector<double> t, m;
+    for (const auto& r : a.rows)
+      if (r.counted && !r.noisy && r.strategy == s.strategy) {
+        if (std::isfinite(r.time_error())) t.push_back(std::fabs(r.time_error()));
+        if (std::isfinite(r.memory_error())) m.push_back(std::fabs(r.memory_error()));
+      }
+    s.median_time_error = median(t);
+    s.median_memory_error = median(m);
+  }
   a.counted = time_errors.size();
-  a.median_time_error = time_errors.empty() ? NAN : stats::spread(time_errors).median;
-  a.median_memory_error = memory_errors.empty() ? NAN : stats::spread(memory_errors).median;
+  a.median_time_error = median(time_errors);
+  a.median_memory_error = median(memory_errors);
   return a;
 }
 
 std::string accuracy_markdown(const Accuracy& a) {
+  const auto median_text = [](double e) { return std::isfinite(e) ? fmt::format("{:.1f}%", 100 * e) : std::string("n/a"); };
   std::string md =
-      "| strategy | N | predicted ms | measured ms | error | predicted MiB | measured MiB | error |\n"
-      "|:---------|--:|------:|------:|------:|------:|------:|------:|\n";
+      "| strategy | N | predicted ms | measured ms | spread | error | predicted MiB | measured MiB | error |\n"
+      "|:---------|--:|------:|------:|------:|------:|------:|------:|------:|\n";
   for (const auto& r : a.rows)
-    md += fmt::format("| {}{} | {} | {:.2f} | {:.2f} | {} | {}{} | {} | {} |\n", r.strategy, r.coarse ? " ~" : "",
-                      r.world_size, 1e3 * r.predicted_s, 1e3 * r.measured_s, percent(r.time_error()),
-                      mib(r.predicted_bytes), r.process_bytes ? " (process)" : "", mib(r.measured_bytes),
-                      percent(r.memory_error()));
-  md += fmt::format("\nMedian absolute error over the {} cells {}: step time {}, peak memory {}.\n", a.counted,
-                    a.counted_world_1 ? "at world size 1 other than the baseline's" : "above world size 1", std::isfinite(a.median_time_error) ? fmt::format("{:.1f}%", 100 * a.median_time_error) : "n/a",
-                    std::isfinite(a.median_memory_error) ? fmt::format("{:.1f}%", 100 * a.median_memory_error) : "n/a");
+    md += fmt::format("| {}{} | {} | {:.2f} | {:.2f} | {:.1f}%{} | {} | {}{} | {} | {} |\n", r.strategy,
+                      r.coarse ? " ~" : "", r.world_size, 1e3 * r.predicted_s, 1e3 * r.measured_s, 100 * r.spread,
+                      r.noisy ? " (noisy)" : "", percent(r.time_error()), mib(r.predicted_bytes),
+                      r.process_bytes ? " (process)" : "", mib(r.measured_bytes), percent(r.memory_error()));
+  md += fmt::format("\nMedian absolute error over the {} cells {} whose measured spread is within {:.0f}%: step time "
+                    "{}, peak memory {}.\n",
+                    a.counted, a.counted_world_1 ? "at world size 1 other than the baseline's" : "above world size 1",
+                    100 * kAccuracyNoise, median_text(a.median_time_error), median_text(a.median_memory_error));
+  if (!a.strategies.empty()) {
+    md += "\n| strategy | cells | median step time error | median memory error | noisier cells |\n"
+          "|:---------|------:|------:|------:|------:|\n";
+    for (const auto& s : a.strategies)
+      md += fmt::format("| {} | {} | {} | {} | {} |\n", s.strategy, s.cells, median_text(s.median_time_error),
+                        median_text(s.median_memory_error), s.noisy);
+  }
+  std::string noisy;
+  for (const auto& r : a.rows)
+    if (r.counted && r.noisy)
+      noisy += fmt::format("{}{}@{} (spread {:.0f}%, error {})", noisy.empty() ? "" : ", ", r.strategy, r.world_size,
+                           100 * r.spread, percent(r.time_error()));
+  if (!noisy.empty())
+    md += fmt::format("\nNoisier than {:.0f}% (reported apart, out of the medians): {}.\n", 100 * kAccuracyNoise, noisy);
   auto worst = [&](auto error, const char* what) {
     std::vector<const AccuracyRow*> rows;
     for (const auto& r : a.rows)
-      if (r.counted && std::isfinite(error(r))) rows.push_back(&r);
+      if (r.counted && !r.noisy && std::isfinite(error(r))) rows.push_back(&r);
     std::sort(rows.begin(), rows.end(), [&](auto* x, auto* y) { return std::fabs(error(*x)) > std::fabs(error(*y)); });
     std::string list;
     for (std::size_t i = 0; i < std::min<std::size_t>(3, rows.size()); ++i)
@@ -113,10 +150,11 @@ std::string accuracy_markdown(const Accuracy& a) {
 std::string accuracy_csv(const Accuracy& a) {
   std::string csv =
       "strategy,world_size,predicted_step_time_s,measured_step_time_s,step_time_error,predicted_peak_bytes,"
-      "measured_peak_bytes,memory_error,process_bytes,coarse\n";
+      "measured_peak_bytes,memory_error,process_bytes,coarse,measured_spread,noisy\n";
   for (const auto& r : a.rows)
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", r.strategy, r.world_size, r.predicted_s, r.measured_s,
-                       r.time_error(), r.predicted_bytes, r.measured_bytes, r.memory_error(), r.process_bytes, r.coarse);
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", r.strategy, r.world_size, r.predicted_s, r.measured_s,
+                       r.time_error(), r.predicted_bytes, r.measured_bytes, r.memory_error(), r.process_bytes, r.coarse,
+                       r.spread, r.noisy);
   return csv;
 }
 

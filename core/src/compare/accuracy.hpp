@@ -23,8 +23,24 @@ struct AccuracyRow {
   bool process_bytes = false;  ///< the predicted figure is the process's (every replica), not one rank's
   bool coarse = false;         ///< the prediction is coarse (a strategy known by its Footprint)
   bool counted = false;        ///< among the cells the medians and the worst cases cover
+  /// The cell's own measured spread, (max - min) / median of its steady step times (0 for one run).
+  double spread = 0;
+  /// Its spread exceeds kAccuracyNoise: reported apart, out of the medians (not dropped).
+  bool noisy = false;
   double time_error() const { return (predicted_s - measured_s) / measured_s; }
   double memory_error() const { return (predicted_bytes - measured_bytes) / measured_bytes; }
+};
+
+/// A cell whose measured steady step time spreads more than this is too noisy to judge a
+/// prediction by: its error is shown apart from the medians.
+inline constexpr double kAccuracyNoise = 0.03;
+
+/// The median absolute errors of one strategy's counted cells.
+struct StrategyAccuracy {
+  std::string strategy;
+  std::size_t cells = 0;  ///< counted, not noisy
+  std::size_t noisy = 0;  ///< counted but noisier than kAccuracyNoise
+  double median_time_error = 0, median_memory_error = 0;  ///< NaN when none
 };
 
 struct Accuracy {
@@ -37,6 +53,7 @@ struct Accuracy {
   /// The medians cover world size 1 (other strategies than the baseline's): a sweep of one device
   /// only, such as every strategy on one GPU.
   bool counted_world_1 = false;
+  std::vector<StrategyAccuracy> strategies;  ///< per strategy, in the rows' order
 };
 
 /// Pairs the measured `cells` (Aggregate::cells) with the rows of `estimate` (estimate.json).
