@@ -162,12 +162,17 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="0: cores / world, as Strata's launcher")
     ap.add_argument("--grad-norm", action="store_true", help="compute the global gradient norm every step")
     ap.add_argument("--fsdp-prefetch", action="store_true", help="FSDP2: explicit one-unit prefetch")
+    ap.add_argument("--init", help="start from a Strata final_model.pt of the same mlp (bench/denormals.py)")
+    ap.add_argument("--flush-denormals", action="store_true",
+                    help="torch.set_flush_denormal(True) before any thread computes (Strata's [train] flush_denormals)")
     ap.add_argument("--optimizer", choices=["foreach", "default"], default="foreach",
                     help="AdamW kernels: foreach=True (Strata's multi-tensor path), or torch's own choice")
     args = ap.parse_args()
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     threads = args.threads or max(1, (os.cpu_count() or 1) // world)
+    if args.flush_denormals:
+        torch.set_flush_denormal(True)  # this thread; the intra-op pool, created later, inherits it
     torch.set_num_threads(threads)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     if args.global_batch % world:
@@ -186,6 +191,16 @@ def main():
         if len(shape) != 3:
             raise SystemExit("cnn needs --input-shape C H W")
         units = cnn_units(shape, args.channels, args.cnn_hidden, args.groups, args.classes)
+    if args.init:
+        if args.model != "mlp":
+            raise SystemExit("--init takes an mlp's final_model.pt")
+        saved = torch.load(args.init, weights_only=False)
+        names = ["layer%d" % i for i in range(len(args.hidden))] + ["head"]
+        linears = [m for u in units for m in u if isinstance(m, nn.Linear)]
+        with torch.no_grad():
+            for name, linear in zip(names, linears):
+                linear.weight.copy_(saved[name + ".linear.weight"])
+                linear.bias.copy_(saved[name + ".linear.bias"])
     parameters = sum(p.numel() for u in units for p in u.parameters())
     model, optimizer = wrap(args.strategy, units, args, world)
 

@@ -22,6 +22,7 @@
 #include "comm/process_group.hpp"
 #include "device/host_memory.hpp"
 #include "device/named_devices.hpp"
+#include "device/cpu_float.hpp"
 #include "estimate/fit_experiment.hpp"
 #include "launch/device_choice.hpp"
 #include "launch/env_checks.hpp"
@@ -255,6 +256,9 @@ std::unique_ptr<RankRun> prepare(Experiment experiment, const WorldInfo& world, 
     torch::set_num_threads(static_cast<int>(e.train.threads));
   else if (world.local_world_size > 1)
     torch::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world.local_world_size));
+  // Denormals flushed to zero in this thread and the intra-op pool; the data loader's threads,
+  // created later, inherit it.
+  flush_denormals(e.train.flush_denormals);
 
   DatasetContext dataset_context{std::filesystem::absolute(e.directory()).lexically_normal(),
                                  static_cast<std::uint64_t>(e.train.seed)};

@@ -1,12 +1,17 @@
 #include "test_support.hpp"
-// The peak-FLOPs table (device name matching, dense figures, sources) and the measured-peak cache.
+// The peak-FLOPs table (device name matching, dense figures, sources) and the measured-peak cache;
+// the CPU's flush-to-zero mode.
 
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <ATen/Parallel.h>
+
 #include "bench/bench.hpp"
+#include "device/cpu_float.hpp"
 #include "device/peaks.hpp"
 #include "strata/errors.hpp"
 
@@ -123,4 +128,33 @@ TEST_CASE("bench options: byte sizes and integer lists") {
   CHECK(strata::parse_int_list("128,256", "-m") == std::vector<std::int64_t>{128, 256});
   for (const char* bad : {"", "1,,2", "a", "0", "-3", "1,"})
     CHECK_THROWS_AS(strata::parse_int_list(bad, "-m"), strata::UsageError);
+}
+
+TEST_CASE("flush_denormals: on in this thread, every intra-op thread and the threads created after") {
+  // A denormal float times one: itself with gradual underflow, zero under FTZ/DAZ.
+  const auto product = [] {
+    volatile float tiny = 1e-39f;
+    volatile float one = 1.0f;
+    return tiny * one;
+  };
+  const auto pool_products = [&] {
+    std::vector<float> out(static_cast<std::size_t>(at::get_num_threads()), -1.0f);
+    at::parallel_for(0, static_cast<std::int64_t>(out.size()), 1,
+                     [&](std::int64_t b, std::int64_t e) {
+                       for (auto i = b; i < e; ++i) out[static_cast<std::size_t>(i)] = product();
+                     });
+    return out;
+  };
+  if (!strata::flush_denormals(true)) {
+    MESSAGE("this CPU has no flush-to-zero mode");
+    return;
+  }
+  CHECK(product() == 0.0f);
+  for (float p : pool_products()) CHECK(p == 0.0f);
+  float in_thread = -1.0f;
+  std::thread([&] { in_thread = product(); }).join();
+  CHECK(in_thread == 0.0f);
+  strata::flush_denormals(false);  // the other tests keep IEEE gradual underflow
+  CHECK(product() > 0.0f);
+  for (float p : pool_products()) CHECK(p > 0.0f);
 }

@@ -37,6 +37,7 @@ struct TrainSection {
   double min_lr_ratio = 0.0;             ///< cosine floor, as a fraction of optimizer.lr
   std::string device = "auto";           ///< "auto" (CUDA when present), "cpu", "cuda" or "cuda:N"
   std::int64_t threads = 0;              ///< intra-op CPU threads per rank; 0 = LibTorch's default
+  bool flush_denormals = true;           ///< CPU: denormal floats computed and read as zero (FTZ/DAZ)
   bool sync_timing = false;              ///< CUDA: synchronize after every step (host-clock step time)
   bool save_final = false;               ///< write the final full model into the run directory
   std::string save_format = "pt";        ///< "pt": final_model.pt; "safetensors": final_model/ (Hugging Face layout)
