@@ -23,6 +23,7 @@
 #include "run.hpp"
 #include "strata/errors.hpp"
 #include "text/errors_text.hpp"
+#include "text/suggest.hpp"
 
 namespace po = boost::program_options;
 
@@ -68,6 +69,15 @@ std::optional<po::variables_map> parse(const std::string& command, const std::ve
   try {
     po::store(po::command_line_parser(args).options(options).positional(positional).run(), vars);
     po::notify(vars);
+  } catch (const po::unknown_option& e) {
+    // "--nprocs": the option meant, when one is close.
+    std::vector<std::string> names;
+    for (const auto& option : options.options()) names.push_back("--" + option->long_name());
+    std::string given = e.get_option_name();
+    if (given.rfind("--", 0) != 0 && given.rfind('-', 0) == 0) given = "-" + given;
+    const std::string near = strata::detail::closest_match(given.substr(0, given.find('=')), names);
+    throw CommandLineError(std::string(e.what()) + (near.empty() ? "." : "; did you mean " + near + "?"),
+                           "Run `strata " + command + " --help` for its options.");
   } catch (const po::error& e) {
     throw CommandLineError(e.what(), "Run `strata " + command + " --help` for its options.");
   }
@@ -388,8 +398,7 @@ int dispatch(int argc, char** argv) {
     const auto parsed = parse(command, args, options, positional);
     if (!parsed) return 0;
     const auto& vars = *parsed;
-    if (!vars.count("name")) throw CommandLineError("`strata describe` needs a name.", "Write `strata describe mlp`.");
-    strata::describe(vars["name"].as<std::string>());
+    strata::describe(vars.count("name") ? vars["name"].as<std::string>() : std::string());
     return 0;
   }
   throw CommandLineError("unknown command '" + command + "'.",

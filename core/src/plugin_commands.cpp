@@ -75,6 +75,25 @@ void describe_compare() {
 }  // namespace
 
 void describe(const std::string& name) {
+  if (name.empty()) {  // what there is to describe
+    Registry registry;
+    const auto failures = load_search_path(registry, {});
+    std::cout << "strata describe NAME: the keys and options of\n";
+    std::cout << "  core sections: " << detail::join(core_section_names()) << "\n";
+    std::cout << "  a sweep file: compare\n";
+    const std::pair<PluginKind, const char*> kinds[] = {
+        {PluginKind::kModel, "models"}, {PluginKind::kDataset, "datasets"}, {PluginKind::kStrategy, "strategies"}};
+    for (const auto& [kind, label] : kinds) {
+      std::vector<std::string> names;
+      for (const auto* entry : registry.entries())
+        if (entry->kind == kind) names.push_back(entry->name);
+      std::cout << "  " << label << ": " << (names.empty() ? "(none found)" : detail::join(names)) << "\n";
+    }
+    if (!failures.empty())
+      std::cout << fmt::format("  ({} plugin librar{} did not load: `strata plugins` says why)\n", failures.size(),
+                               failures.size() == 1 ? "y" : "ies");
+    return;
+  }
   if (const auto* schema = core_section_schema(name)) {
     print_schema(fmt::format("[{}] (core section)", name), *schema);
     return;

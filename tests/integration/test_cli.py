@@ -201,6 +201,10 @@ def unknown_command_exit_2():
 def unknown_flag_exit_2():
     result = st.strata("run", st.GOOD_SYNTHETIC, "--bogus")
     st.expect_clean_failure(result, 2, "--bogus")
+    st.check("did you mean" not in result.stderr, "a suggestion for --bogus", result)
+    # A slip of a known flag is named.
+    result = st.strata("run", st.GOOD_SYNTHETIC, "--nprocs", "2")
+    st.expect_clean_failure(result, 2, "'--nprocs'; did you mean --nproc?")
 
 
 def run_without_file_exit_2():
@@ -316,6 +320,17 @@ def describe_compare():
 def describe_unknown():
     result = st.strata("describe", "mpl")
     st.expect_clean_failure(result, 2, "Did you mean 'mlp'")
+    # Other capitals are the likeliest slip: FSDP for fsdp.
+    result = st.strata("validate", st.GOOD_SYNTHETIC, "--set", "strategy.name=FSDP")
+    st.expect_clean_failure(result, 2, "Did you mean 'fsdp'?")
+
+
+def describe_lists_what_it_describes():
+    result = st.strata("describe")
+    st.expect_exit(result, 0)
+    for fragment in ("core sections: experiment, optimizer, train", "a sweep file: compare", "models: cnn, llama, mlp",
+                     "strategies: ddp"):
+        st.expect_stdout(result, fragment)
 
 
 # ---- fixture plugins ---------------------------------------------------------------------------
@@ -409,7 +424,7 @@ if __name__ == "__main__":
         warmup_longer_than_steps_is_clamped, bundled_experiments_accept_20_steps, no_arguments_exit_2, unknown_command_exit_2, unknown_flag_exit_2,
         run_without_file_exit_2, option_without_value_exit_2, too_many_files_exit_2, out_is_a_file_exit_2,
         plugins_lists_builtins, binary_does_not_link_plugins, describe_mlp, describe_core_section, describe_compare,
-        describe_unknown,
+        describe_unknown, describe_lists_what_it_describes,
         broken_plugin("missing_symbol", "not a Strata plugin"),
         broken_plugin("abi_mismatch", "ABI"),
         broken_plugin("duplicate", "'single'"),

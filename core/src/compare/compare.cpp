@@ -310,13 +310,28 @@ class Comparison {
     row.seconds = child.seconds;
     record(row, child);
     const StepTiming t = row.result.step_timing();
+    // What is left of the first rounds, at the mean wall time of the runs so far (rounds the
+    // auto-repeat mode adds are not known yet).
+    seconds_run_ += child.seconds;
+    const auto left = static_cast<double>(rec_.rows.size()) - static_cast<double>(row.order);
+    const std::string eta =
+        left > 0 ? fmt::format("; {} left, about {}", static_cast<long long>(left),
+                               clock_text(seconds_run_ / static_cast<double>(row.order) * left))
+                 : std::string();
     finish_line(row.status() == "ok"
                     ? fmt::format("{}: ok in {:.1f} s (steady {:.3g} ms/step, {:.0f} samples/s; train {:.2f} s, final "
-                                  "loss {:.4f})",
+                                  "loss {:.4f}){}",
                                   prefix, child.seconds, 1e3 * t.step_time_s, t.samples_per_s,
-                                  row.number("train_time_s"), row.number("final_loss"))
-                    : fmt::format("{}: {} (exit {}): {}", prefix, row.status(), child.outcome.exit_code, row.result.error));
+                                  row.number("train_time_s"), row.number("final_loss"), eta)
+                    : fmt::format("{}: {} (exit {}): {}{}", prefix, row.status(), child.outcome.exit_code,
+                                  row.result.error, eta));
     return child.outcome.interrupted;
+  }
+
+  /// "m:ss" or "h:mm:ss".
+  static std::string clock_text(double seconds) {
+    const auto s = static_cast<long long>(std::max(0.0, seconds) + 0.5);
+    return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60) : fmt::format("{}:{:02}", s / 60, s % 60);
   }
 
   void status_line(const std::string& text) {
@@ -363,6 +378,7 @@ class Comparison {
   SweepPlan plan_;
   CompareRecord rec_;
   int started_ = 0;  ///< runs started so far
+  double seconds_run_ = 0;  ///< wall time of the runs so far (the estimate of what is left)
   bool tty_ = false;
 };
 

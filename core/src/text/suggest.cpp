@@ -1,6 +1,7 @@
 #include "text/suggest.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <vector>
 
 #include <fmt/format.h>
@@ -23,6 +24,13 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 std::string closest_match(const std::string& name, const std::vector<std::string>& candidates) {
+  // The same word in other capitals ("FSDP" for "fsdp") is the likeliest slip of all.
+  const auto lower = [](std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  for (const auto& c : candidates)
+    if (c != name && lower(c) == lower(name)) return c;
   std::string best;
   std::size_t best_distance = std::string::npos;
   for (const auto& c : candidates) {

@@ -35,10 +35,12 @@ bool draws_bar() {
 
 Progress::Progress(const Logger& log, std::int64_t total) : log_(log), total_(total), tty_(draws_bar()) {}
 
-void Progress::update(std::int64_t step, double loss, double lr, double samples_per_s, double eta_s, bool log_step) {
+void Progress::update(std::int64_t step, double loss, std::int64_t loss_step, double lr, double samples_per_s,
+                      double eta_s, bool log_step) {
   if (log_.rank() != 0) return;
-  const std::string text = fmt::format("step {:>{}}/{}  loss {:.4f}  lr {:.2e}  {:.0f} samples/s  eta {}", step,
-                                       std::to_string(total_).size(), total_, loss, lr, samples_per_s,
+  const std::string at = loss_step > 0 && loss_step != step ? fmt::format(" (step {})", loss_step) : std::string();
+  const std::string text = fmt::format("step {:>{}}/{}  loss {:.4f}{}  lr {:.2e}  {:.0f} samples/s  eta {}", step,
+                                       std::to_string(total_).size(), total_, loss, at, lr, samples_per_s,
                                        format_duration(eta_s));
   if (tty_) {
     const auto now = Clock::now();

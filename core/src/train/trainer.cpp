@@ -207,7 +207,7 @@ void Loop::train_step(std::int64_t step) {
   const std::int64_t here = step1 - start_step_;  // steps of this process
   const double samples_per_s = static_cast<double>(here * t.global_batch_size) / std::max(1e-9, elapsed);
   const double eta = elapsed / static_cast<double>(here) * static_cast<double>(t.steps - step1);
-  progress_.update(step1, last_loss_, lr, samples_per_s, eta, logged);
+  progress_.update(step1, last_loss_, steps_done_, lr, samples_per_s, eta, logged);
 }
 
 /// world size / target elements of the global batch, on the device: this rank's micro-batches
