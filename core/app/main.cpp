@@ -312,6 +312,9 @@ int dispatch(int argc, char** argv) {
         "out", po::value<std::string>()->value_name("DIR"), "where estimate.json, estimate.csv and the profile run go")(
         "profile", po::value<std::string>()->value_name("RUN_DIR"), "reuse this run (world size 1) as the profile")(
         "device-memory", po::value<double>()->value_name("GIB"), "memory of one device (default: the host's on CPU, 80 on GPUs)")(
+        "compute-scale", po::value<double>()->value_name("R"),
+        "the network's devices compute R times as fast as the profile's (a CPU profile estimated on a GPU "
+        "cluster spec); required when their kinds differ")(
         "cpu-threads", po::value<std::string>()->value_name("equal|share"),
         "CPU: equal gives every rank the same intra-op threads at every world size (the default, or a sweep's "
         "[compare] cpu_threads); share divides the host's among the ranks")(
@@ -331,6 +334,11 @@ int dispatch(int argc, char** argv) {
     if (vars.count("network")) request.network = network_files(vars["network"].as<std::string>());
     if (vars.count("out")) request.out = vars["out"].as<std::string>();
     if (vars.count("profile")) request.profile = vars["profile"].as<std::string>();
+    if (vars.count("compute-scale")) {
+      request.compute_scale = vars["compute-scale"].as<double>();
+      if (!(request.compute_scale > 0))
+        throw CommandLineError("--compute-scale must be a positive ratio.", "Write `--compute-scale 50`.");
+    }
     if (vars.count("cpu-threads")) {
       request.cpu_threads = vars["cpu-threads"].as<std::string>();
       if (request.cpu_threads != "equal" && request.cpu_threads != "share")

@@ -35,6 +35,17 @@ def estimate_matches_measured_runs():
     st.check(os.path.isfile(os.path.join(out, "profile", "summary.json")), "the profile run is kept under --out")
     predicted = {(r["strategy"], r["world_size"]): r for r in estimate["rows"]}
     st.check(not predicted[("single", 2)]["applicable"], "single is not applicable at world size 2")
+    # Every predicted time carries its interval; the profile's summary says how its steps varied.
+    for r in estimate["rows"]:
+        if r["applicable"]:
+            low, high = r["step_time_interval_s"]
+            st.check(0 < low < r["step_time_s"] < high, f"{r['strategy']}@{r['world_size']}: interval {low}-{high} "
+                     f"around {r['step_time_s']}")
+    st.expect_stdout(result, "the estimator's own error of 10%")
+    profile_summary = st.load_summary(os.path.join(out, "profile"))
+    q25, q75 = profile_summary["steady_step_time_quartiles_s"]
+    st.check(0 < q25 <= profile_summary["steady_step_time_s"] <= q75,
+             f"the profile's quartiles {q25}, {q75} around its median {profile_summary['steady_step_time_s']}")
     for strategy in ("ddp", "zero2", "zero3"):
         run_dir = st.temp_dir("measured_" + strategy)
         st.strata_run(st.GOOD_SYNTHETIC, run_dir, *SETS, "strategy.name=" + strategy, "distributed.nproc=3")
@@ -274,10 +285,19 @@ def bad_input_is_exit_2():
     example = os.path.join(st.REPO, "examples", "clusters", "8xh100_nvlink_ib400.toml")
     profile = st.temp_dir("estimate_profile")
     st.strata_run(st.GOOD_SYNTHETIC, profile, *SETS)
+    # A CPU profile on a GPU cluster's network: refused, unless the compute is scaled by a declared ratio.
+    mismatch = st.strata("estimate", st.GOOD_SYNTHETIC, "--network", example, "--world-sizes", "8,16", "--profile",
+                         profile, "--out", out, "--device-memory", "80", *st.set_args(*SETS))
+    st.expect_clean_failure(mismatch, 2, "the profile runs on cpu but the network", "links GPU devices",
+                            "--compute-scale R")
     good = st.strata("estimate", st.GOOD_SYNTHETIC, "--network", example, "--world-sizes", "8,16", "--profile", profile,
-                     "--out", out, "--device-memory", "80", *st.set_args(*SETS))
+                     "--out", out, "--device-memory", "80", "--compute-scale", "50", *st.set_args(*SETS))
     st.expect_exit(good, 0)
     st.expect_stdout(good, "8x H100")
+    st.expect_stdout(good, "its compute divided by 50 (--compute-scale, declared, not measured)")
+    same = st.strata("estimate", st.GOOD_SYNTHETIC, "--world-sizes", "2", "--profile", profile, "--out", out,
+                     "--compute-scale", "50", *st.set_args(*SETS))
+    st.expect_clean_failure(same, 2, "nothing to scale")
 
 
 # A small ConvNet on synthetic images: units whose activations checkpointing shrinks (convolution,

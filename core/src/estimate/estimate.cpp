@@ -264,6 +264,46 @@ Error contradictory_references(const std::vector<double>& references, int thread
                "own (taskset, a Slurm allocation).");
 }
 
+/// A profile of one kind of device (cpu, gpu) and a network of another predict nothing real: the
+/// compute must be scaled by a declared ratio (--compute-scale R: the network's devices R times as
+/// fast), else UsageError; and a ratio without a difference is refused too. `device`: the
+/// profile's ("cpu", "cuda:0").
+void check_kinds(const std::string& device, const estimate::Network& net, double scale) {
+  const std::string kind = device == "cpu" ? "cpu" : "gpu";
+  if (net.device_kind.empty() || net.device_kind == kind) {
+    if (scale > 0)
+      throw UsageError(fmt::format("--compute-scale {:g}: the profile ({}) and the network ({}) are of one kind of "
+                                   "device: there is nothing to scale.",
+                                   scale, device, net.name),
+                       "Drop --compute-scale; it is for a profile of one kind of device estimated on another's network.");
+    return;
+  }
+  if (scale > 0) return;
+  const std::string theirs = net.device_kind == "gpu" ? "GPU" : "CPU";
+  throw UsageError(fmt::format("the profile runs on {} but the network {} links {} devices: the profile's compute "
+                               "times say nothing of those devices.",
+                               device, net.name, theirs),
+                   fmt::format("Give --profile RUN_DIR of a run on such a device (examples/profiles holds one of an "
+                               "H200), or declare how much faster they compute with --compute-scale R (the {} devices "
+                               "R times as fast as this profile's); or estimate with a network of this profile's kind "
+                               "(`strata bench comms --json FILE` where it ran).",
+                               theirs));
+}
+
+/// check_kinds(), then the profile's times divided by --compute-scale where the kinds differ.
+void scale_to_network(estimate::Profile& p, const estimate::Network& net, double scale) {
+  check_kinds(p.device, net, scale);
+  if (scale <= 0) return;
+  for (double* t : {&p.step_s, &p.compute_s, &p.optimizer_s, &p.data_s, &p.other_s}) *t /= scale;
+  for (auto& u : p.units)
+    for (double* t : {&u.forward_s, &u.backward_s, &u.checkpointed_backward_s})
+      if (*t > 0) *t /= scale;
+  for (auto& [threads, seconds] : p.compute_by_threads) seconds /= scale;
+  p.notes.push_back(fmt::format("the profile ran on {}, the network links {} devices: its compute divided by {:g} "
+                                "(--compute-scale, declared, not measured)",
+                                p.device, net.device_kind == "gpu" ? "GPU" : "CPU", scale));
+}
+
 /// The profile: the run (RUN_DIR, or one started now), the model's units timed one by one, and on
 /// the CPU a run for each thread count the ranks will use that differs from the run's.
 estimate::Profile measure_profile(const EstimateTarget& target, const EstimateRequest& r, const Experiment& e,
@@ -318,6 +358,7 @@ estimate::Profile measure_profile(const EstimateTarget& target, const EstimateRe
       const auto agreed = agreeing(references);
       if (agreed.empty()) throw contradictory_references(references, profile.threads, out);
       const double reference = median(agreed);
+      profile.reference_spread = spread(agreed);
       if (references.size() > 2)
         profile.notes.push_back(fmt::format("{} reference runs at {} thread{}, {} of them within {:.0f}% (spread of all "
                                             "{:.0f}%): their median is the reference",
@@ -423,6 +464,11 @@ Json run_estimate(const EstimateRequest& r) {
     }
 
   const estimate::Network network = r.network.empty() ? default_network() : estimate::load_network(r.network);
+  // The kinds of device are checked before any profile run: --profile's, or where this host runs it.
+  check_kinds(!r.profile.empty() ? estimate::read_profile(r.profile, e).device
+              : e.train.device == "cpu" || (e.train.device == "auto" && !torch::cuda::is_available()) ? "cpu"
+                                                                                                     : "cuda",
+              network, r.compute_scale);
   if (network.gpus_per_node <= 0 && !network.measured.empty()) {
     // Measured tables: say which world sizes read a table measured at another.
     std::vector<int> off;
@@ -438,6 +484,7 @@ Json run_estimate(const EstimateRequest& r) {
   fs::create_directories(out);
 
   estimate::Profile profile = measure_profile(target, r, e, profiles_as_itself(registry, e), network, out);
+  scale_to_network(profile, network, r.compute_scale);
   if (equal_threads > 0 && profile.device == "cpu")
     profile.notes.push_back(fmt::format("every rank computes with {} intra-op thread{} at every world size (cpu_threads "
                                         "\"equal\"; this host has {}), as each GPU brings its own compute; "
@@ -525,6 +572,12 @@ Json run_estimate(const EstimateRequest& r) {
                                 : "strong scaling: speedup = its step time / the step time",
                            target.baseline_world);
   for (const auto& note : target.notes) std::cout << "note: " << note << "\n";
+  const double noise = std::max(profile.step_spread, profile.reference_spread);
+  std::cout << fmt::format("ms @N: the predicted step time (and its interval: +-{:.0f}%, the estimator's own error of "
+                           "{:.0f}% with {})\n",
+                           100 * estimate::prediction_uncertainty(profile), 100 * estimate::kModelError,
+                           noise > 0 ? fmt::format("the profile's noise of {:.0f}%", 100 * noise)
+                                     : std::string("no noise the profile records"));
   std::cout << "\n";
   std::string header = "| strategy |";
   std::string rule = "|:---------|";
@@ -543,7 +596,8 @@ Json run_estimate(const EstimateRequest& r) {
         continue;
       }
       const double speedup = speedup_of(row, baseline);
-      line += fmt::format(" {:.3g}{} | {:.2f} | {:.0f}% | {} | {} | {} |", row.step_s * 1e3, row.coarse ? "~" : "", speedup,
+      line += fmt::format(" {:.3g}{} ({:.3g}–{:.3g}) | {:.2f} | {:.0f}% | {} | {} | {} |", row.step_s * 1e3,
+                          row.coarse ? "~" : "", row.step_low_s * 1e3, row.step_high_s * 1e3, speedup,
                           100 * efficiency_of(speedup, row.world_size), bytes_text(row.memory.peak()), bytes_text(row.bus_bytes),
                           fits(row) ? "yes" : "NO");
     }
@@ -618,7 +672,8 @@ Json run_estimate(const EstimateRequest& r) {
   j["baseline_step_time_s"] = baseline;
   Json list = Json::array();
   std::string csv =
-      "strategy,world_size,applicable,coarse,step_time_s,speedup,efficiency,compute_s,exposed_comm_s,comm_s,"
+      "strategy,world_size,applicable,coarse,step_time_s,step_time_low_s,step_time_high_s,speedup,efficiency,compute_s,"
+      "exposed_comm_s,comm_s,"
       "params_bytes,grads_bytes,optimizer_bytes,activation_bytes,gathered_bytes,buffer_bytes,model_state_bytes,peak_bytes,"
       "bus_bytes_per_step,payload_bytes_per_step,collectives_per_step,fits,note\n";
   for (const auto& row : rows) {
@@ -631,6 +686,10 @@ Json run_estimate(const EstimateRequest& r) {
     o["coarse"] = row.coarse;
     o["note"] = row.note;
     o["step_time_s"] = row.step_s;
+    Json interval = Json::array();
+    interval.push_back(row.step_low_s);
+    interval.push_back(row.step_high_s);
+    o["step_time_interval_s"] = std::move(interval);
     o["speedup"] = speedup;
     o["efficiency"] = efficiency;
     o["compute_s"] = row.compute_s;
@@ -645,8 +704,9 @@ Json run_estimate(const EstimateRequest& r) {
     list.push_back(std::move(o));
     std::string note = row.note;
     std::replace(note.begin(), note.end(), ',', ';');
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", row.strategy, row.world_size,
-                       row.applicable, row.coarse, row.step_s, speedup, efficiency, row.compute_s,
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", row.strategy,
+                       row.world_size, row.applicable, row.coarse, row.step_s, row.step_low_s, row.step_high_s, speedup,
+                       efficiency, row.compute_s,
                        row.exposed_comm_s, row.comm_s, row.memory.params, row.memory.grads, row.memory.optimizer,
                        row.memory.activations, row.memory.gathered, row.memory.buffers, row.memory.state(),
                        row.memory.peak(), row.bus_bytes, row.payload_bytes, row.collectives, row.applicable && fits(row), note);

@@ -27,6 +27,9 @@ struct EstimateRequest {
   /// size, the host's over the largest; "share" divides the host's among each world size's ranks;
   /// empty: a sweep's [compare] cpu_threads, else "equal". An experiment's [train] threads wins.
   std::string cpu_threads;
+  /// > 0: the network's devices compute this many times as fast as the profile's (a CPU profile
+  /// estimated for GPUs); required when the profile and the network are of different kinds.
+  double compute_scale = 0;
 };
 
 /// Estimates, prints the table and writes estimate.json and estimate.csv; returns what

@@ -144,6 +144,8 @@ Network network_from_bench_json(const std::string& text, const std::string& sour
   const Json* backend = j.find("backend");
   const Json* device = j.find("device");
   net.measured_with = fmt::format("{} {}", backend ? backend->string_or("?") : "?", device ? device->string_or("?") : "?");
+  const std::string on = device ? device->string_or("") : "";
+  net.device_kind = on.rfind("cuda", 0) == 0 ? "gpu" : on == "cpu" ? "cpu" : "";
   net.description = measured_description(net);
   // The intra level's figures for a collective the table lacks come from all_reduce's table.
   return net;
@@ -159,12 +161,13 @@ Network network_from_toml(const std::string& text, const std::string& source) {
   }
   const auto* cluster = t["cluster"].as_table();
   if (cluster == nullptr) bad_network(source, "no [cluster] table.");
-  const std::vector<std::string> known{"name", "description", "source", "gpus_per_node", "intra_node_gbps",
-                                       "intra_node_latency_us", "inter_node_gbps", "inter_node_latency_us"};
+  const std::vector<std::string> known{"name",           "description",           "source",
+                                       "gpus_per_node",  "intra_node_gbps",       "intra_node_latency_us",
+                                       "inter_node_gbps", "inter_node_latency_us", "device"};
   for (const auto& [key, value] : *cluster)
     if (std::find(known.begin(), known.end(), std::string(key.str())) == known.end())
       bad_network(source, fmt::format("unknown key '{}' in [cluster] (known: gpus_per_node, intra_node_gbps, "
-                                      "intra_node_latency_us, inter_node_gbps, inter_node_latency_us, name, source).",
+                                      "intra_node_latency_us, inter_node_gbps, inter_node_latency_us, device, name, source).",
                                       key.str()));
   auto number = [&](const char* key, bool required) -> double {
     const auto node = (*cluster)[key];
@@ -178,6 +181,10 @@ Network network_from_toml(const std::string& text, const std::string& source) {
   };
   Network net;
   net.name = (*cluster)["name"].value_or(std::string("cluster spec")) + " (" + source + ")";
+  net.device_kind = (*cluster)["device"].value_or(std::string("gpu"));
+  if (net.device_kind != "gpu" && net.device_kind != "cpu")
+    bad_network(source, fmt::format("[cluster] device = \"{}\": the devices it links are \"gpu\" or \"cpu\".",
+                                    detail::shown(net.device_kind)));
   const double g = number("gpus_per_node", true);
   if (g < 1 || g != std::floor(g)) bad_network(source, "[cluster] gpus_per_node must be a whole number >= 1.");
   net.gpus_per_node = static_cast<int>(g);
@@ -216,7 +223,7 @@ Network load_network(const std::vector<std::filesystem::path>& files) {
         bad_network(file.string(), fmt::format("a second table measured at {} ranks: give one per world size.", ranks));
       net.measured[ranks] = std::move(tables);
     }
-    if (names.empty()) net.measured_with = one.measured_with;
+    if (names.empty()) net.measured_with = one.measured_with, net.device_kind = one.device_kind;
     names.push_back(file.string());
   }
   net.gpus_per_node = 0;

@@ -50,6 +50,9 @@ struct Network {
   /// Intra-node, from `bench comms`, by the world size each table was measured at (may be empty).
   std::map<int, std::map<Collective, BusbwTable>> measured;
   std::string measured_with;  ///< what `bench comms` measured with ("gloo cpu"), for the description
+  /// The kind of device it links: "cpu" (`bench comms` of CPU tensors), "gpu" (of CUDA tensors, or
+  /// a cluster spec: [cluster] device, "gpu" by default); "" for the assumed default network.
+  std::string device_kind;
 
   /// Seconds for collective `c` of `bytes` (S, as nccl-tests counts it) over `n` ranks: consecutive
   /// ranks packed on nodes of gpus_per_node, or `per_node` of the group on each node (1: every rank

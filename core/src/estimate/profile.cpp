@@ -51,6 +51,9 @@ Profile read_profile(const std::filesystem::path& run_dir, const Experiment& e) 
   p.global_batch = number_at(j, "global_batch_size", 1);
   p.micro_batches = static_cast<int>(number_at(j, "micro_batches", 1));
   p.step_s = number_at(j, "steady_step_time_s", number_at(j, "step_time_s", 0));
+  if (const Json* q = j.find("steady_step_time_quartiles_s"); q != nullptr && q->elements() && q->elements()->size() == 2 &&
+                                                              p.step_s > 0)
+    p.step_spread = std::max(0.0, ((*q->elements())[1].number_or(0) - (*q->elements())[0].number_or(0)) / p.step_s);
   p.threads = static_cast<int>(number_at(j, "threads", 0));
   p.host_threads = static_cast<int>(number_at(j, "host_threads", 0));
   p.rank_threads = static_cast<int>(e.train.threads);

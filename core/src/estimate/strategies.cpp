@@ -39,6 +39,11 @@ Schedule replica_schedule(const ScheduleInput& in) {
 
 }  // namespace
 
+double prediction_uncertainty(const Profile& p) {
+  const double noise = std::max(p.step_spread, p.reference_spread);
+  return std::sqrt(kModelError * kModelError + noise * noise);
+}
+
 int rank_threads(const Profile& p, const Network& net, int world) {
   if (p.rank_threads > 0) return p.rank_threads;
   return std::max(1, p.host_threads / ranks_on_host(net, world));
@@ -183,6 +188,9 @@ StrategyEstimate estimate_strategy(const std::string& strategy, const EstimateIn
   // Fetching a batch computes on the rank's threads; the rest of the step (fixed host work) does not scale.
   const double data_share = e.schedule.data_share >= 0 ? e.schedule.data_share : 1.0 / ranks;
   e.step_s = step + p.data_s * data_share * in.batch_scale * host_compute_factor(p, *in.network, ranks) + p.other_s;
+  const double u = prediction_uncertainty(p);
+  e.step_low_s = e.step_s * (1.0 - u);
+  e.step_high_s = e.step_s * (1.0 + u);
   e.bus_bytes = sim.bus_bytes;
   e.payload_bytes = sim.payload_bytes;
   e.collectives = sim.collectives;

@@ -48,6 +48,11 @@ struct Profile {
   std::map<int, double> compute_by_threads;
   // Per optimizer step on one device, seconds:
   double step_s = 0;               ///< steady step time
+  /// How much its steady steps varied: (p75 - p25) / median (summary.json
+  /// steady_step_time_quartiles_s; 0: not recorded), and on the CPU the spread of the reference
+  /// runs the thread counts were measured against (0: none).
+  double step_spread = 0;
+  double reference_spread = 0;
   double compute_s = 0;            ///< forward + backward of every micro-batch
   double optimizer_s = 0;
   double data_s = 0;
@@ -94,6 +99,9 @@ struct StrategyEstimate {
   bool coarse = false;     ///< the strategy declares no schedule: a replica that does not communicate
   std::string note;
   double step_s = 0;
+  /// The interval the step time is predicted in (interval_of: the profile's noise and the model's
+  /// own error, stated).
+  double step_low_s = 0, step_high_s = 0;
   double compute_s = 0;      ///< busy time of the compute stream
   double exposed_comm_s = 0;
   double comm_s = 0;         ///< busy time of every communication stream
@@ -106,6 +114,14 @@ struct StrategyEstimate {
   double process_peak = 0;
   Schedule schedule;
 };
+
+/// The estimator's own error on step time, stated: the median absolute error its published studies
+/// measured against `strata compare` (BENCHMARKS.md: 7.5% to 11.4% on a 2-core host), rounded up.
+inline constexpr double kModelError = 0.10;
+/// The relative half-width of a predicted step time's interval: the model's error and the noise
+/// of what it was predicted from (the profile's steady steps, the CPU's reference runs), combined
+/// as independent errors.
+double prediction_uncertainty(const Profile& profile);
 
 /// Context of one estimate.
 struct EstimateInput {

@@ -40,7 +40,7 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   s["flops_per_sample"] = r_.model->flops_per_sample();
   // The run's figures are its last segment's (this process's): never a blend of two strategies.
   for (const char* key : {"train_time_s", "step_time_s", "samples_per_s", "timing_warmup_steps", "steady_step_time_s",
-                          "steady_samples_per_s"})
+                          "steady_step_time_quartiles_s", "steady_samples_per_s"})
     s[key] = *current.find(key);
   const double step_time = current.find("step_time_s")->number_or(0);
   s["flops"] = flops_summary(r_.model->flops_per_sample(), r_.model->flops_formula(),
@@ -123,6 +123,10 @@ Json Loop::segment() const {
   const double steady_step = steady.empty() ? 0.0 : median(steady);
   s["timing_warmup_steps"] = static_cast<std::int64_t>(warm);
   s["steady_step_time_s"] = steady_step;
+  // How much the steady steps vary: what a prediction made from this run inherits.
+  Json quartiles = Json::array();
+  for (const double q : {0.25, 0.75}) quartiles.push_back(steady.empty() ? 0.0 : quantile(steady, q));
+  s["steady_step_time_quartiles_s"] = std::move(quartiles);
   s["steady_samples_per_s"] = steady_step > 0 ? static_cast<double>(e_.train.global_batch_size) / steady_step : 0.0;
   memory_.write(s["memory"]);
   Json& comm = s["comm"];
