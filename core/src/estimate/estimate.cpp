@@ -7,14 +7,12 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <thread>
-
-#include <torch/cuda.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "sweep/sweep.hpp"
+#include "sweep/sweep_check.hpp"
 #include "config/experiment.hpp"
 #include "estimate/fit_experiment.hpp"
 #include "estimate/network.hpp"
@@ -24,6 +22,7 @@
 #include "io/run_dir.hpp"
 #include "launch/child.hpp"
 #include "run.hpp"
+#include "train/median.hpp"
 #include "strata/errors.hpp"
 #include "strata/json.hpp"
 #include "strata/registry.hpp"
@@ -213,12 +212,6 @@ constexpr std::size_t kMaxReferences = 4;
 double spread(const std::vector<double>& v) {
   const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
   return *lo > 0 ? (*hi - *lo) / *lo : 0.0;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /// The largest set of `v` within kReferenceBand (or kReferenceFloorS) of its smallest member, when it is a majority of
@@ -420,10 +413,8 @@ Json run_estimate(const EstimateRequest& r) {
   // cpu_threads = "equal": every rank, and the profile run, computes with the same intra-op threads
   // at every world size (as `strata compare` runs them), unless the experiment sets its own.
   int equal_threads = 0;
-  if (target.cpu_threads == "equal" && e.train.threads == 0 &&
-      (e.train.device == "cpu" || (e.train.device == "auto" && !torch::cuda::is_available()))) {
-    const int host = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    equal_threads = std::max(1, host / *std::max_element(target.world_sizes.begin(), target.world_sizes.end()));
+  if (target.cpu_threads == "equal" && e.train.threads == 0 && computes_on_cpu(e)) {
+    equal_threads = equal_rank_threads(*std::max_element(target.world_sizes.begin(), target.world_sizes.end()));
     target.overrides.push_back(fmt::format("train.threads={}", equal_threads));
     e = load_experiment(target.experiment, target.overrides);
   }
@@ -465,9 +456,7 @@ Json run_estimate(const EstimateRequest& r) {
 
   const estimate::Network network = r.network.empty() ? default_network() : estimate::load_network(r.network);
   // The kinds of device are checked before any profile run: --profile's, or where this host runs it.
-  check_kinds(!r.profile.empty() ? estimate::read_profile(r.profile, e).device
-              : e.train.device == "cpu" || (e.train.device == "auto" && !torch::cuda::is_available()) ? "cpu"
-                                                                                                     : "cuda",
+  check_kinds(!r.profile.empty() ? estimate::read_profile(r.profile, e).device : computes_on_cpu(e) ? "cpu" : "cuda",
               network, r.compute_scale);
   if (network.gpus_per_node <= 0 && !network.measured.empty()) {
     // Measured tables: say which world sizes read a table measured at another.
@@ -489,8 +478,7 @@ Json run_estimate(const EstimateRequest& r) {
     profile.notes.push_back(fmt::format("every rank computes with {} intra-op thread{} at every world size (cpu_threads "
                                         "\"equal\"; this host has {}), as each GPU brings its own compute; "
                                         "--cpu-threads share divides the host's among the ranks instead",
-                                        equal_threads, equal_threads == 1 ? "" : "s",
-                                        std::max(1, static_cast<int>(std::thread::hardware_concurrency()))));
+                                        equal_threads, equal_threads == 1 ? "" : "s", host_threads()));
 
   double device_memory = r.device_memory_gib * 1024.0 * 1024.0 * 1024.0;
   std::string memory_source = "--device-memory";

@@ -53,13 +53,18 @@ Profile profile_of(const FitRequest& r) {
   return p;
 }
 
-StrategyEstimate estimate_at(const FitRequest& r, const Profile& p, const Network& net, const std::string& strategy,
-                             int world) {
+StrategyEstimate estimate_at(const Profile& p, const Network& net, const std::string& strategy, int world,
+                             const StrategyModel& model) {
   EstimateInput in;
   in.profile = &p;
   in.network = &net;
   in.world_size = world;
-  return estimate_strategy(strategy, in, r.model ? r.model(strategy) : StrategyModel{});
+  return estimate_strategy(strategy, in, model);
+}
+
+StrategyEstimate estimate_at(const FitRequest& r, const Profile& p, const Network& net, const std::string& strategy,
+                             int world) {
+  return estimate_at(p, net, strategy, world, r.model ? r.model(strategy) : StrategyModel{});
 }
 
 std::string ranks(int n) { return fmt::format("{} rank{}", n, n == 1 ? "" : "s"); }
@@ -85,11 +90,7 @@ FitCheck check_fit(const FitRequest& r) {
   c.fits = fits(c.estimate, r.device_memory);
   if (c.fits) return c;
   if (r.offloaded) {  // the same strategy with its optimizer on the host
-    EstimateInput in;
-    in.profile = &p;
-    in.network = &net;
-    in.world_size = r.world_size;
-    const auto e = estimate_strategy(r.strategy, in, r.offloaded());
+    const auto e = estimate_at(p, net, r.strategy, r.world_size, r.offloaded());
     if (fits(e, r.device_memory))
       c.would_fit.push_back(fmt::format("{} with strategy.offload = \"optimizer\" ({} per rank on the device, {} of "
                                         "host memory)",

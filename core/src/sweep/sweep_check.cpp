@@ -82,15 +82,13 @@ std::int64_t validate_run(const Sweep& sweep, const SweepRun& run) {
 /// threads, the host's hardware threads over the largest world size, unless the experiment (or an
 /// axis) sets [train] threads or the device.
 void give_equal_threads(const Sweep& sweep, const Experiment& base, SweepPlan& plan) {
-  if (sweep.measure.cpu_threads != "equal" || base.train.threads > 0) return;
-  const bool cpu = base.train.device == "cpu" || (base.train.device == "auto" && !torch::cuda::is_available());
-  if (!cpu) return;
+  if (sweep.measure.cpu_threads != "equal" || base.train.threads > 0 || !computes_on_cpu(base)) return;
   for (const auto& axis : sweep.axes)
     if (axis.key == "train.threads" || axis.key == "train.device") return;
   int widest = 1;
   for (const auto& run : plan.combinations) widest = std::max(widest, run.world_size);
-  plan.host_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  plan.rank_threads = std::max(1, plan.host_threads / widest);
+  plan.host_threads = host_threads();
+  plan.rank_threads = equal_rank_threads(widest);
   for (auto* runs : {&plan.combinations, &plan.runs})
     for (auto& run : *runs) {
       run.overrides.push_back("train.threads=" + std::to_string(plan.rank_threads));
@@ -99,6 +97,14 @@ void give_equal_threads(const Sweep& sweep, const Experiment& base, SweepPlan& p
 }
 
 }  // namespace
+
+bool computes_on_cpu(const Experiment& e) {
+  return e.train.device == "cpu" || (e.train.device == "auto" && !torch::cuda::is_available());
+}
+
+int host_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+
+int equal_rank_threads(int widest_world) { return std::max(1, host_threads() / std::max(1, widest_world)); }
 
 CheckedSweep check_sweep(const fs::path& file, const std::vector<std::string>& overrides,
                          const std::function<void(const SweepRun&)>& on_valid) {

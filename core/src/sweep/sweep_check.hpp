@@ -32,4 +32,15 @@ CheckedSweep check_sweep(const std::filesystem::path& file, const std::vector<st
 /// `strata validate SWEEP [--set KEY=VALUE]...`: check_sweep(), with a line per combination.
 void validate_sweep(const std::filesystem::path& file, const std::vector<std::string>& overrides);
 
+struct Experiment;
+
+/// Whether `e` computes on the CPU here ([train] device "cpu", or "auto" without a CUDA device).
+bool computes_on_cpu(const Experiment& e);
+/// The hardware threads of this host (at least 1).
+int host_threads();
+/// [compare] cpu_threads = "equal": the intra-op threads every rank gets when the widest run has
+/// `widest_world` ranks on this host (the host's threads over them, at least 1). `strata estimate`
+/// gives its ranks and its profile run the same.
+int equal_rank_threads(int widest_world);
+
 }  // namespace strata
