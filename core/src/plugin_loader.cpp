@@ -195,6 +195,58 @@ std::string elf_cut_short(const fs::path& file) {
   return reason;
 }
 
+/// The DT_NEEDED names of an ELF64 shared library (from its SHT_DYNAMIC section and the string
+/// table it links to); empty when the file cannot be read as one.
+std::vector<std::string> needed_libraries(const fs::path& file) {
+  std::vector<std::string> names;
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return names;
+  struct stat st {};
+  Elf64_Ehdr header{};
+  const auto read_at = [fd](void* into, std::size_t bytes, std::uint64_t offset) {
+    return ::pread(fd, into, bytes, static_cast<off_t>(offset)) == static_cast<ssize_t>(bytes);
+  };
+  std::vector<Elf64_Shdr> sections;
+  if (::fstat(fd, &st) == 0 && read_at(&header, sizeof header, 0) && std::memcmp(header.e_ident, ELFMAG, SELFMAG) == 0 &&
+      header.e_ident[EI_CLASS] == ELFCLASS64 && header.e_shentsize == sizeof(Elf64_Shdr) && header.e_shnum > 0 &&
+      header.e_shoff < static_cast<std::uint64_t>(st.st_size)) {
+    sections.resize(header.e_shnum);
+    if (!read_at(sections.data(), sections.size() * sizeof(Elf64_Shdr), header.e_shoff)) sections.clear();
+  }
+  for (const auto& dynamic : sections) {
+    if (dynamic.sh_type != SHT_DYNAMIC || dynamic.sh_link >= sections.size()) continue;
+    const auto& strings = sections[dynamic.sh_link];
+    if (dynamic.sh_size > (1u << 20) || strings.sh_size > (16u << 20)) break;  // not a plugin's
+    std::vector<Elf64_Dyn> entries(dynamic.sh_size / sizeof(Elf64_Dyn));
+    std::string table(strings.sh_size, '\0');
+    if (!read_at(entries.data(), entries.size() * sizeof(Elf64_Dyn), dynamic.sh_offset) ||
+        !read_at(table.data(), table.size(), strings.sh_offset))
+      break;
+    for (const auto& entry : entries)
+      if (entry.d_tag == DT_NEEDED && entry.d_un.d_val < table.size()) names.emplace_back(table.c_str() + entry.d_un.d_val);
+    break;
+  }
+  ::close(fd);
+  return names;
+}
+
+/// Opens each library `plugin` needs that the process has not loaded yet, as a root of its own
+/// with RTLD_DEEPBIND, so that it binds its own globals before the process's (the plugin's load
+/// then finds it loaded). A library that defines a global of the same name as one of LibTorch's
+/// would otherwise be relocated onto LibTorch's: Debian's libsentencepiece (the text and mrpc
+/// datasets) constructs its 32-byte absl flag FLAGS_minloglevel over libc10's 4-byte int of that
+/// name and the mutex beside it, and the first TorchScript call then waits on that mutex forever.
+/// A library the host's search path does not find is left to the plugin's own load (its RUNPATH).
+void open_dependencies_apart(const fs::path& plugin) {
+  for (const auto& name : needed_libraries(plugin)) {
+    if (void* loaded = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
+      ::dlclose(loaded);  // drops the reference NOLOAD took; the library stays
+      continue;
+    }
+    if (::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND) == nullptr) ::dlerror();  // kept open for good
+  }
+}
+
 /// (kind, name) of every entry, sorted as the registry keeps them.
 std::vector<std::pair<PluginKind, std::string>> keys_of(const Registry& registry) {
   std::vector<std::pair<PluginKind, std::string>> out;
@@ -244,6 +296,7 @@ void PluginLoader::load_checked(const fs::path& canonical, PluginLoadFailure& fa
   boost::dll::fs::error_code load_error;
   {
     CrashGuard guard(where, " in its initialization code");
+    open_dependencies_apart(canonical);
     library->load(canonical, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
   }
   if (load_error || !library->is_loaded()) {
