@@ -13,11 +13,12 @@
 
 namespace strata::inline kit_v3 {
 
-void broadcast_module(torch::nn::Module& module, Comm& comm) {
+void broadcast_module(torch::nn::Module& module, Comm& comm, const std::unordered_set<const void*>& skip) {
   if (comm.skips_collectives()) return;
   // In-place writes into leaf parameters must not be recorded by autograd.
   torch::NoGradGuard no_grad;
-  for (auto& t : module.parameters()) comm.broadcast(t, 0);
+  for (auto& t : module.parameters())
+    if (!skip.count(t.unsafeGetTensorImpl())) comm.broadcast(t, 0);
   for (auto& t : module.buffers()) comm.broadcast(t, 0);
 }
 

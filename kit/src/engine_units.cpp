@@ -27,25 +27,17 @@ std::unordered_set<const void*> unit_tensors(const Model& model) {
   return in_units;
 }
 
-/// Trainable parameters outside every unit, and parameters that two names share: sharding by unit
-/// cannot place either, so setup refuses them by name.
+/// Trainable parameters outside every unit: sharding by unit cannot place them, so setup refuses
+/// them by name. (A parameter two units share is placed with the first: take_over_unit.)
 void check_shardable(const Model& model, const std::unordered_set<const void*>& in_units, const std::string& owner) {
-  std::vector<std::pair<std::string, std::string>> aliases;
-  std::vector<std::string> outside, tied;
-  for (const auto& [name, p] : unique_trainable_parameters(model, &aliases))
+  std::vector<std::string> outside;
+  for (const auto& [name, p] : unique_trainable_parameters(model))
     if (!in_units.count(p.unsafeGetTensorImpl())) outside.push_back(name);
-  for (const auto& [alias, name] : aliases) tied.push_back(alias + " = " + name);
   if (!outside.empty())
     throw Error(owner + ": trainable parameter(s) registered on the model outside every unit: " +
                     fmt::format("{}", fmt::join(outside, ", ")) + ".",
                 "Sharded parameters are placed unit by unit; register these parameters inside a unit (or freeze "
                 "them), or use a strategy that replicates parameters (ddp, zero1, zero2)");
-  if (!tied.empty())
-    throw Error(owner + ": parameters shared under two names (tied weights): " + fmt::format("{}", fmt::join(tied, ", ")) +
-                    ".",
-                "Sharded parameters are placed unit by unit and one tensor cannot be sharded for two units; untie "
-                "them, or use a strategy that replicates parameters (ddp, zero1, zero2), which hold a tied "
-                "parameter once");
 }
 
 }  // namespace
@@ -102,7 +94,25 @@ void Engine::take_over_sharded() {
     plan = plan_.units;
     if (plan_.unit) plan_.unit(u, model_->unit_names()[u], plan);
   }
-  for (std::size_t u = 0; u < units_.size(); ++u) take_over_unit(u);
+  {
+    std::unordered_map<const void*, std::pair<std::size_t, std::string>> holder;
+    for (std::size_t u = 0; u < units_.size(); ++u) take_over_unit(u, holder);
+  }
+  // A unit whose parameters a later one reads (tied) stays gathered until that one has run: its
+  // after_forward is kNone, so its gradients, summed over both uses, arrive while it is gathered.
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    for (const auto from : units_[u].reads_from) {
+      units_[from].read_until = std::max(units_[from].read_until, u);
+      units_[from].plan.after_forward = Reshard::kNone;
+      // A checkpointed unit's backward is a nested one: the tied gradient would arrive twice.
+      if (model_->checkpointed(u))
+        throw Error(plan_.owner + ": unit " + model_->unit_names()[u] + " reads a parameter of unit " +
+                        model_->unit_names()[from] + " (tied weights) and is checkpointed ([train] "
+                        "activation_checkpointing): its recomputed backward would report the tied gradient before "
+                        "the other unit's share is added.",
+                    "Checkpoint other units (activation_checkpointing = N that skips it), untie the weights, or use a "
+                    "strategy that replicates parameters (ddp, zero1, zero2)");
+    }
   if (plan_.keep_last_unit_gathered)
     for (std::size_t u = units_.size(); u-- > 0;)
       if (gathered_unit(u)) {
@@ -137,11 +147,23 @@ void Engine::take_over_sharded() {
   if (plan_.gather_codec) codec_ = plan_.gather_codec();
 }
 
-void Engine::take_over_unit(std::size_t u) {
+void Engine::take_over_unit(std::size_t u,
+                            std::unordered_map<const void*, std::pair<std::size_t, std::string>>& holder) {
   auto& unit = *model_->units()[u];
   Comm& shard = mesh_.shard();
-  unit.to(device_);
-  broadcast_module(unit, *comm_);
+  // Parameters an earlier unit placed (tied): views of its flat groups already, neither moved,
+  // sent nor placed again; this unit reads them from that unit's gathered storage.
+  std::unordered_set<const void*> placed;
+  for (const auto& p : unit.named_parameters()) {
+    const auto it = holder.find(p.value().unsafeGetTensorImpl());
+    if (it == holder.end() || it->second.first == u) continue;
+    placed.insert(p.value().unsafeGetTensorImpl());
+    aliases_.emplace_back(model_->unit_names()[u] + "." + p.key(), it->second.second);
+    auto& from = units_[u].reads_from;
+    if (std::find(from.begin(), from.end(), it->second.first) == from.end()) from.push_back(it->second.first);
+  }
+  unit.to(device_);  // a tied parameter is on the device already: to() leaves it as it is
+  broadcast_module(unit, *comm_, placed);
   precision_.cast_frozen_state(unit);
   std::vector<torch::Tensor> params;
   std::vector<std::string> names;
@@ -161,6 +183,11 @@ void Engine::take_over_unit(std::size_t u) {
   // the parameters over: their storage on the device is freed as each is built.
   for (const auto& p : unit.named_parameters()) {
     if (!p.value().requires_grad()) continue;
+    const auto [it, fresh] = holder.try_emplace(p.value().unsafeGetTensorImpl(), u, model_->unit_names()[u] + "." + p.key());
+    if (!fresh) {  // tied within this unit: one tensor under two names
+      if (it->second.first == u) aliases_.emplace_back(model_->unit_names()[u] + "." + p.key(), it->second.second);
+      continue;
+    }
     const auto bytes = static_cast<std::int64_t>(p.value().nbytes());
     if (plan_.group_bytes > 0 && filled > 0 && filled + bytes > plan_.group_bytes) close_group();
     params.push_back(p.value());
@@ -185,6 +212,7 @@ torch::Tensor Engine::run_units(const torch::Tensor& input, const BatchContext& 
 }
 
 void Engine::before_unit_forward(std::size_t unit) {
+  for (const auto from : units_[unit].reads_from) gather(from), wait_gathered(from);  // tied: still gathered
   if (!gathered_unit(unit)) return;
   gather(unit);
   prefetch(unit, /*forward=*/true);  // the next units' all-gathers run while this one computes
@@ -192,8 +220,14 @@ void Engine::before_unit_forward(std::size_t unit) {
 }
 
 void Engine::after_unit_forward(std::size_t unit, bool backward_follows) {
+  if (!backward_follows)  // tied: a unit read by later ones is freed after the last of them
+    for (const auto from : units_[unit].reads_from)
+      if (units_[from].read_until == unit) release(from);
   if (!gathered_unit(unit)) return;
-  if (!backward_follows) return release(unit);
+  if (!backward_follows) {
+    if (units_[unit].read_until <= unit) release(unit);
+    return;
+  }
   switch (units_[unit].plan.after_forward.kind) {
     case Reshard::kNone: return;
     case Reshard::kShardGroup: return release(unit);
@@ -202,6 +236,7 @@ void Engine::after_unit_forward(std::size_t unit, bool backward_follows) {
 }
 
 void Engine::before_unit_backward(std::size_t unit) {
+  for (const auto from : units_[unit].reads_from) gather(from), wait_gathered(from);  // tied: still gathered
   if (!gathered_unit(unit)) return;
   gather(unit);
   prefetch(unit, /*forward=*/false);

@@ -307,7 +307,7 @@ Schema<LlamaOptions> llama_schema() {
               at_least(0))
       .option("tie_word_embeddings", &O::tie_word_embeddings,
               "lm_head shares embed.weight (false: the preset's or config's choice; llama-3.2-1b ties); zero3 and fsdp "
-              "refuse tied weights")
+              "keep the embedding gathered until the head's backward")
       .option("attention_bias", &O::attention_bias,
               "biases on q/k/v/o_proj (false: the preset's or config's choice)")
       .option("loss_chunk_tokens", &O::loss_chunk_tokens,

@@ -1,6 +1,7 @@
 // The model's units, their parameter counts and, measured on one device, each unit's forward and
 // backward time and the activation bytes it holds between them (needs LibTorch: builds the model).
 
+#include <unordered_set>
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -118,11 +119,12 @@ std::vector<UnitProfile> model_units(const Experiment& experiment, const UnitTim
   const ModelContext model_context{dataset->spec(), e.directory()};
   const auto model = registry.create_model(e.model.name, e.model.options, model_context);
   const auto& names = model->unit_names();
+  std::unordered_set<const void*> counted;  // a tied parameter counts in the first unit, where strategies place it
   for (std::size_t u = 0; u < model->units().size(); ++u) {
     UnitProfile unit;
     unit.name = u < names.size() ? names[u] : fmt::format("unit{}", u);
     for (const auto& t : model->units()[u]->parameters())
-      if (t.requires_grad()) {
+      if (t.requires_grad() && counted.insert(t.unsafeGetTensorImpl()).second) {
         unit.params += static_cast<double>(t.numel());
         unit.tensors.push_back(t.sizes().vec());
       }

@@ -46,6 +46,8 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "strata/buckets.hpp"
@@ -67,7 +69,7 @@ inline Topology topology_of(const StrategySetup& setup) {
 
 /// Overwrites every parameter and buffer of `module` with rank 0's (booked to the current phase,
 /// setup): the same starting point on every rank, whatever each rank's initialization did.
-void broadcast_module(torch::nn::Module& module, Comm& comm);
+void broadcast_module(torch::nn::Module& module, Comm& comm, const std::unordered_set<const void*>& skip = {});
 
 /// Appends every buffer and frozen parameter of `model` to `state` (as state_dict_copy).
 void append_frozen_state(StateDict& state, const Model& model);
@@ -156,6 +158,13 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
     std::size_t complete = 0;         ///< groups whose gradients arrived in this backward
     UnitPlan plan;
     Comm* subgroup = nullptr;         ///< Reshard::kSubgroup: the sub-group its copy is sharded over
+    /// Tied weights (a parameter two units read, as an embedding and the head tied to it): the
+    /// parameter is placed in the first unit holding it. `reads_from`: the earlier units whose
+    /// parameters this one reads too (gathered before it runs); `read_until`: for such an earlier
+    /// unit, the last unit reading it, which it stays gathered for (through backward, where its
+    /// gradient arrives last: autograd sums both uses before it accumulates).
+    std::vector<std::size_t> reads_from;
+    std::size_t read_until = 0;
   };
   /// Whether unit has sharded (gathered) groups.
   bool gathered_unit(std::size_t unit) const { return !units_.at(unit).groups.empty(); }
@@ -213,7 +222,8 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
  private:
   void take_over_replicated();
   void take_over_sharded();
-  void take_over_unit(std::size_t u);
+  /// `holder`: the unit and name that placed each parameter taken over so far (tied weights).
+  void take_over_unit(std::size_t u, std::unordered_map<const void*, std::pair<std::size_t, std::string>>& holder);
   void make_reducer();
   void prefetch(std::size_t unit, bool forward);
 
