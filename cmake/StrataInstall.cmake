@@ -34,6 +34,8 @@ install(TARGETS strata_kit EXPORT StrataTargets ARCHIVE DESTINATION "${CMAKE_INS
 install(TARGETS ${_strata_builtin_plugins} LIBRARY DESTINATION "${STRATA_INSTALL_PLUGINDIR}")
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/core/include/strata" "${PROJECT_SOURCE_DIR}/kit/include/strata"
   DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" FILES_MATCHING PATTERN "*.hpp")
+# The exporter of the torchscript model plugin: a PyTorch nn.Module in, DIR/model.pt + model.json out.
+install(PROGRAMS "${PROJECT_SOURCE_DIR}/tools/export_model.py" DESTINATION "${CMAKE_INSTALL_DATADIR}/strata/tools")
 
 install(EXPORT StrataTargets NAMESPACE Strata:: DESTINATION "${STRATA_INSTALL_CMAKEDIR}")
 configure_package_config_file(cmake/StrataConfig.cmake.in "${PROJECT_BINARY_DIR}/StrataConfig.cmake"

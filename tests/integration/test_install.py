@@ -67,7 +67,8 @@ def install_into_a_prefix():
                 "lib/libstrata_kit.a", "include/strata/kit.hpp", "include/strata/engine.hpp",
                 "lib/strata/plugins/libstrata_strategy_ddp.so", "lib/strata/plugins/libstrata_model_mlp.so",
                 "lib/cmake/Strata/StrataConfig.cmake", "lib/cmake/Strata/StrataConfigVersion.cmake",
-                "lib/cmake/Strata/StrataTargets.cmake", "lib/cmake/Strata/StrataPlugin.cmake"):
+                "lib/cmake/Strata/StrataTargets.cmake", "lib/cmake/Strata/StrataPlugin.cmake",
+                "lib/strata/plugins/libstrata_model_torchscript.so", "share/strata/tools/export_model.py"):
         st.check(os.path.isfile(installed(rel)), "%s was not installed" % rel, result)
     # The template is for copying and building out of tree, not a built-in.
     st.check(not os.path.exists(installed("lib/strata/plugins/libstrata_strategy_local_sgd.so")),
