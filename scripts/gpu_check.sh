@@ -56,7 +56,7 @@ DEPS="$(realpath -ms -- "${STRATA_GPU_DEPS:-$BUILD/deps}")"
 JOBS="${STRATA_JOBS:-$(nproc)}"
 nvidia-smi -L
 
-# Dependencies: the staged Debian packages (../shared/device/README.md), unpacked once.
+# Dependencies: the Debian packages staged in .device/debs, unpacked once.
 PREFIX="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
 if compgen -G ".device/debs/*.deb" >/dev/null; then
   if [[ ! -f "$DEPS/.unpacked" ]]; then
@@ -83,7 +83,7 @@ say "the quick start as the README gives it (device auto)"
 QUICK="$BUILD/gpu-check/quickstart"
 rm -rf "$QUICK"
 if [[ ! -d "${STRATA_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}" ]]; then
-  say "FAILED: Fashion-MNIST is not here (stage it with STAGE_DATA=1, see the device README)"; status=1
+  say "FAILED: Fashion-MNIST is not here (install dataset-fashion-mnist, or point STRATA_FASHION_MNIST_DIR at its files)"; status=1
 elif "$BUILD/bin/strata" run experiments/quickstart.toml --out "$QUICK"; then
   device=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["device"])' "$QUICK/summary.json")
   if [[ "$device" != cuda:0 ]]; then say "FAILED: the quick start ran on $device, not cuda:0"; status=1; fi

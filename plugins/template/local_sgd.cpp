@@ -1,5 +1,5 @@
-// `local_sgd`: the template strategy plugin. Copy this folder to start your own (README.md, "Write a
-// strategy plugin").
+// `local_sgd`: the template strategy plugin. Copy this folder to start your own
+// (docs/strategy-plugins.md, "Write a strategy plugin").
 //
 // Local SGD (Stich, "Local SGD Converges Fast and Communicates Little", ICLR 2019): every rank
 // holds a full replica and trains it alone on its own shard of each global batch (forward,

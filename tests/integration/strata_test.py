@@ -44,7 +44,7 @@ QUICKSTART = os.path.join(REPO, "experiments", "quickstart.toml")
 READ_EVENTS = os.path.join(TESTS_DIR, "read_events.py")
 TRACE_OVERLAP = os.path.join(REPO, "bench", "trace_overlap.py")
 
-# Keys of summary.json that DESIGN.md section 7 promises (dotted paths into nested objects).
+# Keys of summary.json that docs/user-guide.md promises (dotted paths into nested objects).
 SUMMARY_KEYS = [
     "experiment", "strategy", "model", "dataset", "world_size", "backend", "device",
     "steps", "global_batch_size", "train_time_s", "step_time_s", "samples_per_s",

@@ -23,7 +23,7 @@ SMALL = ["--max-bytes", "64K", "--iters", "3", "--warmup", "1"]
 
 
 def bus_factor(collective, n):
-    """nccl-tests' bus bandwidth factors (DESIGN.md section 8)."""
+    """nccl-tests' bus bandwidth factors (docs/user-guide.md)."""
     if n == 1:
         return 0.0
     if collective == "all_reduce":

@@ -386,7 +386,7 @@ def good_fixture_through_plugins_paths():
     with open(st.GOOD_SYNTHETIC, encoding="utf-8") as f:
         text = f.read()
     text = text.replace('name = "single"', 'name = "fixture_echo_b"\nanswer = 7')
-    # A path relative to the experiment file, as DESIGN section 6 promises.
+    # A path relative to the experiment file, as docs/user-guide.md promises.
     os.symlink(good, os.path.join(work, "my_plugins"))
     config = os.path.join(work, "experiment.toml")
     with open(config, "w", encoding="utf-8") as f:

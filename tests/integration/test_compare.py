@@ -15,7 +15,7 @@ import time
 
 import strata_test as st
 
-# DESIGN §7: the columns every results.csv has.
+# docs/user-guide.md: the columns every results.csv has.
 RESULT_COLUMNS = ["strategy", "world_size", "threads", "status", "train_time_s", "step_time_s", "samples_per_s", "speedup",
                   "efficiency", "model_state_bytes", "peak_bytes", "peak_tensor_bytes", "bus_bytes_per_step", "final_loss",
                   "eval_accuracy"]
@@ -94,7 +94,7 @@ def small_sweep_end_to_end():
         st.check(r["segments"] == "1", what + ": segments %r, expected 1 (not resumed)" % r["segments"], result)
         # Same global batch and steps: every strategy reproduces the baseline's training.
         st.expect_close(float(r["final_loss"]), float(reference["final_loss"]), what + " final_loss", abs_tol=1e-4)
-        # Speedup from the steady-state step time (DESIGN §8), never from train_time_s.
+        # Speedup from the steady-state step time (docs/user-guide.md), never from train_time_s.
         speedup, efficiency = float(r["speedup"]), float(r["efficiency"])
         st.expect_close(speedup, float(reference["steady_step_time_s"]) / float(r["steady_step_time_s"]),
                         what + " speedup", rel=1e-9)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""strata compare on a busy machine (DESIGN §8): with a CPU-heavy process beside it, a sweep of single, ddp,
+"""strata compare on a busy machine (docs/user-guide.md, Compare strategies): with a CPU-heavy process beside it, a sweep of single, ddp,
 zero1, zero3 and fsdp at world sizes 1 and 2 with 3 repeats runs its rounds interleaved in the order its seed
 gives (the order results.json records is the order the runs ran in), every timing carries its spread, the
 world-size-1 strategies (identical work) either agree within the noise threshold or are named with their

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The run directory's config.toml is the resolved experiment (DESIGN.md section 7): it records
+"""The run directory's config.toml is the resolved experiment (docs/user-guide.md, Outputs): it records
 the --set overrides, running it again reproduces the run exactly, and it still validates when
 the original experiment used paths relative to its own file ([dataset] path, [plugins] paths),
 wherever the run directory is."""

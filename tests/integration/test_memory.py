@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Measured peaks of tensor memory (memory.peak_tensor_bytes: a counting CPU allocator) show the
-sharding of DESIGN.md section 5 during training steps, backward included: at world size 4, an MLP
+sharding of docs/user-guide.md during training steps, backward included: at world size 4, an MLP
 of eight 512-wide layers with AdamW and a small batch, zero3 and fsdp peak at most 0.5 x ddp's,
 zero2 (1 MiB buckets) at most 0.8 x, and ddp at least its parameters + gradients + optimizer state.
 

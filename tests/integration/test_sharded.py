@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ZeRO-3 and FSDP (strata/engine.hpp, Sharded::kParameters) over Gloo on loopback: the same parameters as
 `single` (every sharding strategy, padding, accumulation), parameters, gradients and optimizer
-state at 1/N per rank (DESIGN.md section 5), and the traffic of DESIGN.md section 8 (about 3 Psi
+state at 1/N per rank, and the traffic of docs/user-guide.md (about 3 Psi
 for zero3 and FULL_SHARD against DDP's 2 Psi).
 
     STRATA_BIN=build/bin/strata python3 tests/integration/test_sharded.py

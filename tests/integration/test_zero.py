@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ZeRO-1 and ZeRO-2 (strategies/zero) over Gloo on loopback: the same parameters as `single`,
-the memory per rank of DESIGN.md section 8 (optimizer state / N, for zero2 gradients / N too) and
+the memory per rank docs/user-guide.md gives (optimizer state / N, for zero2 gradients / N too) and
 the traffic of DDP (reduce-scatter + all-gather = all-reduce).
 
     STRATA_BIN=build/bin/strata python3 tests/integration/test_zero.py

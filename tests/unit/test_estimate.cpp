@@ -228,7 +228,7 @@ es::StrategyEstimate run(const std::string& name, const es::Profile& p, int n, c
 }
 }  // namespace
 
-TEST_CASE("estimate: bus bytes per step of every built-in strategy follow DESIGN section 8") {
+TEST_CASE("estimate: bus bytes per step of every built-in strategy follow docs/user-guide.md") {
   const auto p = two_units();
   const double psi4 = 900 * 4.0;
   CHECK(run("single", p, 1).bus_bytes == 0.0);

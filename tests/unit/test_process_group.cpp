@@ -193,7 +193,7 @@ void collectives_rank(const WorldInfo& w) {
   CHECK(torch::equal(b, floats({12}, static_cast<float>(n))));
   comm->barrier();
 
-  // DESIGN §8: all-reduce 2(n-1)/n*S, reduce-scatter and all-gather (n-1)/n*S with S the full
+  // docs/user-guide.md: all-reduce 2(n-1)/n*S, reduce-scatter and all-gather (n-1)/n*S with S the full
   // tensor, broadcast S. 48 bytes = 12 floats.
   const auto train = comm->counters(CommPhase::kTrain);
   CHECK(train.calls == 6 + 2 + 1 + 2 + 1);  // all_reduce, reduce_scatter, all_gather, broadcast, barrier

@@ -33,8 +33,8 @@ struct Topology {
   int local_world_size = 1;
 };
 
-/// The collectives a schedule counts, with nccl-tests' size and bus-factor conventions
-/// (DESIGN §8): all_gather's size is its output, reduce_scatter's its input, all_reduce's and
+/// The collectives a schedule counts, with nccl-tests' size and bus-factor conventions:
+/// all_gather's size is its output, reduce_scatter's its input, all_reduce's and
 /// broadcast's the buffer.
 enum class Collective { kAllReduce, kReduceScatter, kAllGather, kBroadcast };
 
@@ -114,7 +114,7 @@ struct ScheduleOp {
   int per_node = 0;          ///< collectives: of those, ranks on one node (0: consecutive ranks, packed)
   std::vector<int> deps;     ///< ops (ids, all added before this one) that must end before it starts
 
-  /// Bus bytes (DESIGN §8): the size times the bus factor; 0 for compute.
+  /// Bus bytes: the size times the bus factor; 0 for compute.
   double bus_bytes() const { return kind == Kind::kCollective ? bytes * bus_factor(collective, group) : 0.0; }
 };
 

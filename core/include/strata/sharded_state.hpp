@@ -1,7 +1,7 @@
 #pragma once
 /// \file sharded_state.hpp
 /// The state a strategy holds, described so that a checkpoint written by any strategy at any world
-/// size resumes under any other (DESIGN §10). A rank's state is a list of pieces of model-wide
+/// size resumes under any other. A rank's state is a list of pieces of model-wide
 /// tensors: each piece names its tensor globally, gives the tensor's whole shape and covers one
 /// contiguous range of its flattened elements. Flat groups make this natural: a rank's master chunk
 /// is a run of consecutive elements of the concatenated parameters, so it falls into at most one

@@ -7,7 +7,7 @@
 ///   norm = finish_gradients(clip)       // sync done, clipped; a device scalar
 ///   step(lr)                            // optimizer step, gradients cleared
 ///
-/// Device discipline (DESIGN §9): batches arrive on this rank's device (the trainer copies them
+/// Device discipline: batches arrive on this rank's device (the trainer copies them
 /// there from pinned memory, ahead of use), and the loss and the norm stay on it: the trainer reads
 /// them on the host only at log steps, so a step queues its work on a GPU without waiting for it.
 /// A strategy must not read tensor values on the host inside these three calls.

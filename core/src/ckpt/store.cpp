@@ -87,7 +87,7 @@ bool check_own_checksum(std::string text, const fs::path& file, const std::strin
 
 /// The fault injection of STRATA_FAULT="kill-in-save:STEP:RANK": that rank kills itself with
 /// SIGKILL after writing its files of that step, before the checkpoint is committed (tests of
-/// the commit protocol; documented in the README).
+/// the commit protocol; documented in docs/user-guide.md, "Checkpoints and resume").
 void maybe_fault(std::int64_t step, int rank) {
   const char* fault = std::getenv("STRATA_FAULT");
   if (fault == nullptr) return;

@@ -1,5 +1,5 @@
 #pragma once
-// Checkpoint directories (DESIGN §10): one directory per step under a root,
+// Checkpoint directories: one directory per step under a root,
 //
 //   <root>/step_00000010/
 //     rank_00000.bin    the raw bytes of rank 0's pieces, back to back      (each rank its own)

@@ -1,5 +1,5 @@
 #pragma once
-// A rank's watch over its job (DESIGN §4 "Failures"): a heartbeat published in the job's store,
+// A rank's watch over its job: a heartbeat published in the job's store,
 // so that a rank that stops (SIGSTOP, a lost link, a dead host) ends the whole job within
 // [distributed] heartbeat_s naming it, instead of after the collective timeout; and this rank's
 // own ending: SIGINT/SIGTERM become a stop at the next step boundary (status "interrupted"), and

@@ -23,7 +23,7 @@
 // The flat ("_base") forms take contiguous tensors; a non-contiguous argument is staged through a
 // contiguous copy that CommWork::wait() copies back.
 //
-// Waiting (DESIGN §4): on CUDA with NCCL, CommWork::wait() calls c10d::Work::wait() without a
+// Waiting: on CUDA with NCCL, CommWork::wait() calls c10d::Work::wait() without a
 // timeout, which only makes the caller's current stream wait for the collective's end event (no
 // host block); the NCCL watchdog enforces the collective timeout and takes the process down with
 // "[Rank r] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=.., OpType=..)". c10d
@@ -202,7 +202,7 @@ std::shared_ptr<CommWork> C10dComm::broadcast(torch::Tensor& tensor, int root, b
                 std::to_string(world_size() - 1) + ")");
   }
   Staged t(tensor);
-  // DESIGN §8: broadcast moves S bus bytes (nccl-tests), none on one rank.
+  // docs/user-guide.md: broadcast moves S bus bytes (nccl-tests), none on one rank.
   return launch("broadcast", static_cast<std::int64_t>(tensor.nbytes()), world_size() > 1 ? 1.0 : 0.0, async,
                 [&] {
                   std::vector<at::Tensor> tensors{t.buffer};

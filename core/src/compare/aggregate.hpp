@@ -1,5 +1,5 @@
 #pragma once
-// The figures of a comparison per combination (DESIGN §8): a combination's repeats summarized by
+// The figures of a comparison per combination: a combination's repeats summarized by
 // their spread, its speedup and efficiency as intervals against its baseline's runs, whether it is
 // faster, slower or within noise of the baseline and of the strategies beside it, and runs of
 // identical work that spread beyond the noise threshold. The arithmetic is compare/stats.hpp's;

@@ -2,7 +2,7 @@
 // child process each, so a crash or a failed rank costs one row, not the comparison), and writes
 // results.csv, results.json, results.md and report.html next to the runs' own directories.
 //
-// How it measures (DESIGN §8): a short warm-up run first, then rounds: round r runs every
+// How it measures: a short warm-up run first, then rounds: round r runs every
 // combination once, in an order shuffled from (seed, r), before round r + 1 starts, so that a
 // shared machine's drift (another job starting, the clock throttling) spreads over all
 // combinations instead of falling on whichever ran last. The auto-repeat mode adds rounds until

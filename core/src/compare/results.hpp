@@ -1,5 +1,5 @@
 #pragma once
-// The files of a comparison (DESIGN §7): results.csv and results.json (one row per run, each with
+// The files of a comparison: results.csv and results.json (one row per run, each with
 // its combination's spreads and verdicts), results.md (the tables, the ranking, the noise found,
 // the notes) and the Report that report.html renders, all from one CompareRecord.
 

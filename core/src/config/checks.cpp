@@ -23,8 +23,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Stated bounds (README "Experiment files"): the ranks per hardware thread of a host, what a file
-// name and a path may hold (NAME_MAX, PATH_MAX), and the size and key depth of an experiment file.
+// Stated bounds (docs/user-guide.md, "Experiment files"): the ranks per hardware thread of a
+// host, what a file name and a path may hold (NAME_MAX, PATH_MAX), and the size and key depth of
+// an experiment file.
 constexpr std::int64_t kRanksPerThread = 4;
 constexpr std::int64_t kMinRankBound = 8;
 constexpr std::size_t kMaxNameBytes = 255;

@@ -15,7 +15,7 @@ inline constexpr double kMaxSeconds = 1e6;
 
 /// The experiment file's text: a regular file of at most 8 MiB, read with errors named.
 std::string read_experiment_text(const std::filesystem::path& file);
-/// The most dotted parts of a key or table header (README "Experiment files").
+/// The most dotted parts of a key or table header (docs/user-guide.md, "Experiment files").
 inline constexpr std::size_t kMaxKeyParts = 64;
 /// Refuses keys and table headers of more than kMaxKeyParts dotted parts, inline tables' too,
 /// before toml++ parses them (it recurses once per part: a key of 100000 parts overflowed the

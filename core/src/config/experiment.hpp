@@ -1,5 +1,5 @@
 #pragma once
-// The experiment file: TOML -> typed sections -> one validation pass (DESIGN §6).
+// The experiment file: TOML -> typed sections -> one validation pass.
 //
 // load_experiment() parses the file, applies `--set` overrides and validates the core sections;
 // validate_plugin_sections() then validates [model], [dataset] and [strategy] against the

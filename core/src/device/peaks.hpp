@@ -1,5 +1,5 @@
 #pragma once
-// Dense peak throughput of a device, the denominator of MFU (DESIGN §8): the vendor's datasheet
+// Dense peak throughput of a device, the denominator of MFU: the vendor's datasheet
 // figure for known GPUs, or the best rate `strata bench gemm` measured on this machine (the only
 // source for a CPU). Every figure says where it comes from.
 

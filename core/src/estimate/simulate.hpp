@@ -25,7 +25,7 @@ struct Simulation {
   double step_s = 0;                      ///< when the last op ends
   double exposed_comm_s = 0;              ///< time the compute stream waits (idle before step_s)
   std::map<std::string, double> busy_s;   ///< per stream: the sum of its ops' durations
-  double bus_bytes = 0;                   ///< sum over collectives of S x bus factor (DESIGN §8)
+  double bus_bytes = 0;                   ///< sum over collectives of S x bus factor
   double payload_bytes = 0;               ///< sum over collectives of S
   int collectives = 0;
   std::vector<OpTiming> timings;          ///< per op, by id

@@ -105,7 +105,7 @@ struct StrategyEstimate {
   double compute_s = 0;      ///< busy time of the compute stream
   double exposed_comm_s = 0;
   double comm_s = 0;         ///< busy time of every communication stream
-  double bus_bytes = 0;      ///< per step, DESIGN section 8
+  double bus_bytes = 0;      ///< per step, docs/user-guide.md
   double payload_bytes = 0;
   int collectives = 0;
   MemoryEstimate memory;

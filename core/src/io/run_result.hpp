@@ -27,7 +27,7 @@ struct RunSegment {
   std::string text() const;
 };
 
-/// The steady-state timing of a run (DESIGN §8): what comparisons rank and divide.
+/// The steady-state timing of a run: what comparisons rank and divide.
 struct StepTiming {
   double step_time_s = NAN;    ///< seconds per step: steady_step_time_s, else step_time_s
   double samples_per_s = NAN;  ///< global batch / step_time_s

@@ -1,5 +1,5 @@
 #pragma once
-// How a job ended, as the ranks and the launcher record it (DESIGN §7 "status"): every rank that
+// How a job ended, as the ranks and the launcher record it: every rank that
 // fails leaves a failure record naming the rank it blames, so that the launcher (and rank 0, for
 // summary.json) can name the cause of a failure rather than the first rank to notice it.
 

@@ -1,4 +1,4 @@
-// The sweep file of `strata compare` (DESIGN §6): its keys (sweep_schema(), also printed by
+// The sweep file of `strata compare`: its keys (sweep_schema(), also printed by
 // `strata describe compare`), how the file and the command line's `--set`s build a Sweep, and the
 // checks across keys (the baseline among the axis values, a key that is both an axis and fixed).
 #include "sweep/sweep.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// The sweep file of `strata compare` (DESIGN §6): a base experiment, axes whose cross product is
+// The sweep file of `strata compare`: a base experiment, axes whose cross product is
 // run, a baseline, repeats, strong or weak scaling, how the runs are measured, and overrides
 // applied to every run.
 //
@@ -69,7 +69,7 @@ struct CompareOptions {
   std::int64_t repeats = 3;        ///< rounds: runs per combination, interleaved; tables show their spread
 };
 
-/// How `strata compare` measures (DESIGN §8): rounds of every combination in a shuffled order, a
+/// How `strata compare` measures: rounds of every combination in a shuffled order, a
 /// warm-up run first, the noise verdicts, and the auto-repeat mode. [compare] keys of the same names.
 struct CompareMeasure {
   std::int64_t seed = 0;              ///< seeds the shuffled order of each round

@@ -1,5 +1,5 @@
 #pragma once
-// The training batches of this rank, on its device and one micro-batch ahead (DESIGN §9). The
+// The training batches of this rank, on its device and one micro-batch ahead. The
 // next micro-batch is read from the dataset before the current one is handed out; on a GPU run
 // it is read on the loader's one thread, into pinned host memory, and copied to the device there,
 // on the loader's own stream: the copy runs while the trainer's stream computes the batch before

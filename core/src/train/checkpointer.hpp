@@ -1,7 +1,7 @@
 #pragma once
 // The checkpointer of a training run: whether a checkpoint may be resumed under this experiment
 // (its training keys, model and data agree), and the saving and loading of a strategy's state
-// (strata::ShardedState), the random generators and the trainer's own state (DESIGN §10). Where
+// (strata::ShardedState), the random generators and the trainer's own state. Where
 // checkpoints go and which one `--resume` means are the run place's (launch/run_place.hpp); the
 // files themselves are ckpt/store.hpp's.
 

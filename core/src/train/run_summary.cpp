@@ -1,4 +1,4 @@
-// summary.json of the training loop (train/loop.hpp): the run's summary (DESIGN §7 keys) as of
+// summary.json of the training loop (train/loop.hpp): the run's summary (docs/user-guide.md keys) as of
 // now, for a run that ended, failed or is stuck (the verdict's base), this process's segment of
 // the run (also carried by the trainer state of a checkpoint), and writing the summary: the
 // summary/* scalars TensorBoard shows as metrics, and rank 0's summary.json.

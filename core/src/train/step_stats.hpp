@@ -1,6 +1,6 @@
 #pragma once
 // The per-step figures of training (loss, gradient norm, step time), kept on the device between
-// log steps and read on the host all at once, so that a step needs no host sync (DESIGN §9;
+// log steps and read on the host all at once, so that a step needs no host sync (docs/strategy-plugins.md;
 // torchtitan reads its loss only at log steps too).
 //
 // Step time: on the CPU, the host clock (everything is synchronous). On CUDA, CUDA events around

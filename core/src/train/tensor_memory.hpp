@@ -1,5 +1,5 @@
 #pragma once
-// Live and peak bytes of the tensors this process holds (DESIGN §8: measured, never computed).
+// Live and peak bytes of the tensors this process holds (docs/user-guide.md: measured, never computed).
 // On the CPU through a counting wrapper around LibTorch's CPU allocator, installed by the host; on
 // CUDA from the caching allocator's allocated-bytes statistics. Host-side data (the dataset and
 // the batches it hands out) is left out on the CPU, as it never reaches a GPU's allocator, so the

@@ -1,5 +1,5 @@
 #pragma once
-// The training loop (DESIGN §2 step 7): micro-batches through the strategy, step, metrics,
+// The training loop: micro-batches through the strategy, step, metrics,
 // TensorBoard, progress, periodic evaluation; and the summary of the run.
 
 #include "io/json.hpp"
@@ -7,7 +7,7 @@
 
 namespace strata {
 
-/// Runs the experiment on this rank and returns the summary (DESIGN §7 keys). Rank 0 writes
+/// Runs the experiment on this rank and returns the summary (docs/user-guide.md keys). Rank 0 writes
 /// summary.json and TensorBoard events into the run's directory. A resumed run continues its
 /// loss curve and TensorBoard steps and adds a segment (summary.json `segments`: one entry per
 /// process that trained the run, the top-level figures being the last one's). On any failure (a
