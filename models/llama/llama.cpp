@@ -183,10 +183,14 @@ class BlockUnit final : public Unit {
   BlockUnit(const LlamaConfig& c, std::shared_ptr<BatchTables> tables) : config_(c), tables_(std::move(tables)) {
     const auto hidden = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
     attn_norm_ = register_module("attn_norm", std::make_shared<RmsNorm>(hidden, c.rms_norm_eps, c.fused_ops));
-    q_proj_ = register_module("q_proj", std::make_shared<Dense>(hidden, q, c.attention_bias));
-    k_proj_ = register_module("k_proj", std::make_shared<Dense>(hidden, kv, c.attention_bias));
-    v_proj_ = register_module("v_proj", std::make_shared<Dense>(hidden, kv, c.attention_bias));
-    o_proj_ = register_module("o_proj", std::make_shared<Dense>(q, hidden, c.attention_bias));
+    q_proj_ = register_module("q_proj", std::make_shared<Dense>(hidden, q, c.qkv_bias()));
+    k_proj_ = register_module("k_proj", std::make_shared<Dense>(hidden, kv, c.qkv_bias()));
+    v_proj_ = register_module("v_proj", std::make_shared<Dense>(hidden, kv, c.qkv_bias()));
+    o_proj_ = register_module("o_proj", std::make_shared<Dense>(q, hidden, c.o_bias()));
+    if (c.qk_norm()) {  // Qwen3: RMSNorm over each head of q and k (unfused: 4-D, head_dim wide)
+      q_norm_ = register_module("q_norm", std::make_shared<RmsNorm>(c.head_dim, c.rms_norm_eps, false));
+      k_norm_ = register_module("k_norm", std::make_shared<RmsNorm>(c.head_dim, c.rms_norm_eps, false));
+    }
     mlp_norm_ = register_module("mlp_norm", std::make_shared<RmsNorm>(hidden, c.rms_norm_eps, c.fused_ops));
     gate_proj_ = register_module("gate_proj", std::make_shared<Dense>(hidden, c.intermediate_size, false));
     up_proj_ = register_module("up_proj", std::make_shared<Dense>(hidden, c.intermediate_size, false));
@@ -198,6 +202,10 @@ class BlockUnit final : public Unit {
     const bool fused = config_.fused_ops;
     const auto h = attn_norm_->forward(x);
     auto q = q_proj_->forward(h), k = k_proj_->forward(h);  // [n, T, heads * d], [n, T, kv_heads * d]
+    if (q_norm_) {
+      q = q_norm_->forward(q.view({n, t, -1, d})).view({n, t, -1});
+      k = k_norm_->forward(k.view({n, t, -1, d})).view({n, t, -1});
+    }
     const auto v = v_proj_->forward(h).view({n, t, -1, d}).transpose(1, 2);
     const auto [cos, sin] = tables_->rotary(context, x);
     if (fused) std::tie(q, k) = fused::rope_(q, k, cos, sin, d);
@@ -226,7 +234,7 @@ class BlockUnit final : public Unit {
  private:
   LlamaConfig config_;
   std::shared_ptr<BatchTables> tables_;
-  std::shared_ptr<RmsNorm> attn_norm_, mlp_norm_;
+  std::shared_ptr<RmsNorm> attn_norm_, mlp_norm_, q_norm_, k_norm_;
   std::shared_ptr<Dense> q_proj_, k_proj_, v_proj_, o_proj_, gate_proj_, up_proj_, down_proj_;
 };
 
@@ -361,10 +369,14 @@ class LlamaModel final : public Model {
     for (std::int64_t i = 0; i < config_.num_layers; ++i) {
       const auto block = "block" + std::to_string(i) + ".", layer = "model.layers." + std::to_string(i) + ".";
       names.emplace_back(block + "attn_norm.weight", layer + "input_layernorm.weight");
-      for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+      for (const std::string proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
         names.emplace_back(block + proj + ".weight", layer + "self_attn." + proj + ".weight");
-        if (config_.attention_bias) names.emplace_back(block + proj + ".bias", layer + "self_attn." + proj + ".bias");
+        if (proj == "o_proj" ? config_.o_bias() : config_.qkv_bias())
+          names.emplace_back(block + proj + ".bias", layer + "self_attn." + proj + ".bias");
       }
+      if (config_.qk_norm())
+        for (const std::string norm : {"q_norm", "k_norm"})
+          names.emplace_back(block + norm + ".weight", layer + "self_attn." + norm + ".weight");
       names.emplace_back(block + "mlp_norm.weight", layer + "post_attention_layernorm.weight");
       for (const char* proj : {"gate_proj", "up_proj", "down_proj"})
         names.emplace_back(block + proj + ".weight", layer + "mlp." + proj + ".weight");
@@ -425,17 +437,25 @@ std::shared_ptr<Model> make_llama(const LlamaOptions& options, const ModelContex
   return model;
 }
 
+/// Parameters of one block: 2 H (two RMSNorms) + 2 H Q + 2 H K (q, o and k, v) + 3 H I (gate,
+/// up, down); biases Q + 2 K on q/k/v (attention_bias, qwen2) and H on o (attention_bias); 2 head_dim
+/// for Qwen3's q and k norms.
+double layer_parameters(const LlamaConfig& c) {
+  const auto f = [](std::int64_t v) { return static_cast<double>(v); };
+  const double h = f(c.hidden_size), q = f(c.num_heads) * f(c.head_dim), kv = f(c.num_kv_heads) * f(c.head_dim);
+  return 2 * h + 2 * h * q + 2 * h * kv + 3 * h * f(c.intermediate_size) + (c.qkv_bias() ? q + 2 * kv : 0.0) +
+         (c.o_bias() ? h : 0.0) + (c.qk_norm() ? 2 * f(c.head_dim) : 0.0);
+}
+
 /// Parameters of make_llama's model, without building it (resolve_config reads config_from's
 /// config.json, never weights). H hidden, Q = heads x head_dim, K = kv_heads x head_dim, I
-/// intermediate, V vocabulary, L layers: embed V H; per layer 2 H (two RMSNorms) + 2 H Q + 2 H K
-/// (q, o and k, v) + 3 H I (gate, up, down) + Q + 2 K + H with attention_bias; head H (norm) +
+/// intermediate, V vocabulary, L layers: embed V H; per layer layer_parameters(); head H (norm) +
 /// H V (lm_head, 0 when tied to the embedding) or H classes (score). In doubles.
 double estimate_llama(const LlamaOptions& options, const ModelContext& context) {
   const LlamaConfig c = resolve_config(options, context);
   const auto f = [](std::int64_t v) { return static_cast<double>(v); };
-  const double h = f(c.hidden_size), q = f(c.num_heads) * f(c.head_dim), kv = f(c.num_kv_heads) * f(c.head_dim);
-  const double layer = 2 * h + 2 * h * q + 2 * h * kv + 3 * h * f(c.intermediate_size)
-                       + (c.attention_bias ? q + 2 * kv + h : 0.0);
+  const double h = f(c.hidden_size);
+  const double layer = layer_parameters(c);
   const double out = !c.causal_lm ? h * f(c.num_classes) : c.tie_word_embeddings ? 0.0 : h * f(c.vocab_size);
   return f(c.vocab_size) * h + f(c.num_layers) * layer + h + out;
 }
@@ -454,10 +474,9 @@ double estimate_llama(const LlamaOptions& options, const ModelContext& context) 
 ModelMemoryEstimate estimate_llama_memory(const LlamaOptions& options, const ModelContext& context) {
   const LlamaConfig c = resolve_config(options, context);
   const auto f = [](std::int64_t v) { return static_cast<double>(v); };
-  const double h = f(c.hidden_size), q = f(c.num_heads) * f(c.head_dim), kv = f(c.num_kv_heads) * f(c.head_dim);
+  const double h = f(c.hidden_size);
   const double s = f(c.seq_len), a = f(c.num_heads);
-  const double layer = 2 * h + 2 * h * q + 2 * h * kv + 3 * h * f(c.intermediate_size)
-                       + (c.attention_bias ? q + 2 * kv + h : 0.0);
+  const double layer = layer_parameters(c);
   const double out = !c.causal_lm ? h * f(c.num_classes) : c.tie_word_embeddings ? 0.0 : h * f(c.vocab_size);
   ModelMemoryEstimate m;
   m.unit_parameters.push_back(f(c.vocab_size) * h);
@@ -472,7 +491,7 @@ ModelMemoryEstimate estimate_llama_memory(const LlamaOptions& options, const Mod
 void register_llama(Registry& registry) {
   registry.add_model("llama",
                      "Llama-family decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU) with Hugging Face names and "
-                     "config; causal LM or sequence classification; one unit per layer",
+                     "config (llama, mistral, qwen2, qwen3); causal LM or sequence classification; one unit per layer",
                      llama_schema(), make_llama, estimate_llama, estimate_llama_memory);
 }
 

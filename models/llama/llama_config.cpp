@@ -69,11 +69,15 @@ class HfConfigReader {
   }
 
   LlamaConfig read() const {
-    if (auto type = string_key("model_type"); type && *type != "llama")
-      fail(fmt::format("{}: model_type is \"{}\"; the llama plugin reads Llama configs only.", path_, *type),
-           "Use a Llama-family checkpoint (model_type \"llama\").");
-    refuse_what_the_model_lacks();
     LlamaConfig c;
+    if (auto type = string_key("model_type")) {
+      if (*type != "llama" && *type != "mistral" && *type != "qwen2" && *type != "qwen3")
+        fail(fmt::format("{}: model_type is \"{}\"; the llama plugin reads the Llama family: llama, mistral, qwen2 "
+                         "and qwen3.", path_, *type),
+             "Use a checkpoint of one of those families.");
+      c.model_type = *type;
+    }
+    refuse_what_the_model_lacks();
     c.vocab_size = int_key("vocab_size");
     c.hidden_size = int_key("hidden_size");
     c.intermediate_size = int_key("intermediate_size");
@@ -83,7 +87,9 @@ class HfConfigReader {
     c.head_dim = int_key("head_dim", c.hidden_size / c.num_heads);  // transformers' default (floor)
     c.rms_norm_eps = number_key("rms_norm_eps", 1e-6);
     c.tie_word_embeddings = bool_key("tie_word_embeddings", false);
-    c.attention_bias = bool_key("attention_bias", false);
+    // Mistral and Qwen2 have no such key: their projections' biases are fixed (none; q/k/v only).
+    c.attention_bias = c.model_type == "mistral" || c.model_type == "qwen2" ? false : bool_key("attention_bias", false);
+    c.sliding_window = read_sliding_window(c.model_type);
     c.max_position_embeddings = int_key("max_position_embeddings", 2048);
     const Rope rope = read_rope(c.max_position_embeddings);
     c.rope_theta = rope.theta;
@@ -170,6 +176,22 @@ class HfConfigReader {
       fail(fmt::format("{}: attention_dropout is {}; the llama plugin has no dropout, so it would train another "
                        "model than the file describes.", path_, v->dump(-1)),
            "Set attention_dropout to 0.0 in the file to train without dropout.");
+  }
+
+  /// The attention window the family applies (0: none). Mistral: sliding_window (null: none) on
+  /// every layer; Qwen2/3: sliding_window on the layers layer_types names "sliding_attention"
+  /// (5.x), or on layers from max_window_layers when use_sliding_window is true (4.x).
+  std::int64_t read_sliding_window(const std::string& type) const {
+    const Json* window = find("sliding_window");
+    if (window == nullptr || window->is_null()) return 0;
+    const auto size = int_key("sliding_window");
+    if (type == "mistral") return size;
+    if (const Json* layers = find("layer_types"); layers && layers->elements()) {
+      for (const auto& l : *layers->elements())
+        if (l.string_or("") == "sliding_attention") return size;
+      return 0;
+    }
+    return bool_key("use_sliding_window", false) ? size : 0;
   }
 
   /// partial_rotary_factor (top level in 4.x, in the rope dict in 5.x) other than 1 would rotate
@@ -396,14 +418,26 @@ LlamaConfig resolve_config(const LlamaOptions& o, const ModelContext& context) {
   c.num_classes = data.num_classes;
   c.seq_len = data.seq_len > 0 ? data.seq_len : data.input_shape[0];
   c.max_position_embeddings = std::max(c.max_position_embeddings, c.seq_len);
+  if (c.sliding_window > 0 && c.seq_len > c.sliding_window)
+    throw OptionError("config_from",
+                      fmt::format("{}'s {} attends within a sliding window of {} tokens, and the data's sequences are "
+                                  "{} long: the llama plugin attends over whole sequences, so it would compute another "
+                                  "model than the checkpoint's.",
+                                  file ? file->path().string() : o.config_from, c.model_type, c.sliding_window,
+                                  c.seq_len),
+                      fmt::format("Use sequences of at most {} tokens (the dataset's seq_len).", c.sliding_window));
   if (!c.pad_token_id && data.pad_id >= 0) c.pad_token_id = Json(data.pad_id);
   return c;
 }
 
 std::string hf_config_json(const LlamaConfig& c) {
   Json j = Json::object();
-  j["architectures"] = Json(Json::Array{Json(c.causal_lm ? "LlamaForCausalLM" : "LlamaForSequenceClassification")});
-  j["model_type"] = "llama";
+  const std::string family = c.model_type == "mistral" ? "Mistral"
+                             : c.model_type == "qwen2"   ? "Qwen2"
+                             : c.model_type == "qwen3"   ? "Qwen3"
+                                                         : "Llama";
+  j["architectures"] = Json(Json::Array{Json(family + (c.causal_lm ? "ForCausalLM" : "ForSequenceClassification"))});
+  j["model_type"] = c.model_type;
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;
   j["intermediate_size"] = c.intermediate_size;
@@ -426,10 +460,15 @@ std::string hf_config_json(const LlamaConfig& c) {
   } else {
     j["rope_scaling"] = nullptr;
   }
-  j["attention_bias"] = c.attention_bias;
+  if (c.model_type == "llama" || c.model_type == "qwen3") j["attention_bias"] = c.attention_bias;
   j["attention_dropout"] = 0.0;
-  j["mlp_bias"] = false;
-  j["pretraining_tp"] = 1;
+  if (c.model_type == "llama") {
+    j["mlp_bias"] = false;
+    j["pretraining_tp"] = 1;
+  } else {
+    j["sliding_window"] = c.sliding_window > 0 ? Json(c.sliding_window) : Json(nullptr);
+    if (c.model_type != "mistral") j["use_sliding_window"] = c.sliding_window > 0;
+  }
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["use_cache"] = true;
   j["torch_dtype"] = "float32";

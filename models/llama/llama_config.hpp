@@ -64,7 +64,17 @@ struct LlamaConfig {
   double rope_theta = 10000;
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;
+  bool attention_bias = false;     ///< biases on q/k/v/o_proj (Llama, Qwen3)
+  /// The Hugging Face family: "llama", "mistral" (Llama's math; a sliding window, here refused
+  /// where it would cut a sequence), "qwen2" (biases on q/k/v_proj but not o_proj) or "qwen3"
+  /// (RMSNorm over each head of q and k, before the rotary embedding).
+  std::string model_type = "llama";
+  /// A sliding attention window as the config gives it (0: none); it changes nothing for
+  /// sequences no longer than it, and longer ones are refused.
+  std::int64_t sliding_window = 0;
+  bool qkv_bias() const noexcept { return attention_bias || model_type == "qwen2"; }
+  bool o_bias() const noexcept { return attention_bias; }
+  bool qk_norm() const noexcept { return model_type == "qwen3"; }
   RopeScaling rope_scaling;
   std::int64_t max_position_embeddings = 2048;
   bool causal_lm = true;           ///< else sequence classification

@@ -243,6 +243,94 @@ def transformers_loads_a_safetensors_save_final():
                             rel=REL)
 
 
+# The Llama family's small differences, as transformers builds them: Mistral (a sliding window,
+# here longer than the sequences), Qwen2 (biases on q/k/v_proj only; a tied head) and Qwen3 (q and
+# k RMSNorm over each head, an explicit head_dim).
+FAMILIES = [("mistral", "MistralConfig", dict(sliding_window=4 * SEQ_LEN)),
+            ("qwen2", "Qwen2Config", dict(tie_word_embeddings=True)),
+            ("qwen3", "Qwen3Config", dict(head_dim=24))]
+FAMILY_STEPS, FAMILY_LR = 4, 0.05
+
+
+def family_checkpoint(directory, config_class, extra, seed=0):
+    torch, transformers = need_transformers()
+    if transformers_major() >= 5:
+        rope = {"rope_parameters": {"rope_type": "default", "rope_theta": ROPE_THETA}}
+    else:
+        rope = {"rope_theta": ROPE_THETA}
+    args = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, max_position_embeddings=4 * SEQ_LEN, rms_norm_eps=1e-5,
+                tie_word_embeddings=False, initializer_range=0.2, **rope)
+    args.update(extra)
+    config = getattr(transformers, config_class)(**args)
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config).float().eval()
+    model.save_pretrained(directory)
+    return model
+
+
+def train_windows(text_path):
+    """The text dataset's training split (every window before the held-out ones)."""
+    torch, _ = need_transformers()
+    with open(text_path, "rb") as f:
+        tokens = list(f.read())
+    window = SEQ_LEN + 1
+    count = len(tokens) // window
+    held_out = min(max(int(math.floor(count * EVAL_FRACTION + 0.5)), 1), count - 1)
+    return torch.tensor(tokens[:count * window], dtype=torch.long).view(count, window)[:count - held_out]
+
+
+def llama_family_configs_load_train_and_export():
+    """Mistral, Qwen2 and Qwen3 checkpoints: strata evaluates each to transformers' loss (its
+    logits), trains it 4 full-batch SGD steps (in micro-batches) to the parameters transformers
+    reaches with the same steps within 1e-4, and its safetensors save_final loads back as the same
+    family in transformers."""
+    torch, transformers = need_transformers()
+    need_plugins()
+    for family, config_class, extra in FAMILIES:
+        base = st.temp_dir(family)
+        hf_dir = os.path.join(base, "hf")
+        original = family_checkpoint(hf_dir, config_class, extra)
+        text = write_text(base)
+        windows, train = eval_windows(text), train_windows(text)
+        out0 = os.path.join(base, "run_s0")
+        st.strata_run(experiment(base, hf_dir, text, "steps = 0"), out0)
+        ours, theirs = st.lookup(st.load_summary(out0), "eval.loss"), hf_loss(original, windows)
+        st.expect_close(ours, theirs, "%s: strata's eval loss of the checkpoint against transformers'" % family, rel=REL)
+        # Full-batch steps: every step sees the whole training split, whatever the order.
+        out = os.path.join(base, "run_s%d" % FAMILY_STEPS)
+        micro = next(m for m in (3, 2, 1) if len(train) % m == 0)
+        st.strata_run(experiment(base, hf_dir, text, "steps = %d" % FAMILY_STEPS, "micro_batches = %d" % micro,
+                                 "save_final = true", 'save_format = "safetensors"'),
+                      out, "train.global_batch_size=%d" % len(train), "optimizer.name=sgd", "optimizer.lr=%g" % FAMILY_LR, "optimizer.momentum=0",
+                      "optimizer.weight_decay=0")
+        reference = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+        optimizer = torch.optim.SGD(reference.parameters(), lr=FAMILY_LR)
+        for _ in range(FAMILY_STEPS):
+            optimizer.zero_grad()
+            logits = reference(train[:, :-1]).logits
+            torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), train[:, 1:].reshape(-1)).backward()
+            optimizer.step()
+        saved = os.path.join(out, "final_model")
+        with open(os.path.join(saved, "config.json"), encoding="utf-8") as f:
+            st.check(json.load(f).get("model_type") == family, "%s: final_model/config.json names another model_type"
+                     % family)
+        loaded = transformers.AutoModelForCausalLM.from_pretrained(saved, dtype=torch.float32).eval()
+        st.check(type(loaded).__name__ == type(reference).__name__, "%s: final_model loads as %s, not %s"
+                 % (family, type(loaded).__name__, type(reference).__name__))
+        theirs_state, ours_state = reference.state_dict(), loaded.state_dict()
+        st.check(sorted(theirs_state) == sorted(ours_state), "%s: tensors differ: %s against %s"
+                 % (family, sorted(theirs_state), sorted(ours_state)))
+        worst = 0.0
+        for name, tensor in theirs_state.items():
+            diff = float((ours_state[name].double() - tensor.double()).abs().max()) / (float(tensor.abs().max()) or 1e-30)
+            worst = max(worst, diff)
+            st.check(diff <= REL, "%s: %s after %d steps differs from transformers' by %.3g (relative)"
+                     % (family, name, FAMILY_STEPS, diff))
+        print("  %s: eval loss %.6f (transformers %.6f); after %d SGD steps max rel diff %.1e over %d tensors"
+              % (family, ours, theirs, FAMILY_STEPS, worst, len(theirs_state)))
+
+
 def a_checkpoint_of_other_shapes_is_named():
     """init_from a checkpoint of another width: a clean error listing mis-shaped tensors."""
     need_transformers()
@@ -397,5 +485,5 @@ if __name__ == "__main__":
         write_fixtures()
         sys.exit(0)
     st.main([strata_evaluates_a_transformers_checkpoint, transformers_loads_a_safetensors_save_final,
-             a_checkpoint_of_other_shapes_is_named, strata_reads_both_config_layouts,
+             llama_family_configs_load_train_and_export, a_checkpoint_of_other_shapes_is_named, strata_reads_both_config_layouts,
              unsupported_config_keys_are_refused, tinyllama_mrpc_runs_on_small_files])

@@ -5,6 +5,7 @@
 #include "test_support.hpp"
 #include "bundled_plugins.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,9 +20,10 @@ namespace {
 
 const strata::Registry& bundled() { return strata::test::bundled_plugins(); }
 
-/// A small Llama's config.json with `extra` members (", \"key\": value, ...") appended.
-std::string config_json(const std::string& extra) {
-  return R"({"model_type": "llama", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 96,
+/// A small Llama's config.json with `extra` members (", \"key\": value, ...") appended; of another
+/// model_type of the family with `type`.
+std::string config_json(const std::string& extra, const std::string& type = "llama") {
+  return R"({"model_type": ")" + type + R"(", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 96,
     "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128)"
          + extra + "}";
 }
@@ -165,4 +167,38 @@ TEST_CASE("llama config_from: a file whose two layouts disagree is refused") {
   check_refused(config_json(R"(, "original_max_position_embeddings": 32, "rope_parameters": {"rope_type": "llama3", )"
                             + kLlama3 + "}"),
                 {"original_max_position_embeddings 32 and rope_parameters.original_max_position_embeddings 64"});
+}
+
+TEST_CASE("llama config_from: the family's variants (mistral, qwen2, qwen3) build their own layers and save their type") {
+  auto parameters = [](const std::string& json) {
+    strata::test::TempDir dir;
+    std::vector<std::string> names;
+    for (const auto& p : build(dir, json)->named_parameters()) names.push_back(p.key());
+    return names;
+  };
+  auto has = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  const auto qwen2 = parameters(config_json("", "qwen2"));  // biases on q, k, v; none on o
+  CHECK(has(qwen2, "block0.q_proj.bias"));
+  CHECK(has(qwen2, "block0.v_proj.bias"));
+  CHECK_FALSE(has(qwen2, "block0.o_proj.bias"));
+  CHECK_FALSE(has(qwen2, "block0.q_norm.weight"));
+  const auto qwen3 = parameters(config_json("", "qwen3"));  // q and k norms; no biases unless attention_bias
+  CHECK(has(qwen3, "block0.q_norm.weight"));
+  CHECK(has(qwen3, "block0.k_norm.weight"));
+  CHECK_FALSE(has(qwen3, "block0.q_proj.bias"));
+  const auto mistral = parameters(config_json(R"(, "sliding_window": 16)", "mistral"));
+  CHECK_FALSE(has(mistral, "block0.q_proj.bias"));
+  for (const std::string type : {"mistral", "qwen2", "qwen3"}) {
+    const auto saved = read_back(config_json("", type));
+    CHECK(member(saved, "model_type").string_or("") == type);
+  }
+  CHECK(member(read_back(config_json("", "qwen2")), "architectures").elements()->front().string_or("") ==
+        "Qwen2ForCausalLM");
+  // A window no shorter than the sequences (16 tokens) changes nothing; a shorter one is refused.
+  check_refused(config_json(R"(, "sliding_window": 8)", "mistral"), {"sliding window of 8", "16 long"});
+  check_refused(config_json(R"(, "sliding_window": 8, "use_sliding_window": true)", "qwen2"), {"sliding window of 8"});
+  CHECK(parameters(config_json(R"(, "sliding_window": 8, "use_sliding_window": false)", "qwen2")).size() > 0);
+  check_refused(config_json("", "gpt2"), {"model_type is \"gpt2\"", "qwen3"});
 }
