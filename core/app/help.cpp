@@ -19,7 +19,7 @@ commands:
                                               *.safetensors, *.pt, or a directory (Hugging Face layout)
   validate FILE [--set KEY=VALUE]...          check FILE, its plugins and data without training; for
                                               a sweep file, every combination `compare` would run
-  compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run] [--until-tight REL] [--budget SECONDS] [--estimate]
+  compare SWEEP [--out DIR | --resume DIR] [--set KEY=VALUE]... [--dry-run] [--until-tight REL] [--budget SECONDS] [--estimate]
                                               run every combination of the sweep file SWEEP in
                                               interleaved rounds and write results.csv, results.json,
                                               results.md and report.html (charts and tables in one page)
@@ -135,8 +135,8 @@ const std::vector<CommandHelp>& command_helps() {
        std::string(kPluginEnvironment) + kDataEnvironment +
            "  RANK WORLD_SIZE ... (as `strata run --help` lists)\n"
            "                  under a launcher, the world the experiment is checked for\n"},
-      {"compare", "strata compare SWEEP [--out DIR] [--set KEY=VALUE]... [--dry-run] [--until-tight REL]\n"
-                  "               [--max-repeats N] [--budget SECONDS] [--estimate [--network FILE]]",
+      {"compare", "strata compare SWEEP [--out DIR | --resume DIR] [--set KEY=VALUE]... [--dry-run]\n"
+                  "               [--until-tight REL] [--max-repeats N] [--budget SECONDS] [--estimate [--network FILE]]",
        "Runs every combination of the sweep file SWEEP as a `strata run` of its own below DIR and writes\n"
        "results.csv, results.json, results.md and report.html, and the HPARAMS experiment of TensorBoard.\n"
        "A short warm-up run (discarded) comes first, then `repeats` rounds (default 3): round r of every\n"
@@ -148,7 +148,10 @@ const std::vector<CommandHelp>& command_helps() {
        "DIR/estimate and writes accuracy.md and accuracy.csv: each cell's predicted step time and peak memory\n"
        "beside the measured medians, with the error of each, their medians and the worst cases.\n"
        "--set compare.KEY=VALUE changes the sweep (compare.repeats=3, compare.axes.world_size=[1,2],\n"
-       "'compare.axes.\"optimizer.lr\"=[0.1]'); any other --set KEY=VALUE is applied to every run.",
+       "'compare.axes.\"optimizer.lr\"=[0.1]'); any other --set KEY=VALUE is applied to every run.\n"
+       "--resume DIR goes on with an interrupted or partly failed comparison (DIR/comparison.json records its\n"
+       "combinations; the same sweep and --set are required): runs that ended ok are kept as they are, the\n"
+       "others run again, and results.md notes which runs an earlier session measured.",
        "  0       every run finished\n"
        "  1       some run failed (results.* record its status and cause)\n"
        "  2       the sweep or a run's configuration is invalid, or usage error: nothing was started\n"

@@ -247,6 +247,9 @@ int dispatch(int argc, char** argv) {
         "override a key of every run (as [compare.set]), or of the sweep (compare.KEY=VALUE); repeatable")(
         "out", po::value<std::string>()->value_name("DIR"), "comparison directory (default runs/<sweep name>/<UTC time>)")(
         "dry-run", "validate the sweep and list the runs' commands in the order they would run; start none")(
+        "resume", po::value<std::string>()->value_name("DIR"),
+        "go on with the interrupted comparison in DIR (same sweep file and --set): runs that ended ok are kept, "
+        "the others run again (what they left is moved to DIR/discarded)")(
         "until-tight", po::value<std::string>()->value_name("REL"),
         "after the first `repeats` rounds, more rounds until every combination's steady step time has a relative "
         "range of at most REL (compare.until_tight)")(
@@ -269,6 +272,12 @@ int dispatch(int argc, char** argv) {
     if (vars.count("set")) request.overrides = vars["set"].as<std::vector<std::string>>();
     if (vars.count("out")) request.out = vars["out"].as<std::string>();
     request.dry_run = vars.count("dry-run") > 0;
+    if (vars.count("resume")) {
+      request.resume = vars["resume"].as<std::string>();
+      if (!request.out.empty() && std::filesystem::weakly_canonical(request.out) != std::filesystem::weakly_canonical(request.resume))
+        throw CommandLineError("--resume continues the comparison in its own directory, not in --out.",
+                               "Leave --out out (or give the same directory).");
+    }
     request.estimate = vars.count("estimate") > 0;
     if (vars.count("network")) {
       if (!request.estimate)

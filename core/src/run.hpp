@@ -26,6 +26,9 @@ struct CompareRequest {
   std::filesystem::path out;           ///< comparison directory; empty: runs/<sweep name>/<UTC time>
   std::vector<std::string> overrides;  ///< "section.key=value" applied to every run
   bool dry_run = false;                ///< validate and list the runs, start none
+  /// --resume DIR: go on with the comparison in DIR (the same sweep and --set): runs that ended ok
+  /// are kept, the others (failed, interrupted, not started) run again.
+  std::filesystem::path resume;
   bool estimate = false;               ///< --estimate: predictions beside the measurements (accuracy.md)
   std::vector<std::filesystem::path> network;  ///< --network for the estimate; empty: estimate's assumed one
 };

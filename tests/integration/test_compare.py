@@ -438,6 +438,67 @@ def interrupt_keeps_finished_runs():
     st.expect_in("interrupted", output, None, "output")
 
 
+RESUMABLE = """
+[compare]
+base = "BASE"
+scaling = "strong"
+repeats = 1
+shuffle = false
+warmup_run_steps = 0
+baseline = { strategy = "single", world_size = 1 }
+
+[compare.axes]
+strategy = ["single", "ddp"]
+world_size = [1]
+"train.steps" = [6, 12]
+
+[compare.set]
+"train.global_batch_size" = 24
+"log.every" = 2
+"checkpoint.every" = 8
+"""
+
+
+def resume_runs_what_did_not_finish():
+    """--resume DIR: the runs that ended ok are kept (their directories untouched), the failed one
+    runs again (what it left moved to DIR/discarded/), and the tables hold every run; a resume
+    with other combinations, a second --out into a finished comparison and --resume beside another
+    --out are refused (exit 2) with the fix."""
+    sweep = write_sweep("resumable.toml", RESUMABLE)
+    out = os.path.join(st.temp_dir("resume"), "cmp")
+    # The 12-step runs reach the checkpoint of step 8 and are killed there; the 6-step ones end ok.
+    first = st.strata("compare", sweep, "--out", out, env={"STRATA_FAULT": "kill-in-save:8:0"}, timeout=600)
+    st.expect_exit(first, 1)
+    label_of = lambda r: "%s-w%s-steps%s" % (r["strategy"], r["world_size"], r["train.steps"])  # the run's directory
+    rows = {label_of(r): r["status"] for r in read_rows(out, first)}
+    ok = sorted(label for label, status in rows.items() if status == "ok")
+    failed = sorted(label for label, status in rows.items() if status != "ok")
+    st.check(len(ok) == 2 and len(failed) == 2, "first session: %s" % rows, first)
+    kept_summary = {label: open(os.path.join(out, label, "summary.json")).read() for label in ok}
+
+    refused = st.strata("compare", sweep, "--out", out)
+    st.expect_clean_failure(refused, 2, "already holds a comparison", "--resume " + out)
+    other = st.strata("compare", sweep, "--resume", out, "--set", "train.global_batch_size=48")
+    st.expect_clean_failure(other, 2, "ran other combinations", "comparison.json")
+    both = st.strata("compare", sweep, "--resume", out, "--out", out + "-elsewhere")
+    st.expect_clean_failure(both, 2, "--resume continues the comparison in its own directory")
+
+    second = st.strata("compare", sweep, "--resume", out, timeout=600)
+    st.expect_exit(second, 0)
+    for label in ok:
+        st.expect_in("%s: kept" % label, second.stdout, second, "output")
+        with open(os.path.join(out, label, "summary.json")) as f:
+            st.check(f.read() == kept_summary[label], "%s's summary.json changed on resume" % label, second)
+    for label in failed:
+        st.check(os.path.isdir(os.path.join(out, "discarded", label)),
+                 "the failed run %s was not set aside in discarded/" % label, second)
+    rows = read_rows(out, second)
+    st.check(sorted(label_of(r) for r in rows) == sorted(ok + failed) and all(r["status"] == "ok" for r in rows),
+             "after the resume: %s" % [(label_of(r), r["status"]) for r in rows], second)
+    with open(os.path.join(out, "results.md")) as f:
+        st.expect_in("2 runs kept from an earlier session", f.read(), second, "results.md")
+
+
 def wait_for(what, condition, timeout=120):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -522,4 +583,4 @@ if __name__ == "__main__":
              dry_run_lists_runs_and_starts_none, plot_shows_the_last_segment, small_sweep_end_to_end,
              auto_repeat_adds_rounds_until_tight_or_the_limit,
              weak_scaling_grows_the_batch, failing_run_is_recorded_and_the_others_complete,
-             interrupt_keeps_finished_runs, killed_runs_say_so])
+             interrupt_keeps_finished_runs, killed_runs_say_so, resume_runs_what_did_not_finish])

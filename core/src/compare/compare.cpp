@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -69,9 +71,62 @@ std::int64_t warmup_steps(const Sweep& sweep, const SweepRun& run) {
   return run.steps > 0 ? std::min(sweep.measure.warmup_run_steps, run.steps) : sweep.measure.warmup_run_steps;
 }
 
+/// The file that records what a comparison runs, so that --resume can tell the same comparison.
+constexpr const char* kComparisonFile = "comparison.json";
+
+/// What DIR/comparison.json records: the sweep file, the --set options and every combination's
+/// label and overrides, in the plan's order.
+Json comparison_json(const CompareRequest& request, const SweepPlan& plan) {
+  Json j = Json::object();
+  j["sweep"] = fs::absolute(request.file).lexically_normal().string();
+  Json& sets = j["set"] = Json::array();
+  for (const auto& o : request.overrides) sets.push_back(o);
+  Json& runs = j["combinations"] = Json::array();
+  for (const auto& c : plan.combinations) {
+    Json run = Json::object();
+    run["label"] = c.label;
+    Json& o = run["overrides"] = Json::array();
+    for (const auto& s : c.overrides) o.push_back(s);
+    runs.push_back(std::move(run));
+  }
+  return j;
+}
+
+/// Throws UsageError unless `dir` holds a comparison of exactly these combinations.
+void check_resumable(const fs::path& dir, const Json& now) {
+  const fs::path file = dir / kComparisonFile;
+  const std::string fix = "Give --resume the directory of an earlier `strata compare` (its outputs: line), with the "
+                          "sweep file and --set options it ran with (its comparison.json lists them).";
+  if (!fs::is_directory(dir)) throw UsageError("--resume " + dir.string() + ": no such directory.", fix);
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) {
+    throw UsageError("--resume " + dir.string() + ": it holds no " + kComparisonFile +
+                         " (not a comparison's directory, or one made before --resume existed).", fix);
+  }
+  Json before;
+  try {
+    before = Json::parse(text.str());
+  } catch (const std::exception& e) {
+    throw UsageError(file.string() + " is damaged: " + e.what(), fix);
+  }
+  const Json* had = before.find("combinations");
+  const Json* has = now.find("combinations");
+  if (had == nullptr || had->dump(-1) != has->dump(-1)) {
+    const Json* sweep = before.find("sweep");
+    throw UsageError(fmt::format("--resume {}: that comparison ran other combinations (sweep {}, --set {}) than this "
+                                 "command asks for.",
+                                 dir.string(), sweep ? sweep->string_or("?") : "?",
+                                 before.find("set") ? before.find("set")->dump(-1) : "[]"),
+                     fix);
+  }
+}
+
 class Comparison {
  public:
-  Comparison(Sweep sweep, SweepPlan plan, fs::path dir) : sweep_(std::move(sweep)), plan_(std::move(plan)) {
+  Comparison(Sweep sweep, SweepPlan plan, fs::path dir, bool resuming)
+      : sweep_(std::move(sweep)), plan_(std::move(plan)), resuming_(resuming) {
     rec_.sweep = &sweep_;
     rec_.plan = &plan_;
     rec_.dir = std::move(dir);
@@ -87,7 +142,10 @@ class Comparison {
   int run_all() {
     const auto started = Clock::now();
     if (plan_.combinations.empty()) return 0;
-    if (sweep_.measure.warmup_run_steps > 0)
+    const bool all_kept = resuming_ && std::all_of(rec_.rows.begin(), rec_.rows.end(), [](const CompareRow& r) {
+      return read_run_result(r.dir).status == "ok";
+    });
+    if (sweep_.measure.warmup_run_steps > 0 && !all_kept)
       if (const int sig = run_warmup(round_runs(plan_, sweep_.measure, 1).front())) return stop(sig, "during the warm-up run");
     double last_round_s = 0;
     for (int round = 1;; ++round) {
@@ -290,11 +348,41 @@ class Comparison {
     return interrupted;
   }
 
+  /// --resume: keeps `row` when its run ended ok (returns true); else moves what an unfinished run
+  /// left into discarded/ (kept, not deleted: the comparison owns it, a reader may want it).
+  bool keep_or_set_aside(CompareRow& row, const std::string& prefix) {
+    if (!resuming_ || !fs::exists(row.dir)) return false;
+    RunResult result = read_run_result(row.dir);
+    if (result.status == "ok" && fs::exists(row.dir / "output.log")) {
+      row.result = std::move(result);
+      rec_.kept.push_back(row.run.label);
+      finish_line(fmt::format("{}: kept (ended ok in an earlier session)", prefix));
+      return true;
+    }
+    const fs::path aside = rec_.dir / "discarded";
+    fs::path to = aside / row.run.label;
+    for (int k = 2; fs::exists(to); ++k) to = aside / fmt::format("{}.{}", row.run.label, k);
+    std::error_code ec;
+    fs::create_directories(aside, ec);
+    fs::rename(row.dir, to, ec);
+    if (ec)
+      throw Error(fmt::format("cannot move the unfinished run {} aside to {}: {}", row.dir.string(), to.string(),
+                              ec.message()),
+                  "Free the directory (permissions, space) and resume again.");
+    std::cout << fmt::format("{}: the earlier session's unfinished run ({}) moved to {}\n", prefix,
+                             result.status == "not run" ? "no summary" : result.status, to.string());
+    return false;
+  }
+
   /// Runs one row; returns the signal that interrupted the comparison (0 if none).
   int run_one(CompareRow& row) {
     row.order = ++started_;
     const std::string prefix =
         fmt::format("[{:>{}}/{}] {}", row.order, std::to_string(rec_.rows.size()).size(), rec_.rows.size(), row.run.label);
+    if (keep_or_set_aside(row, prefix)) {
+      ++kept_;
+      return 0;
+    }
     status_line(prefix + ": starting");
     LoggedChild child;
     try {
@@ -314,9 +402,10 @@ class Comparison {
     // auto-repeat mode adds are not known yet).
     seconds_run_ += child.seconds;
     const auto left = static_cast<double>(rec_.rows.size()) - static_cast<double>(row.order);
+    const auto ran = static_cast<double>(row.order - kept_);
     const std::string eta =
         left > 0 ? fmt::format("; {} left, about {}", static_cast<long long>(left),
-                               clock_text(seconds_run_ / static_cast<double>(row.order) * left))
+                               clock_text(seconds_run_ / ran * left))
                  : std::string();
     finish_line(row.status() == "ok"
                     ? fmt::format("{}: ok in {:.1f} s (steady {:.3g} ms/step, {:.0f} samples/s; train {:.2f} s, final "
@@ -377,7 +466,9 @@ class Comparison {
   Sweep sweep_;
   SweepPlan plan_;
   CompareRecord rec_;
-  int started_ = 0;  ///< runs started so far
+  bool resuming_ = false;  ///< --resume: runs that ended ok are kept
+  int started_ = 0;  ///< runs started (or kept) so far
+  int kept_ = 0;     ///< of them, kept from an earlier session
   double seconds_run_ = 0;  ///< wall time of the runs so far (the estimate of what is left)
   bool tty_ = false;
 };
@@ -459,12 +550,21 @@ int compare_strategies(const CompareRequest& request) {
     return 0;
   }
 
-  if (!request.out.empty() && fs::exists(request.out / "results.json"))
+  const Json record_of_runs = comparison_json(request, plan);
+  const bool resuming = !request.resume.empty();
+  if (resuming) check_resumable(request.resume, record_of_runs);
+  if (!resuming && !request.out.empty() && fs::exists(request.out / "results.json"))
     throw UsageError("directory " + request.out.string() + " already holds a comparison (results.json).",
-                     "Choose a new --out directory, or delete the old comparison first.");
-  const fs::path dir = make_run_directory(request.out, "runs", sweep.file.stem().string());
-  std::cout << "outputs: " << dir.string() << "  (tensorboard --logdir " << dir.string() << ")\n";
-  Comparison comparison(std::move(sweep), std::move(plan), dir);
+                     "Go on with it with `--resume " + request.out.string() +
+                         "` (runs that ended ok are kept), choose a new --out directory, or delete the old "
+                         "comparison first.");
+  const fs::path dir = make_run_directory(resuming ? request.resume : request.out, "runs", sweep.file.stem().string(),
+                                          resuming ? RunDirUse::kContinue : RunDirUse::kNew);
+  const auto lock = lock_run_directory(dir);  // one comparison at a time writes here
+  if (!resuming) write_text_file(dir / kComparisonFile, record_of_runs.dump() + "\n");
+  std::cout << (resuming ? "resuming: " : "outputs: ") << dir.string() << "  (tensorboard --logdir " << dir.string()
+            << ")\n";
+  Comparison comparison(std::move(sweep), std::move(plan), dir, resuming);
   const int interrupted = comparison.run_all();
   comparison.write_hparams_experiment();
   comparison.summarize();

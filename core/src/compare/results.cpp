@@ -155,6 +155,9 @@ std::vector<std::string> notes(const CompareRecord& rec) {
   for (const auto& r : rec.rows)
     if (r.status() != "ok") out.push_back(fmt::format("{} {}: {}", r.run.label, r.status(), r.result.error));
   for (const auto& s : rec.plan->skipped) out.push_back("not run: " + s);
+  if (!rec.kept.empty())
+    out.push_back(fmt::format("resumed (--resume): {} run{} kept from an earlier session of this comparison, measured "
+                              "then: {}", rec.kept.size(), rec.kept.size() == 1 ? "" : "s", joined(rec.kept)));
   for (auto& note : resumed_notes(report_runs(rec))) out.push_back(std::move(note));
   if (!rec.aggregate.not_steady.empty())
     out.push_back("no steady_step_time_s in the summary of " + joined(rec.aggregate.not_steady) +

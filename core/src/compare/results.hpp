@@ -42,6 +42,7 @@ struct CompareRecord {
   std::vector<std::vector<std::string>> rounds;  ///< each round's labels in the order they ran
   std::optional<ReportWarmup> warmup;
   std::string stopped;             ///< the auto-repeat mode: why no further round ran ("" when off)
+  std::vector<std::string> kept;   ///< --resume: runs that ended ok in an earlier session, kept as they were
   std::vector<std::string> loose;  ///< the auto-repeat mode: cells left above until_tight
   std::string date;
   std::string machine;
