@@ -47,6 +47,8 @@ constexpr std::int64_t kTotal = kNumels[0] + kNumels[1] + kNumels[2];
 /// The engine running `plan` on one rank, with every hook recorded in `events`.
 class RecordingEngine final : public strata::Engine {
  public:
+  using strata::Engine::unit_plan;
+  using strata::Engine::unit_state;
   RecordingEngine(strata::Plan plan, std::shared_ptr<strata::Model> model, strata::PrecisionPolicy precision = {})
       : plan_to_run_(std::move(plan)) {
     comm_storage_ = strata::make_local_comm();
@@ -184,7 +186,7 @@ TEST_CASE("precision policy names") {
   CHECK(policy.describe().find("parameters bfloat16") != std::string::npos);
 }
 
-TEST_CASE("sharded parameters refuse parameters outside every unit and tied parameters, by name") {
+TEST_CASE("sharded parameters refuse parameters outside every unit, and a tied one is placed with its first unit") {
   std::function<void()> probe;
   {
     auto model = std::make_shared<strata::Model>();
@@ -204,11 +206,22 @@ TEST_CASE("sharded parameters refuse parameters outside every unit and tied para
     b->register_parameter("shared", a->named_parameters()["linear.weight"]);
     model->add_unit("u0", a);
     model->add_unit("u1", b);
+    {
+      RecordingEngine engine(sharded_plan(strata::Reshard::kShardGroup, 1), model);
+      // u1 reads u0's weight: u0 holds it and stays gathered until u1 has run (and its backward).
+      CHECK(engine.unit_state(1).reads_from == std::vector<std::size_t>{0});
+      CHECK(engine.unit_state(0).read_until == 1);
+      CHECK(engine.unit_plan(0).after_forward == strata::Reshard::kNone);
+      CHECK(engine.unit_state(1).groups.size() == 1);  // its own bias (and no second copy of the weight)
+    }
+    model->set_activation_checkpointing(2);  // units 0 and 2...: u0 only, which reads nothing
+    { RecordingEngine engine(sharded_plan(strata::Reshard::kShardGroup, 1), model); }
+    model->set_activation_checkpointing(1);  // u1 too: its nested backward would report the tie early
     try {
       RecordingEngine engine(sharded_plan(strata::Reshard::kShardGroup, 1), model);
-      FAIL("a tied parameter was accepted");
+      FAIL("a checkpointed unit reading a tied parameter was accepted");
     } catch (const strata::Error& e) {
-      CHECK(std::string(e.what()).find("u1.shared = u0.linear.weight") != std::string::npos);
+      CHECK(std::string(e.what()).find("unit u1 reads a parameter of unit u0") != std::string::npos);
     }
   }
 }
