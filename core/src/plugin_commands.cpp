@@ -11,6 +11,7 @@
 #include "run.hpp"
 #include "strata/errors.hpp"
 #include "text/suggest.hpp"
+#include "text/wrap.hpp"
 
 namespace strata {
 
@@ -22,19 +23,33 @@ void list_plugins() {
     name_width = std::max(name_width, entry->name.size());
     description_width = std::max(description_width, entry->description.size());
   }
+  // One line a plugin for a pipe or a file; on a terminal narrower than that line, the description
+  // wraps under itself and the library goes on a line of its own.
+  const std::size_t columns = terminal_columns();
+  const std::size_t indent = 9 + 1 + name_width + 2;
+  const bool wraps = columns > 0 && indent + description_width + 2 + 40 > columns;
   const auto row = [&](const std::string& kind, const std::string& name, const std::string& description,
                        const std::string& library) {
-    std::cout << fmt::format("{:<9} {:<{}}  {:<{}}  {}\n", kind, name, name_width, description, description_width,
-                             library);
+    if (!wraps) {
+      std::cout << fmt::format("{:<9} {:<{}}  {:<{}}  {}\n", kind, name, name_width, description, description_width,
+                               library);
+      return;
+    }
+    std::cout << fmt::format("{:<9} {:<{}}  {}\n", kind, name, name_width, wrap_text(description, columns, indent, indent));
+    // A path does not break: it starts further left when it would not fit under the description.
+    if (!library.empty())
+      std::cout << std::string(library.size() + indent <= columns ? indent : library.size() + 4 <= columns ? 4 : 0, ' ')
+                << library << "\n";
   };
-  row("KIND", "NAME", "DESCRIPTION", "LIBRARY");
+  row("KIND", "NAME", wraps ? "DESCRIPTION (then its library)" : "DESCRIPTION", wraps ? "" : "LIBRARY");
   for (const auto* entry : registry.entries())
     row(kind_name(entry->kind), entry->name, entry->description, entry->library);
   // After the table, apart: what did not load and why, one library a line.
   if (!failures.empty()) {
     std::cout << fmt::format("\nnot loaded ({} librar{}; commands that do not need {} still run):\n", failures.size(),
                              failures.size() == 1 ? "y" : "ies", failures.size() == 1 ? "it" : "them");
-    for (const auto& f : failures) std::cout << fmt::format("  {}: {}\n", f.path.string(), f.reason);
+    for (const auto& f : failures)
+      std::cout << "  " << wrap_text(fmt::format("{}: {}", f.path.string(), f.reason), columns, 4) << "\n";
   }
   // Exit 0 while anything is usable; no plugin at all is a broken installation.
   if (registry.entries().empty())
@@ -51,8 +66,8 @@ void print_schema(const std::string& title, const OptionsSchema& schema) {
   if (schema.specs.empty()) std::cout << "  (no options)\n";
   for (const auto& s : schema.specs) {
     std::cout << fmt::format("  {:<20} {:<18} default {}\n", s.name, type_name(s.type), to_toml(s.default_value));
-    std::cout << fmt::format("  {:<20} {}{}\n", "", s.doc,
-                             s.constraint_text().empty() ? "" : " (" + s.constraint_text() + ")");
+    const std::string doc = s.doc + (s.constraint_text().empty() ? "" : " (" + s.constraint_text() + ")");
+    std::cout << fmt::format("  {:<20} {}\n", "", wrap_text(doc, terminal_columns(), 23, 23));
   }
 }
 void print_key(const SweepKeyDoc& key) {
@@ -108,8 +123,9 @@ void describe(const std::string& name) {
     all.push_back(entry->name);
     if (entry->name != name) continue;
     found = true;
-    print_schema(fmt::format("{} '{}': {}\n  library: {}\n\n[{}] name = \"{}\", options:", kind_name(entry->kind),
-                             entry->name, entry->description, entry->library, kind_name(entry->kind), entry->name),
+    const std::string title = fmt::format("{} '{}': {}", kind_name(entry->kind), entry->name, entry->description);
+    print_schema(fmt::format("{}\n  library: {}\n\n[{}] name = \"{}\", options:", wrap_text(title, terminal_columns(), 2),
+                             entry->library, kind_name(entry->kind), entry->name),
                  entry->schema);
   }
   if (found) return;

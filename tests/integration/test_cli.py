@@ -7,6 +7,7 @@ into $STRATA_FIXTURE_PLUGIN_DIR)."""
 import glob
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -258,6 +259,31 @@ def plugins_lists_builtins():
              % libraries, result)
 
 
+def output_fits_the_terminal():
+    """On a terminal of 80 columns (a pseudo-terminal from script(1)), `plugins` and `describe` wrap
+    their lines at its width and keep every plugin and option; to a pipe they keep one plugin a
+    line, as before."""
+    script = shutil.which("script")
+    if script is None:
+        raise st.Skip("script(1) is not installed (bsdutils): no pseudo-terminal to print to")
+    for args in (["plugins"], ["describe", "fsdp"], ["describe", "llama"]):
+        command = "stty cols 80; %s %s" % (shlex.quote(st.strata_bin()), " ".join(args))
+        result = st.run_command([script, "-qec", command, "/dev/null"])
+        st.expect_exit(result, 0)
+        lines = result.stdout.replace("\r", "").splitlines()
+        # A path is never broken: a line may only exceed the width by being one whole path.
+        long = [l for l in lines if len(l) > 80 and not l.strip().startswith("/")]
+        st.check(not long, "strata %s on an 80-column terminal printed %d longer lines, e.g. %r"
+                 % (" ".join(args), len(long), long[:1]), result)
+        piped = st.strata(*args)
+        skip = 1 if args == ["plugins"] else 0  # the table's header says where the library went
+        words = lambda text: sorted(" ".join(text.replace("\r", "").splitlines()[skip:]).split())
+        st.check(words(result.stdout) == words(piped.stdout),
+                 "strata %s on a terminal says other words than to a pipe" % " ".join(args), result)
+    piped = st.strata("plugins")
+    st.check(len(plugin_rows(piped)) >= len(BUILTIN), "piped, `strata plugins` is no longer one plugin a line", piped)
+
+
 def binary_does_not_link_plugins():
     result = st.strata("plugins")
     st.expect_exit(result, 0)
@@ -423,7 +449,7 @@ if __name__ == "__main__":
         help_exits_0, command_help_is_its_own, version_exits_0, summary_records_versions_and_host,
         warmup_longer_than_steps_is_clamped, bundled_experiments_accept_20_steps, no_arguments_exit_2, unknown_command_exit_2, unknown_flag_exit_2,
         run_without_file_exit_2, option_without_value_exit_2, too_many_files_exit_2, out_is_a_file_exit_2,
-        plugins_lists_builtins, binary_does_not_link_plugins, describe_mlp, describe_core_section, describe_compare,
+        plugins_lists_builtins, output_fits_the_terminal, binary_does_not_link_plugins, describe_mlp, describe_core_section, describe_compare,
         describe_unknown, describe_lists_what_it_describes,
         broken_plugin("missing_symbol", "not a Strata plugin"),
         broken_plugin("abi_mismatch", "ABI"),

@@ -3,6 +3,7 @@
 // and run directories claimed by exactly one run.
 
 #include "test_support.hpp"
+#include "text/wrap.hpp"
 
 #include <cerrno>
 #include <fstream>
@@ -218,4 +219,15 @@ TEST_CASE("make_run_directory never reuses an automatic directory") {
     CHECK(fs::exists(made / strata::kRunMarkerFile));
   }
   CHECK_FALSE(fs::exists(taken / strata::kRunMarkerFile));
+}
+
+TEST_CASE("wrap_text breaks at spaces within the width, indents what follows, keeps a long word whole") {
+  CHECK(strata::wrap_text("short enough", 80, 4) == "short enough");
+  CHECK(strata::wrap_text("one two three four five six", 0, 4) == "one two three four five six");  // a pipe: as is
+  CHECK(strata::wrap_text("aaaa bbbb cccc dddd eeee ffff", 20, 2) == "aaaa bbbb cccc dddd\n  eeee ffff");
+  // Printed after 10 columns of its own line: the first line holds less.
+  CHECK(strata::wrap_text("aaaa bbbb cccc dddd eeee ffff", 30, 12, 12) ==
+        "aaaa bbbb cccc\n            dddd eeee ffff");
+  CHECK(strata::wrap_text("aaaa bbbb cccc dddd", 20, 12) == "aaaa bbbb cccc dddd");  // no room to wrap into
+  CHECK(strata::wrap_text("a /a/very/long/path/that/does/not/fit b", 20, 0) == "a\n/a/very/long/path/that/does/not/fit\nb");
 }

@@ -32,6 +32,7 @@
 #include "run.hpp"
 #include "tensorboard/event_writer.hpp"
 #include "tensorboard/hparams.hpp"
+#include "text/wrap.hpp"
 
 namespace strata {
 
@@ -425,14 +426,18 @@ class Comparison {
 
   void status_line(const std::string& text) {
     if (tty_) {
-      std::string shown = text.size() > 118 ? text.substr(0, 117) + "…" : text;
+      // One line, rewritten in place: cut at the terminal's width (one column spare for the cursor).
+      const std::size_t columns = terminal_columns();
+      const std::size_t width = columns > 40 ? columns - 1 : 118;
+      std::string shown = text.size() > width ? text.substr(0, width - 1) + "…" : text;
       std::cout << "\r\033[K" << shown << std::flush;
     } else if (text.find(": starting") != std::string::npos) {
       std::cout << text << std::endl;
     }
   }
   void finish_line(const std::string& text) {
-    std::cout << (tty_ ? "\r\033[K" : "") << text << std::endl;
+    // On a terminal, a run's line wraps at its width (its continuation indented under the label).
+    std::cout << (tty_ ? "\r\033[K" + wrap_text(text, terminal_columns(), 4) : text) << std::endl;
   }
 
   /// The row of a run that ended: its own verdict (summary.json: status, error, failed_rank,
