@@ -1,6 +1,7 @@
 # `cmake --install build --prefix P` installs the SDK and the CLI:
 #
-#   P/bin/strata                        the CLI
+#   P/bin/strata                        the CLI's launcher (a shell script): finds LibTorch, then runs
+#   P/lib/strata/bin/strata             the CLI itself
 #   P/lib/libstrata_core.so             the host and SDK implementation
 #   P/lib/strata/plugins/*.so           the built-in plugins (every strata_add_plugin() call made
 #                                       before this file is included: not the template, not the
@@ -12,14 +13,16 @@
 # The CLI looks for its plugins in <its directory>/../plugins, then <its directory>/../lib/strata/plugins
 # (plugin_search_path in core/src/plugin_loader.cpp): the plugin directory is `lib/strata/plugins`
 # literally, whatever CMAKE_INSTALL_LIBDIR is. Installed binaries find libstrata_core relative to
-# themselves and LibTorch at the absolute path this build used (the venv's torch/lib).
+# themselves (the tree can move), and LibTorch at run time: the launcher puts STRATA_LIBTORCH, else
+# the torch/lib this build used when it is still there, else the torch of STRATA_PYTHON or python3,
+# on LD_LIBRARY_PATH (their RUNPATH keeps this build's torch/lib as the last resort).
 include(CMakePackageConfigHelpers)
 
 set(STRATA_INSTALL_PLUGINDIR "lib/strata/plugins")
 set(STRATA_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/Strata")
 
 get_filename_component(_strata_torch_libdir "${TORCH_LIBRARY}" DIRECTORY)
-file(RELATIVE_PATH _strata_bin_to_lib "/${CMAKE_INSTALL_BINDIR}" "/${CMAKE_INSTALL_LIBDIR}")
+file(RELATIVE_PATH _strata_bin_to_lib "/lib/strata/bin" "/${CMAKE_INSTALL_LIBDIR}")
 file(RELATIVE_PATH _strata_plugins_to_lib "/${STRATA_INSTALL_PLUGINDIR}" "/${CMAKE_INSTALL_LIBDIR}")
 string(REGEX REPLACE "/$" "" _strata_plugins_to_lib "${_strata_plugins_to_lib}")
 set_target_properties(strata PROPERTIES INSTALL_RPATH "$ORIGIN/${_strata_bin_to_lib};${_strata_torch_libdir}")
@@ -28,7 +31,10 @@ get_property(_strata_builtin_plugins GLOBAL PROPERTY STRATA_PLUGIN_TARGETS)
 set_target_properties(${_strata_builtin_plugins} PROPERTIES
   INSTALL_RPATH "$ORIGIN/${_strata_plugins_to_lib};${_strata_torch_libdir}")
 
-install(TARGETS strata RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
+install(TARGETS strata RUNTIME DESTINATION "lib/strata/bin")  # beside lib/strata/plugins: ../plugins finds them
+set(STRATA_TORCH_LIBDIR "${_strata_torch_libdir}")
+configure_file(cmake/strata_launcher.sh.in "${PROJECT_BINARY_DIR}/strata_launcher.sh" @ONLY)
+install(PROGRAMS "${PROJECT_BINARY_DIR}/strata_launcher.sh" DESTINATION "${CMAKE_INSTALL_BINDIR}" RENAME strata)
 install(TARGETS strata_core EXPORT StrataTargets LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}")
 install(TARGETS strata_kit EXPORT StrataTargets ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}")
 install(TARGETS ${_strata_builtin_plugins} LIBRARY DESTINATION "${STRATA_INSTALL_PLUGINDIR}")

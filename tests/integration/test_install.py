@@ -63,7 +63,8 @@ def install_into_a_prefix():
     result = st.run_command([cmake(), "--install", build, "--prefix", prefix], timeout=BUILD_TIMEOUT)
     st.expect_exit(result, 0)
     state["prefix"] = prefix
-    for rel in ("bin/strata", "lib/libstrata_core.so", "include/strata/strategy.hpp", "include/strata/plugin.hpp",
+    for rel in ("bin/strata", "lib/strata/bin/strata", "lib/libstrata_core.so", "include/strata/strategy.hpp",
+                "include/strata/plugin.hpp",
                 "lib/libstrata_kit.a", "include/strata/kit.hpp", "include/strata/engine.hpp",
                 "lib/strata/plugins/libstrata_strategy_ddp.so", "lib/strata/plugins/libstrata_model_mlp.so",
                 "lib/cmake/Strata/StrataConfig.cmake", "lib/cmake/Strata/StrataConfigVersion.cmake",
@@ -78,7 +79,7 @@ def install_into_a_prefix():
 def installed_binaries_resolve_their_libraries():
     if not shutil.which("ldd"):
         raise st.Skip("ldd is not installed")
-    for rel in ("bin/strata", "lib/libstrata_core.so", "lib/strata/plugins/libstrata_strategy_ddp.so"):
+    for rel in ("lib/strata/bin/strata", "lib/libstrata_core.so", "lib/strata/plugins/libstrata_strategy_ddp.so"):
         result = st.run_command(["ldd", installed(rel)])
         st.expect_exit(result, 0)
         st.check("not found" not in result.stdout, "%s has unresolved libraries" % rel, result)
@@ -99,6 +100,27 @@ def installed_cli_lists_builtin_plugins():
         st.check(os.path.dirname(os.path.realpath(rows[name])) == plugdir,
                  "%s comes from %s, expected %s" % (name, rows[name], plugdir), result)
     st.check("local_sgd" not in rows, "the installed CLI should not know local_sgd before it is built", result)
+
+
+def installed_tree_moves_and_finds_libtorch_at_run_time():
+    """A copy of the installed tree elsewhere runs (through a symlink to its bin/strata too) with its
+    own plugins; STRATA_LIBTORCH chooses LibTorch, and one without libtorch.so is refused with the
+    fix (exit 2)."""
+    import torch
+    moved = os.path.join(st.temp_dir("moved"), "elsewhere")
+    shutil.copytree(installed(), moved, symlinks=True)
+    link_dir = st.temp_dir("links")
+    link = os.path.join(link_dir, "strata")
+    os.symlink(os.path.join(moved, "bin", "strata"), link)
+    torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    for binary, env in ((os.path.join(moved, "bin", "strata"), None), (link, {"STRATA_LIBTORCH": torch_lib})):
+        result = st.run_command([binary, "plugins"], env=env)
+        st.expect_exit(result, 0)
+        rows = plugin_rows(result)
+        st.check("ddp" in rows and os.path.realpath(rows["ddp"]).startswith(os.path.realpath(moved)),
+                 "the moved tree's CLI should load its own plugins, got %s" % rows.get("ddp"), result)
+    result = st.run_command([link, "plugins"], env={"STRATA_LIBTORCH": link_dir})
+    st.expect_clean_failure(result, 2, "holds no libtorch.so", "STRATA_LIBTORCH")
 
 
 def build_out_of_tree(folder, name):
@@ -193,5 +215,5 @@ def zeropp_builds_out_of_tree_passes_check_and_is_estimated():
 
 if __name__ == "__main__":
     st.main([install_into_a_prefix, installed_binaries_resolve_their_libraries, installed_cli_lists_builtin_plugins,
-             template_builds_out_of_tree, installed_cli_runs_the_out_of_tree_plugin,
+             installed_tree_moves_and_finds_libtorch_at_run_time, template_builds_out_of_tree, installed_cli_runs_the_out_of_tree_plugin,
              zeropp_builds_out_of_tree_passes_check_and_is_estimated])
