@@ -291,7 +291,7 @@ std::unique_ptr<RankRun> prepare(Experiment experiment, const WorldInfo& world, 
       return p->registry.estimate_model_memory(e.model.name, e.model.options, model_context);
     });
     auto fit = estimate::check_strategy_fits(e, p->registry, world, p->device, *p->estimated_parameters, memory,
-                                             host_available, device_name);
+                                             host_available, device_name, model_context.data.input_shape);
     p->memory_fit = std::move(fit.line);
     p->memory_warning = std::move(fit.warning);
   }

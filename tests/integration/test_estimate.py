@@ -146,7 +146,8 @@ def contradictory_references_are_refused():
 def fit_check_from_a_profile_on_a_named_device():
     """validate's fit check of the TinyLlama example ([train] memory_profile: its run on one H200)
     against a named 80 GB device from this machine: single at 2048 tokens, 4 examples per
-    micro-batch, predicted within 5% of the 36.7 GiB tensor peak that run measured, and accepted.
+    micro-batch, predicted within 5% of the 36.7 GiB tensor peak that run measured, and accepted; at
+    1024 tokens its activations scaled by half.
     From the model's formula instead the same run is predicted beyond the device: within the
     formula's uncertainty a warning, beyond it an error naming the override, which "warn" and "off"
     honour. A device name that is not in the table, or a profile that is not a run, is exit 2."""
@@ -161,6 +162,16 @@ def fit_check_from_a_profile_on_a_named_device():
     st.expect_close(predicted, measured, "single's predicted peak against the H200's", rel=0.05)
     st.expect_stdout(result, "of the 79.1 GiB of --device h100-80gb")
     st.expect_stdout(result, "activations measured by the profile")
+    # Half the sequence: the profile's activations (its peak less its model state) scale by 1/2.
+    with open(os.path.join(st.REPO, "examples", "profiles", "tinyllama_h200", "summary.json")) as f:
+        state = sum(json.load(f)["memory"]["model_state_bytes"].values()) / 2**30
+    result = st.strata("validate", toml, "--device", "h100-80gb", *st.set_args("strategy.name=single",
+                                                                               "dataset.seq_len=1024"))
+    st.expect_exit(result, 0)
+    st.expect_stdout(result, "at examples of [2048], scaled linearly to [1024] (x0.5)")
+    half = float([l for l in result.stdout.splitlines() if l.startswith("memory per rank: about ")][0]
+                 .split("about ")[1].split(" GiB")[0])
+    st.expect_close(half, state + (measured - state) / 2, "single's predicted peak at 1024 tokens", rel=0.05)
     formula = ["strategy.name=single", "train.memory_profile=\"\""]
     # 86.1 GiB from the formula: beyond 79.1 GiB by less than its 25%, a warning; beyond 40 GiB's, an error.
     result = st.strata("validate", toml, "--device", "h100-80gb", *st.set_args(*formula))
@@ -182,7 +193,7 @@ def fit_check_from_a_profile_on_a_named_device():
     result = st.strata("validate", toml, "--device", "h100-80gb", *st.set_args("train.memory_profile=\"profiles\""))
     st.expect_exit(result, 2)
     st.expect_in("train.memory_profile", result.stderr, result)
-    print("  single predicted %.1f GiB against %.1f GiB measured" % (predicted, measured))
+    print("  single predicted %.1f GiB against %.1f GiB measured; %.1f GiB at 1024 tokens" % (predicted, measured, half))
 
 
 def fsdp_variants_with_accumulation():

@@ -92,13 +92,15 @@ const Schema<TrainSection>& train_schema() {
                 file_path())
         .option("fit_check", &TrainSection::fit_check,
                 "before any rank trains, the predicted memory per rank against the device: error refuses a run "
-                "predicted beyond the device by more than the estimate's uncertainty (5% from a memory_profile, 25% "
+                "predicted beyond the device by more than the estimate's uncertainty (5% from a memory_profile, 10% "
+                "when scaled to another example size, 25% "
                 "from the model's formula) and warns within it; warn only warns; off skips the check",
                 one_of({"error", "warn", "off"}))
         .option("memory_profile", &TrainSection::memory_profile,
                 "a run directory of this experiment on one device (relative to this file; summary.json and units.json, "
                 "as `strata run` or `strata estimate` leaves them): the fit check takes its activations from what that "
-                "run measured (scaled by the examples per micro-batch) instead of the model's formula",
+                "run measured (scaled by the examples per micro-batch, and by the example's size when its sequence or "
+                "image differs: linear) instead of the model's formula",
                 file_path())
         .option("activation_checkpointing", &TrainSection::activation_checkpointing,
                 "full: keep only each checkpointed unit's input in forward and recompute the unit in backward "

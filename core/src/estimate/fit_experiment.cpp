@@ -4,6 +4,7 @@
 #include <variant>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "config/experiment.hpp"
 #include "device/named_devices.hpp"
@@ -38,18 +39,39 @@ namespace {
 struct MeasuredActivations {
   double per_example = 0;
   std::string source;
+  bool scaled = false;  ///< measured at another sample shape and scaled to this one
 };
+
+/// Elements of one example's input.
+double elements(const std::vector<std::int64_t>& shape) {
+  double n = 1;
+  for (const auto d : shape) n *= static_cast<double>(d);
+  return n;
+}
 
 /// The profile run's tensor peak less its model state, per example of its micro-batch: what
 /// autograd saved for backward plus the transient at the peak (the loss's gradient), both linear in
 /// the examples. With activation checkpointing the saved part is the units' checkpointed bytes
 /// (units.json) where the profile measured them.
-MeasuredActivations measured_activations(const Experiment& e) {
+/// An example of another size than the profile's (a sequence of other length, an image of other
+/// pixels) scales the activations by the ratio of input elements: linear, as every activation of
+/// the built-in models is once attention stores no T x T scores (fused SDPA on a GPU; the CPU's
+/// math kernel does store them, so a longer sequence there is underestimated).
+MeasuredActivations measured_activations(const Experiment& e, const std::vector<std::int64_t>& sample_shape) {
   const fs::path dir = e.train.memory_profile;
   const Profile p = read_profile(dir, e);
   MeasuredActivations m;
   m.per_example = p.activation_bytes_per_sample;
   m.source = fmt::format("measured by the profile {} on {}", dir.string(), p.device);
+  if (!sample_shape.empty() && !p.sample_shape.empty() && p.sample_shape != sample_shape) {
+    const double ratio = elements(sample_shape) / std::max(1.0, elements(p.sample_shape));
+    m.per_example *= ratio;
+    m.scaled = true;
+    m.source += fmt::format(" at examples of [{}], scaled linearly to [{}] (x{:.3g})", fmt::join(p.sample_shape, ", "),
+                            fmt::join(sample_shape, ", "), ratio);
+  } else if (p.sample_shape.empty() && !sample_shape.empty()) {
+    m.source += " (it does not record its examples' shape: taken as this experiment's)";
+  }
   if (e.train.activation_checkpointing != "full") return m;
   const auto units = load_units(dir, p.device);
   if (!units || units->empty() || units->front().checkpointed_bytes < 0) {
@@ -58,12 +80,13 @@ MeasuredActivations measured_activations(const Experiment& e) {
   }
   const double per_micro = p.global_batch / std::max(1, p.micro_batches);
   const double excess = m.per_example * per_micro;  // what the peak held beyond the model state, per micro-batch
+  const double unit_scale = m.scaled ? m.per_example / std::max(1e-30, p.activation_bytes_per_sample) : 1.0;
   double full = 0, kept = 0;
   const auto every = static_cast<std::size_t>(std::max<std::int64_t>(1, e.train.activation_checkpointing_every));
   for (std::size_t i = 0; i < units->size(); ++i) {
     const auto& u = (*units)[i];
-    full += std::max(0.0, u.activation_bytes);
-    kept += std::max(0.0, i % every == 0 ? u.checkpointed_bytes : u.activation_bytes);
+    full += unit_scale * std::max(0.0, u.activation_bytes);
+    kept += unit_scale * std::max(0.0, i % every == 0 ? u.checkpointed_bytes : u.activation_bytes);
   }
   const double transient = std::max(0.0, excess - full);
   m.per_example = (kept + transient) / per_micro;
@@ -72,6 +95,7 @@ MeasuredActivations measured_activations(const Experiment& e) {
 }
 
 constexpr double kMeasuredUncertainty = 0.05;
+constexpr double kScaledUncertainty = 0.10;  // measured at another example size: the scaling adds its own
 constexpr double kFormulaUncertainty = 0.25;
 
 }  // namespace
@@ -79,7 +103,8 @@ constexpr double kFormulaUncertainty = 0.25;
 FitOutcome check_strategy_fits(const Experiment& e, const Registry& registry, const WorldInfo& world,
                                const torch::Device& device, double parameters,
                                const std::optional<ModelMemoryEstimate>& memory,
-                               const std::optional<HostMemory>& host_available, const std::string& device_name) {
+                               const std::optional<HostMemory>& host_available, const std::string& device_name,
+                               const std::vector<std::int64_t>& sample_shape) {
   if (e.train.fit_check == "off") return {};
   FitRequest r;
   r.strategy = e.strategy.name;
@@ -113,14 +138,14 @@ FitOutcome check_strategy_fits(const Experiment& e, const Registry& registry, co
   if (!e.train.memory_profile.empty()) {
     MeasuredActivations measured;
     try {
-      measured = measured_activations(e);
+      measured = measured_activations(e, sample_shape);
     } catch (const Error& err) {
       throw e.error("train.memory_profile", err.what(), err.fix());
     }
     if (memory) r.unit_parameters = memory->unit_parameters;
     r.activation_bytes_per_sample = measured.per_example;  // in the dtype it ran with: this experiment's
     activations = measured.source;
-    uncertainty = kMeasuredUncertainty;
+    uncertainty = measured.scaled ? kScaledUncertainty : kMeasuredUncertainty;
   } else if (memory) {
     // Activations in the parameters' dtype: the estimate counts float32 ones.
     const bool narrow = e.precision.param_dtype == "bfloat16" || e.precision.param_dtype == "float16";

@@ -44,9 +44,12 @@ struct FitOutcome {
 /// estimate's uncertainty (5% measured, 25% from a formula) is a config error at strategy.name
 /// naming the figure, its source, what would fit and the override; "warn" makes that a warning,
 /// "off" skips the check (empty outcome).
+/// `sample_shape`: one example's input shape in this experiment (the dataset's), which a
+/// [train] memory_profile measured at another length scales to.
 FitOutcome check_strategy_fits(const Experiment& e, const Registry& registry, const WorldInfo& world,
                                const torch::Device& device, double parameters,
                                const std::optional<ModelMemoryEstimate>& memory,
-                               const std::optional<HostMemory>& host_available, const std::string& device_name = "");
+                               const std::optional<HostMemory>& host_available, const std::string& device_name = "",
+                               const std::vector<std::int64_t>& sample_shape = {});
 
 }  // namespace strata::estimate

@@ -86,6 +86,8 @@ Profile read_profile(const std::filesystem::path& run_dir, const Experiment& e) 
   p.peak_tensor_bytes = number_at(j, "memory.peak_tensor_bytes", 0);
   const double per_micro = p.global_batch / std::max(1, p.micro_batches);
   p.activation_bytes_per_sample = std::max(0.0, p.peak_tensor_bytes - p.state_bytes) / std::max(1.0, per_micro);
+  if (const Json* shape = j.find("sample_shape"); shape != nullptr && shape->elements() != nullptr)
+    for (const auto& d : *shape->elements()) p.sample_shape.push_back(static_cast<std::int64_t>(d.number_or(0)));
   p.optimizer = e.optimizer.name;
   p.momentum = e.optimizer.momentum;
   p.param_dtype = e.precision.param_dtype;

@@ -63,6 +63,7 @@ struct Profile {
   double state_bytes = 0;          ///< params + grads + optimizer state held between steps
   double peak_tensor_bytes = 0;    ///< the most live tensor bytes during steps
   double activation_bytes_per_sample = 0;  ///< (peak - state) per example of a micro-batch
+  std::vector<std::int64_t> sample_shape;  ///< one example's input shape the profile ran at; empty: not recorded
   std::string optimizer = "adamw"; ///< "adamw" or "sgd"
   double momentum = 0.9;
   std::string param_dtype = "float32";

@@ -31,6 +31,11 @@ Json Loop::summary(const std::string& status, const std::string& error) const {
   for (const char* key : {"strategy", "world_size", "devices", "backend", "device"}) s[key] = *current.find(key);
   s["model"] = e_.model.name;
   s["dataset"] = e_.dataset.name;
+  {  // one example's input shape ([T] for tokens): what a memory profile's activations were measured at
+    Json shape = Json::array();
+    for (const auto d : r_.dataset->spec().input_shape) shape.push_back(d);
+    s["sample_shape"] = std::move(shape);
+  }
   s["steps"] = steps_done_;
   s["global_batch_size"] = t.global_batch_size;
   s["micro_batches"] = t.micro_batches;
