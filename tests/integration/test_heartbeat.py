@@ -223,7 +223,7 @@ def hung_collective_ends_with_a_verdict():
     are alive, rank 0 waits in that all-reduce, rank 1 where it would have issued it. With timeout_s =
     20 the hang watch (half of it) ends the job within timeout_s + 5 s of its start, before Gloo's own
     timeout would, and summary.json says which collective each rank issued last, per communicator, in
-    which phase and at which step."""
+    which phase and at which step, and names rank 1, which stopped first (it issued one fewer)."""
     timeout_s = 20
     out = st.temp_dir("hang")
     env = {"STRATA_FAULT": "hang-collective:5:1"}
@@ -239,8 +239,10 @@ def hung_collective_ends_with_a_verdict():
     st.check(summary["status"] == "failed", "status %r" % summary["status"])
     error = summary.get("error", "")
     for fragment in ("a collective hangs", "rank 0 in train, step 5", "rank 1 in train, step 5", "all_reduce #",
-                     "last collectives"):
+                     "last collectives", "rank 1 stopped first"):
         st.expect_in(fragment, error, result, "summary.json's error")
+    st.check(summary.get("failed_rank") == 1, "failed_rank %r: the rank that never issued its collective is 1"
+             % summary.get("failed_rank"), result)
     print("  ended after %.1f s: %s" % (elapsed, error[:300]))
 
 

@@ -55,6 +55,13 @@ struct Accounting {
     return {phase, counters[static_cast<int>(CommPhase::kTrain)].calls};
   }
 
+  /// What the next collective would be booked as (issue() books it).
+  Issued upcoming() const {
+    std::lock_guard lock(mutex);
+    const auto train = counters[static_cast<int>(CommPhase::kTrain)].calls;
+    return {phase, phase == CommPhase::kTrain ? train + 1 : train};
+  }
+
   /// Books host time spent in a call or a wait to phase `p`.
   void add_time(CommPhase p, double seconds) {
     std::lock_guard lock(mutex);

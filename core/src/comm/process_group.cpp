@@ -244,8 +244,11 @@ std::shared_ptr<CommWork> C10dComm::launch(const char* op, std::int64_t payload,
                                            const std::function<c10::intrusive_ptr<c10d::Work>()>& start,
                                            Finish finish) {
   auto begin = Clock::now();
+  // The injected hang comes before the booking: the rank never issued that collective, and its
+  // last collectives say so beside its peers' (the verdict can name it).
+  if (const auto next = accounting_->upcoming(); next.phase == CommPhase::kTrain)
+    hang_by_fault(global_rank_, next.train_calls);
   const auto [phase, train_calls] = accounting_->issue(who_, op, payload, bus_factor);
-  if (phase == CommPhase::kTrain) hang_by_fault(global_rank_, train_calls);
   C10dWork::Info info{op, payload, phase, who_, global_rank_, options_.timeout, options_.backend == "nccl"};
   c10::intrusive_ptr<c10d::Work> work;
   try {
