@@ -102,9 +102,10 @@ def hf_checkpoint(directory, hidden=64, seed=0, tied=False, vocab=VOCAB, **rope)
     return model
 
 
-def eval_windows(text_path):
-    """The text dataset's eval split: consecutive windows of SEQ_LEN + 1 bytes, the last
-    EVAL_FRACTION of them (rounded half away from zero, at least one, leaving one for training)."""
+def text_splits(text_path):
+    """The text dataset's splits: consecutive windows of SEQ_LEN + 1 bytes, the last EVAL_FRACTION
+    of them (rounded half away from zero, at least one, leaving one for training) held out for
+    evaluation; (training windows, eval windows)."""
     torch, _ = need_transformers()
     with open(text_path, "rb") as f:
         tokens = list(f.read())
@@ -112,7 +113,12 @@ def eval_windows(text_path):
     count = len(tokens) // window
     held_out = min(max(int(math.floor(count * EVAL_FRACTION + 0.5)), 1), count - 1)
     windows = torch.tensor(tokens[:count * window], dtype=torch.long).view(count, window)
-    return windows[count - held_out:]
+    return windows[:count - held_out], windows[count - held_out:]
+
+
+def eval_windows(text_path):
+    """The text dataset's eval split (text_splits)."""
+    return text_splits(text_path)[1]
 
 
 def hf_loss(model, windows):
@@ -269,17 +275,6 @@ def family_checkpoint(directory, config_class, extra, seed=0):
     return model
 
 
-def train_windows(text_path):
-    """The text dataset's training split (every window before the held-out ones)."""
-    torch, _ = need_transformers()
-    with open(text_path, "rb") as f:
-        tokens = list(f.read())
-    window = SEQ_LEN + 1
-    count = len(tokens) // window
-    held_out = min(max(int(math.floor(count * EVAL_FRACTION + 0.5)), 1), count - 1)
-    return torch.tensor(tokens[:count * window], dtype=torch.long).view(count, window)[:count - held_out]
-
-
 def llama_family_configs_load_train_and_export():
     """Mistral, Qwen2 and Qwen3 checkpoints: strata evaluates each to transformers' loss (its
     logits), trains it 4 full-batch SGD steps (in micro-batches) to the parameters transformers
@@ -292,7 +287,7 @@ def llama_family_configs_load_train_and_export():
         hf_dir = os.path.join(base, "hf")
         original = family_checkpoint(hf_dir, config_class, extra)
         text = write_text(base)
-        windows, train = eval_windows(text), train_windows(text)
+        train, windows = text_splits(text)
         out0 = os.path.join(base, "run_s0")
         st.strata_run(experiment(base, hf_dir, text, "steps = 0"), out0)
         ours, theirs = st.lookup(st.load_summary(out0), "eval.loss"), hf_loss(original, windows)
