@@ -196,12 +196,14 @@ def run(config_path, label, *sets, world=1):
     return out
 
 
-def strategies_match_single(config_path, label, strategies):
+def strategies_match_single(config_path, label, strategies, worlds=(3,)):
     single = run(config_path, label + "_single")
-    for strategy in strategies:
-        out = run(config_path, "%s_%s" % (label, strategy), "strategy.name=" + strategy, world=3)
-        diff = st.expect_models_equal(single, out, "%s %s world 3, %d micro-batches" % (label, strategy, MICRO), rel=RTOL)
-        print("  %s %s at world 3: max rel diff %.1e" % (label, strategy, diff))
+    for world in worlds:
+        for strategy in strategies:
+            out = run(config_path, "%s_%s_w%d" % (label, strategy, world), "strategy.name=" + strategy, world=world)
+            diff = st.expect_models_equal(single, out, "%s %s world %d, %d micro-batches"
+                                          % (label, strategy, world, MICRO), rel=RTOL)
+            print("  %s %s at world %d: max rel diff %.1e" % (label, strategy, world, diff))
     return single
 
 
@@ -258,10 +260,10 @@ def single_equals_pytorch():
 
 
 def cnn_under_every_strategy():
-    """The BatchNorm CNN under ddp, zero3 and fsdp at world 3 (8 examples a rank, 2 micro-batches)
-    ends with single's model, tensor by tensor."""
+    """The BatchNorm CNN under ddp, zero3 and fsdp at worlds 2 and 3 (12 and 8 examples a rank, 2
+    micro-batches) ends with single's model, tensor by tensor."""
     torch_or_skip()
-    strategies_match_single(cnn_config(), "cnn", ["ddp", "zero3", "fsdp"])
+    strategies_match_single(cnn_config(), "cnn", ["ddp", "zero3", "fsdp"], worlds=(2, 3))
 
 
 def tied_transformer_under_every_strategy():
