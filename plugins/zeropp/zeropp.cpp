@@ -16,8 +16,9 @@
 //   memory            zero3's (1/N of parameters, gradients and optimizer state between steps), plus
 //                     with hpZ each unit's 1/k secondary copy between its forward and its backward
 //
-// The paper's third part, qgZ (gradients reduced as int8 through an all-to-all), is not here: the
-// Comm contract has no all-to-all yet. The masters and the optimizer step stay float32 and exact:
+// The paper's third part, qgZ (gradients reduced as int8 through a hierarchical all-to-all), is
+// not here yet: the contract has Comm::all_to_all (ABI 11.1), but no gradient codec of the kit
+// uses it. The masters and the optimizer step stay float32 and exact:
 // only what forward and backward compute with is quantized, so with qwZ the run is not single's
 // tensor by tensor and declares a loss band; with qwZ off it is (hpZ moves the same values).
 //

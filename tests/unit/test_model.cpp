@@ -299,9 +299,12 @@ TEST_CASE("the one-rank communicator is the identity and counts its calls") {
   auto out = torch::zeros({2});
   comm->all_gather(out, t)->wait();
   CHECK(out[0].item<float>() == 1.0f);
+  auto exchanged = torch::zeros({2});
+  comm->all_to_all(exchanged, t)->wait();
+  CHECK(torch::equal(exchanged, t));
   auto c = comm->counters(strata::CommPhase::kTrain);
-  CHECK(c.calls == 2);
-  CHECK(c.payload_bytes == 16);
+  CHECK(c.calls == 3);
+  CHECK(c.payload_bytes == 24);
   CHECK(c.bus_bytes == 0.0);
   CHECK(comm->counters(strata::CommPhase::kSetup).calls == 0);
   CHECK(strata::all_reduce_bus_factor(4) == doctest::Approx(1.5));

@@ -174,6 +174,16 @@ void collectives_rank(const WorldInfo& w) {
   comm->all_gather(gathered, floats({4}, static_cast<float>(r)));
   CHECK(torch::equal(gathered, torch::arange(n, torch::kFloat32).view({n, 1}).expand({n, 4})));
 
+  // All-to-all: rank r sends q * 10 + r to rank q; it receives q's r * 10 + q, in rank order; int8
+  // (a quantized payload) travels as it is.
+  auto sent = torch::empty({n, 2}, torch::kInt8);
+  for (int q = 0; q < n; ++q) sent[q].fill_(q * 10 + r);
+  auto received = torch::empty({n, 2}, torch::kInt8);
+  comm->all_to_all(received, sent);
+  for (int q = 0; q < n; ++q) CHECK(torch::equal(received[q], torch::full({2}, r * 10 + q, torch::kInt8)));
+  auto mismatched = torch::empty({n, 3}, torch::kInt8);
+  CHECK_THROWS_AS(comm->all_to_all(mismatched, sent), Error);  // refused before anything is sent
+
   auto from_first = floats({12}, static_cast<float>(r + 1));
   comm->broadcast(from_first, 0);
   CHECK(torch::equal(from_first, floats({12}, 1)));
@@ -194,14 +204,16 @@ void collectives_rank(const WorldInfo& w) {
   comm->barrier();
 
   // docs/user-guide.md: all-reduce 2(n-1)/n*S, reduce-scatter and all-gather (n-1)/n*S with S the full
-  // tensor, broadcast S. 48 bytes = 12 floats.
+  // tensor, all-to-all (n-1)/n*S with S what a rank sends, broadcast S. 48 bytes = 12 floats.
   const auto train = comm->counters(CommPhase::kTrain);
-  CHECK(train.calls == 6 + 2 + 1 + 2 + 1);  // all_reduce, reduce_scatter, all_gather, broadcast, barrier
-  const std::int64_t reduced = 6 * 48, scattered = 2 * 48, gathered_bytes = 16 * n, broadcast = 2 * 48;
-  CHECK(train.payload_bytes == reduced + scattered + gathered_bytes + broadcast);
+  // all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, barrier
+  CHECK(train.calls == 6 + 2 + 1 + 1 + 2 + 1);
+  const std::int64_t reduced = 6 * 48, scattered = 2 * 48, gathered_bytes = 16 * n, exchanged = 2 * n,
+                     broadcast = 2 * 48;
+  CHECK(train.payload_bytes == reduced + scattered + gathered_bytes + exchanged + broadcast);
   const double ar = 2.0 * (n - 1) / n, gs = static_cast<double>(n - 1) / n;
   CHECK(train.bus_bytes ==
-        doctest::Approx(reduced * ar + (scattered + gathered_bytes) * gs + broadcast).epsilon(1e-12));
+        doctest::Approx(reduced * ar + (scattered + gathered_bytes + exchanged) * gs + broadcast).epsilon(1e-12));
   CHECK(train.time_s > 0);
   const auto setup = comm->counters(CommPhase::kSetup);
   CHECK(setup.calls == 1);

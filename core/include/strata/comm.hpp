@@ -4,7 +4,8 @@
 /// bytes, bus bytes, calls, time) so a strategy cannot forget to account for its traffic.
 ///
 /// Bus bytes follow nccl-tests: for a tensor of S bytes on each of n ranks, all-reduce moves
-/// 2(n-1)/n*S, reduce-scatter and all-gather (n-1)/n*S (S = the full tensor), broadcast S.
+/// 2(n-1)/n*S, reduce-scatter and all-gather (n-1)/n*S (S = the full tensor), broadcast S,
+/// all-to-all (n-1)/n*S (S = what each rank sends).
 ///
 /// Device invariant: a communicator works on one device, device(): CUDA for NCCL (and for Gloo
 /// when the job's tensors are on a GPU), the CPU for Gloo on the CPU. Every tensor handed to a
@@ -111,6 +112,13 @@ class Comm {
   /// that one GPU runs the whole NCCL path of a strategy (streams, events, prefetch, buffer
   /// lifetimes). Strategies decide "skip or issue" through this, never through world_size().
   virtual bool skips_collectives() const { return world_size() == 1; }
+
+  /// All-to-all: `input` is world_size() equal chunks, chunk r for rank r; `output` (the same
+  /// numel and dtype) receives, in rank order, the chunk every rank sent to this one. Any dtype
+  /// (quantized payloads travel as int8). nccl-tests' bus bytes: (n-1)/n x the input's bytes.
+  /// Added in ABI 11.1 (after every other virtual, so plugins built before it keep working); a
+  /// communicator that does not provide it throws DistributedError naming itself.
+  virtual std::shared_ptr<CommWork> all_to_all(torch::Tensor& output, const torch::Tensor& input, bool async = false);
 };
 
 /// Bus-bytes factor of nccl-tests for an operation over `world_size` ranks.

@@ -44,6 +44,7 @@ class C10dComm final : public ProcessGroupComm {
                                            bool async) override;
   std::shared_ptr<CommWork> all_gather(torch::Tensor& output, const torch::Tensor& input, bool async) override;
   std::shared_ptr<CommWork> broadcast(torch::Tensor& tensor, int root, bool async) override;
+  std::shared_ptr<CommWork> all_to_all(torch::Tensor& output, const torch::Tensor& input, bool async) override;
   void barrier() override;
 
   // Subgroups and separate streams (comm/subgroups.cpp).

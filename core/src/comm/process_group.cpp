@@ -18,6 +18,7 @@
 //                     2.11 and NCCL, so no SUM-then-divide emulation is needed)
 //   reduce_scatter -> Backend::_reduce_scatter_base         (flat input -> flat output slice)
 //   all_gather     -> Backend::_allgather_base              (flat output, rank order)
+//   all_to_all     -> Backend::alltoall_base                (equal chunks, rank order)
 //   broadcast      -> Backend::broadcast                    (one-tensor list)
 //   barrier        -> Backend::barrier
 // The flat ("_base") forms take contiguous tensors; a non-contiguous argument is staged through a
@@ -191,6 +192,27 @@ std::shared_ptr<CommWork> C10dComm::all_gather(torch::Tensor& output, const torc
                   c10d::AllgatherOptions opts;
                   opts.timeout = options_.timeout;
                   return backend_->_allgather_base(out_flat, in, opts);
+                },
+                finish_for(out, in));
+}
+
+std::shared_ptr<CommWork> C10dComm::all_to_all(torch::Tensor& output, const torch::Tensor& input, bool async) {
+  check_comm_device(*this, "all_to_all", output);
+  check_comm_device(*this, "all_to_all", input);
+  check_sizes("all_to_all", output, input,
+              output.numel() == input.numel() && input.numel() % world_size() == 0 &&
+                  output.scalar_type() == input.scalar_type(),
+              "output numel == input numel, a multiple of the world size, one dtype");
+  Staged out(output);
+  auto in = input.contiguous().view({-1});
+  return launch("all_to_all", static_cast<std::int64_t>(input.nbytes()), gather_scatter_bus_factor(world_size()),
+                async,
+                [&] {
+                  auto out_flat = out.flat();
+                  c10d::AllToAllOptions opts;
+                  opts.timeout = options_.timeout;
+                  std::vector<int64_t> equal_splits;  // empty: world_size() equal chunks
+                  return backend_->alltoall_base(out_flat, in, equal_splits, equal_splits, opts);
                 },
                 finish_for(out, in));
 }

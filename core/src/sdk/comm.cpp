@@ -68,6 +68,14 @@ class LocalComm final : public Comm {
     check_comm_device(*this, "broadcast", tensor);
     return count(tensor.nbytes());
   }
+  std::shared_ptr<CommWork> all_to_all(torch::Tensor& output, const torch::Tensor& input, bool) override {
+    check_comm_device(*this, "all_to_all", output);
+    check_comm_device(*this, "all_to_all", input);
+    if (output.numel() != input.numel())
+      throw DistributedError(0, "all_to_all", "output and input hold different numbers of elements");
+    if (!output.is_same(input)) output.copy_(input.view_as(output));
+    return count(input.nbytes());
+  }
   void barrier() override {}
   std::shared_ptr<Comm> subgroup(const std::vector<int>& ranks) override {
     if (ranks != std::vector<int>{0}) throw Error("subgroup: a one-rank job has only rank 0");
@@ -104,5 +112,10 @@ class LocalComm final : public Comm {
 }  // namespace
 
 std::unique_ptr<Comm> make_local_comm(torch::Device device) { return std::make_unique<LocalComm>(device); }
+
+std::shared_ptr<CommWork> Comm::all_to_all(torch::Tensor&, const torch::Tensor&, bool) {
+  throw DistributedError(rank(), "all_to_all", "this communicator provides no all-to-all (it was written before ABI 11.1)",
+                         "Use a communicator of strata 11.1 or later.");
+}
 
 }  // namespace strata
