@@ -39,8 +39,8 @@ commands:
   bench comms [--nproc N] [--backend gloo|nccl] [--device cpu|cuda] [--collective NAME|all]
               [--min-bytes 8] [--max-bytes 64M] [--factor 2] [--iters 20] [--warmup 5]
               [--dtype float32] [--op sum|avg|max] [--csv FILE] [--json FILE] [--timeout-s 300]
-                                              bandwidth of all_reduce, all_gather, reduce_scatter and
-                                              broadcast by size, as nccl-tests prints it
+                                              bandwidth of all_reduce, all_gather, reduce_scatter,
+                                              broadcast and all_to_all by size, as nccl-tests prints it
   bench gemm [-m LIST -n LIST -k LIST] [--dtype float32|tf32|bfloat16|float16] [--device cpu|cuda]
              [--steps N] [--warmup 5] [--threads N] [--csv FILE] [--json FILE]
                                               matmul time and TFLOP/s by shape; records the best
@@ -209,7 +209,7 @@ const std::vector<CommandHelp>& command_helps() {
        "  (see each benchmark's --help)\n"},
       {"bench comms",
        "strata bench comms [--nproc N] [--backend gloo|nccl] [--device cpu|cuda] [--collective NAME|all] [options]",
-       "Bandwidth of all_reduce, all_gather, reduce_scatter and broadcast by size, as nccl-tests prints it.",
+       "Bandwidth of all_reduce, all_gather, reduce_scatter, broadcast and all_to_all by size, as nccl-tests prints it.",
        "  0       done, every result checked\n"
        "  1       a collective returned a wrong result, or a rank failed\n"
        "  2       usage error\n"

@@ -120,7 +120,7 @@ int bench(std::vector<std::string> args, po::options_description& options, po::p
     options.add_options()("nproc", po::value<int>()->value_name("N"), "ranks on this host (under a launcher: its ranks)")(
         "backend", po::value<std::string>()->value_name("gloo|nccl"), "process group backend")(
         "collective", po::value<std::string>()->value_name("NAME"),
-        "all_reduce, all_gather, reduce_scatter, broadcast or all (default)")(
+        "all_reduce, all_gather, reduce_scatter, broadcast, all_to_all or all (default)")(
         "min-bytes", po::value<std::string>()->value_name("SIZE"), "smallest message, e.g. 8 or 4K (default 8)")(
         "max-bytes", po::value<std::string>()->value_name("SIZE"), "largest message, e.g. 64M (default 64M)")(
         "factor", po::value<int>()->value_name("F"), "size multiplier between steps (default 2)")(

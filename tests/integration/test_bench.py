@@ -18,7 +18,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import strata_test as st  # noqa: E402
 
-COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]
+COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"]
 SMALL = ["--max-bytes", "64K", "--iters", "3", "--warmup", "1"]
 
 
@@ -28,7 +28,7 @@ def bus_factor(collective, n):
         return 0.0
     if collective == "all_reduce":
         return 2.0 * (n - 1) / n
-    if collective in ("all_gather", "reduce_scatter"):
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
         return (n - 1) / n
     return 1.0
 
@@ -59,13 +59,13 @@ def load_json(path):
 
 def check_rows(rows, n, result):
     """Every collective present, #wrong 0, sizes as nccl-tests defines them, busbw = algbw x factor."""
-    st.check(sorted(rows) == sorted(COLLECTIVES), "expected the four collectives, got %s" % sorted(rows), result)
+    st.check(sorted(rows) == sorted(COLLECTIVES), "expected the five collectives, got %s" % sorted(rows), result)
     for name, items in rows.items():
         st.check(items, "no rows for %s" % name, result)
         for r in items:
             st.check(r["wrong"] == 0, "%s %d B: #wrong %d" % (name, r["size"], r["wrong"]), result)
             st.check(r["size"] == r["count"] * 4, "%s: size %d is not count x 4 (float32)" % (name, r["size"]), result)
-            if name in ("all_gather", "reduce_scatter"):
+            if name in ("all_gather", "reduce_scatter", "all_to_all"):
                 st.check(r["count"] % n == 0, "%s: count %d not divisible by %d ranks" % (name, r["count"], n), result)
             # Printed with three decimals: equal within their rounding.
             expected = r["algbw"] * bus_factor(name, n)

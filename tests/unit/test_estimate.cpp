@@ -115,6 +115,12 @@ TEST_CASE("estimate: an all_reduce across two nodes is reduce_scatter, inter-nod
   CHECK(net.seconds(es::Collective::kReduceScatter, s, 1) == 0.0);
   CHECK(es::bus_factor(es::Collective::kAllReduce, 8) == doctest::Approx(1.75));
   CHECK(es::bus_factor(es::Collective::kAllGather, 8) == doctest::Approx(0.875));
+  // all_to_all of 1 GB a rank: inside one node (3/4 x 1 GB / 100 GB/s + 3 x 5 us); across two, the
+  // node's 4 x 1/8 GB exchanged inside it (3/4 x 0.5 GB / 100 GB/s + 15 us), then the 1 GB over
+  // the 2 nodes (1/2 x 1 GB / 10 GB/s + 10 us): S (n-1)/n in all, S (n-g)/n of it across.
+  CHECK(net.seconds(es::Collective::kAllToAll, s, 4) == doctest::Approx(7.5e-3 + 15e-6));
+  CHECK(net.seconds(es::Collective::kAllToAll, s, 8) == doctest::Approx((3.75e-3 + 15e-6) + (50e-3 + 10e-6)));
+  CHECK(es::bus_factor(es::Collective::kAllToAll, 8) == doctest::Approx(0.875));
 }
 
 TEST_CASE("estimate: a network from `bench comms` JSON interpolates busbw in log(size)") {

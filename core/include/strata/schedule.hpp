@@ -35,8 +35,8 @@ struct Topology {
 
 /// The collectives a schedule counts, with nccl-tests' size and bus-factor conventions:
 /// all_gather's size is its output, reduce_scatter's its input, all_reduce's and
-/// broadcast's the buffer.
-enum class Collective { kAllReduce, kReduceScatter, kAllGather, kBroadcast };
+/// broadcast's the buffer, all_to_all's what each rank sends (Comm::all_to_all, ABI 11.1).
+enum class Collective { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kAllToAll };
 
 inline const char* collective_name(Collective c) {
   switch (c) {
@@ -44,19 +44,21 @@ inline const char* collective_name(Collective c) {
     case Collective::kReduceScatter: return "reduce_scatter";
     case Collective::kAllGather: return "all_gather";
     case Collective::kBroadcast: return "broadcast";
+    case Collective::kAllToAll: return "all_to_all";
   }
   return "?";
 }
 
-/// nccl-tests' bus factor of `c` over `n` ranks: all_reduce 2(n-1)/n, reduce_scatter and
-/// all_gather (n-1)/n, broadcast 1; 0 for one rank.
+/// nccl-tests' bus factor of `c` over `n` ranks: all_reduce 2(n-1)/n, reduce_scatter,
+/// all_gather and all_to_all (n-1)/n, broadcast 1; 0 for one rank.
 inline double bus_factor(Collective c, int n) {
   if (n <= 1) return 0.0;
   const double f = static_cast<double>(n - 1) / n;
   switch (c) {
     case Collective::kAllReduce: return 2 * f;
     case Collective::kReduceScatter:
-    case Collective::kAllGather: return f;
+    case Collective::kAllGather:
+    case Collective::kAllToAll: return f;
     case Collective::kBroadcast: return 1.0;
   }
   return 0.0;

@@ -58,9 +58,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast };
+enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kAllToAll };
 constexpr Collective kCollectives[] = {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
-                                       Collective::kBroadcast};
+                                       Collective::kBroadcast, Collective::kAllToAll};
 
 const char* name_of(Collective c) {
   switch (c) {
@@ -68,6 +68,7 @@ const char* name_of(Collective c) {
     case Collective::kAllGather: return "all_gather";
     case Collective::kReduceScatter: return "reduce_scatter";
     case Collective::kBroadcast: return "broadcast";
+    case Collective::kAllToAll: return "all_to_all";
   }
   return "?";
 }
@@ -185,6 +186,9 @@ class Case {
     } else if (c == Collective::kReduceScatter) {
       input_ = torch::empty({count}, options);
       output_ = torch::empty({part}, options);
+    } else if (c == Collective::kAllToAll) {  // its size is what each rank sends (nccl-tests)
+      input_ = torch::empty({count}, options);
+      output_ = torch::empty({count}, options);
     } else {
       input_ = torch::empty({count}, options);
     }
@@ -197,6 +201,7 @@ class Case {
       case Collective::kAllGather: comm_.all_gather(output_, input_); break;
       case Collective::kReduceScatter: comm_.reduce_scatter(output_, input_, plan_.op); break;
       case Collective::kBroadcast: comm_.broadcast(input_, 0); break;
+      case Collective::kAllToAll: comm_.all_to_all(output_, input_); break;
     }
   }
 
@@ -236,6 +241,12 @@ class Case {
       auto flat = index.div(part, "floor") * 7 + index.remainder(part).remainder(7);
       return {table.view({-1}).index_select(0, flat), torch::zeros({numel}, torch::kFloat64)};
     }
+    if (c_ == Collective::kAllToAll) {
+      // Element j came from rank q = j / part: element r * part + j % part of q's input.
+      const std::int64_t part = count_ / n_;
+      auto flat = index.div(part, "floor") * 7 + (index.remainder(part) + r_ * part).remainder(7);
+      return {table.view({-1}).index_select(0, flat), torch::zeros({numel}, torch::kFloat64)};
+    }
     // Reductions: reduce_scatter's element j on rank r is element r * part + j of the reduction.
     const std::int64_t offset = c_ == Collective::kReduceScatter ? r_ * (count_ / n_) : 0;
     torch::Tensor per_residue = plan_.op == ReduceOp::kMax ? std::get<0>(table.max(0)) : table.sum(0);
@@ -268,7 +279,7 @@ std::optional<Row> measure(Comm& comm, const Plan& plan, Collective c, std::int6
   const int n = comm.world_size();
   const std::int64_t element = static_cast<std::int64_t>(c10::elementSize(plan.dtype));
   std::int64_t count = bytes / element;
-  if (c == Collective::kAllGather || c == Collective::kReduceScatter) count -= count % n;
+  if (c == Collective::kAllGather || c == Collective::kReduceScatter || c == Collective::kAllToAll) count -= count % n;
   if (count == 0) return std::nullopt;
   Case bench(comm, plan, c, count);
   if (first) {

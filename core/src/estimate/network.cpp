@@ -84,6 +84,10 @@ double Network::seconds(Collective c, double bytes, int n, int per_node) const {
       return inter_seconds(Collective::kAllGather, share, nodes) + intra_seconds(Collective::kAllGather, bytes, g);
     case Collective::kBroadcast:
       return inter_seconds(Collective::kBroadcast, bytes, nodes) + intra_seconds(Collective::kBroadcast, bytes, g);
+    case Collective::kAllToAll:
+      // Of the S bytes a rank sends, S (g-1)/n stay in its node and S (n-g)/n cross: the intra
+      // stage an all-to-all of S g/n over g ranks, the inter one of S over the nodes, in turn.
+      return intra_seconds(Collective::kAllToAll, bytes * g / n, g) + inter_seconds(Collective::kAllToAll, bytes, nodes);
   }
   return 0.0;
 }
@@ -134,6 +138,7 @@ Network network_from_bench_json(const std::string& text, const std::string& sour
     else if (name == "reduce_scatter") c = Collective::kReduceScatter;
     else if (name == "all_gather") c = Collective::kAllGather;
     else if (name == "broadcast") c = Collective::kBroadcast;
+    else if (name == "all_to_all") c = Collective::kAllToAll;
     else bad_network(source, fmt::format("a row names collective '{}'.", name));
     if (!(size > 0) || !(busbw > 0) || !std::isfinite(busbw)) continue;  // one rank or an empty size: nothing to learn
     measured[c].points.emplace_back(size, busbw);
