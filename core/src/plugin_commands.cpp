@@ -64,10 +64,11 @@ namespace {
 void print_schema(const std::string& title, const OptionsSchema& schema) {
   std::cout << title << "\n";
   if (schema.specs.empty()) std::cout << "  (no options)\n";
+  const std::size_t columns = terminal_columns();
   for (const auto& s : schema.specs) {
     std::cout << fmt::format("  {:<20} {:<18} default {}\n", s.name, type_name(s.type), to_toml(s.default_value));
     const std::string doc = s.doc + (s.constraint_text().empty() ? "" : " (" + s.constraint_text() + ")");
-    std::cout << fmt::format("  {:<20} {}\n", "", wrap_text(doc, terminal_columns(), 23, 23));
+    std::cout << fmt::format("  {:<20} {}\n", "", wrap_text(doc, columns, 23, 23));
   }
 }
 void print_key(const SweepKeyDoc& key) {

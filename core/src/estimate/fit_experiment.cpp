@@ -39,7 +39,7 @@ namespace {
 struct MeasuredActivations {
   double per_example = 0;
   std::string source;
-  bool scaled = false;  ///< measured at another sample shape and scaled to this one
+  double scale = 1;  ///< the example-size ratio the measured bytes were scaled by (1: the profile's own size)
 };
 
 /// Elements of one example's input.
@@ -64,11 +64,10 @@ MeasuredActivations measured_activations(const Experiment& e, const std::vector<
   m.per_example = p.activation_bytes_per_sample;
   m.source = fmt::format("measured by the profile {} on {}", dir.string(), p.device);
   if (!sample_shape.empty() && !p.sample_shape.empty() && p.sample_shape != sample_shape) {
-    const double ratio = elements(sample_shape) / std::max(1.0, elements(p.sample_shape));
-    m.per_example *= ratio;
-    m.scaled = true;
+    m.scale = elements(sample_shape) / std::max(1.0, elements(p.sample_shape));
+    m.per_example *= m.scale;
     m.source += fmt::format(" at examples of [{}], scaled linearly to [{}] (x{:.3g})", fmt::join(p.sample_shape, ", "),
-                            fmt::join(sample_shape, ", "), ratio);
+                            fmt::join(sample_shape, ", "), m.scale);
   } else if (p.sample_shape.empty() && !sample_shape.empty()) {
     m.source += " (it does not record its examples' shape: taken as this experiment's)";
   }
@@ -80,13 +79,12 @@ MeasuredActivations measured_activations(const Experiment& e, const std::vector<
   }
   const double per_micro = p.global_batch / std::max(1, p.micro_batches);
   const double excess = m.per_example * per_micro;  // what the peak held beyond the model state, per micro-batch
-  const double unit_scale = m.scaled ? m.per_example / std::max(1e-30, p.activation_bytes_per_sample) : 1.0;
   double full = 0, kept = 0;
   const auto every = static_cast<std::size_t>(std::max<std::int64_t>(1, e.train.activation_checkpointing_every));
   for (std::size_t i = 0; i < units->size(); ++i) {
     const auto& u = (*units)[i];
-    full += unit_scale * std::max(0.0, u.activation_bytes);
-    kept += unit_scale * std::max(0.0, i % every == 0 ? u.checkpointed_bytes : u.activation_bytes);
+    full += m.scale * std::max(0.0, u.activation_bytes);
+    kept += m.scale * std::max(0.0, i % every == 0 ? u.checkpointed_bytes : u.activation_bytes);
   }
   const double transient = std::max(0.0, excess - full);
   m.per_example = (kept + transient) / per_micro;
@@ -145,7 +143,7 @@ FitOutcome check_strategy_fits(const Experiment& e, const Registry& registry, co
     if (memory) r.unit_parameters = memory->unit_parameters;
     r.activation_bytes_per_sample = measured.per_example;  // in the dtype it ran with: this experiment's
     activations = measured.source;
-    uncertainty = measured.scaled ? kScaledUncertainty : kMeasuredUncertainty;
+    uncertainty = measured.scale != 1 ? kScaledUncertainty : kMeasuredUncertainty;
   } else if (memory) {
     // Activations in the parameters' dtype: the estimate counts float32 ones.
     const bool narrow = e.precision.param_dtype == "bfloat16" || e.precision.param_dtype == "float16";
