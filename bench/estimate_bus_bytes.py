@@ -28,6 +28,8 @@ CASES = [("ddp", []), ("zero1", []), ("zero2", []), ("zero3", []), ("fsdp", []),
          ("fsdp", ['strategy.sharding_strategy="SHARD_GRAD_OP"']), ("fsdp", ['strategy.sharding_strategy="NO_SHARD"']),
          ("fsdp", ['strategy.sharding_strategy="HYBRID_SHARD"', "strategy.shard_group_size=2"]),
          ("hpz", ["strategy.secondary_group_size=2"]), ("zeropp", []), ("zeropp", ["strategy.secondary_group_size=2"]),
+         ("zeropp", ['strategy.gradient_dtype="int4"', "strategy.secondary_group_size=2"]),
+         ("zeropp", ["strategy.quantize_weights=false"]),
          ("diloco", []), ("powersgd", ["strategy.start_step=0"]), ("dp", [])]
 
 

@@ -103,6 +103,23 @@ void Engine::make_reducer() {
   o.allow_missing = plan_.allow_missing;
   o.owner = plan_.owner;
   o.missing_fix = plan_.missing_fix;
+  if (plan_.reduce_codec) {
+    if (plan_.sharded != Sharded::kGradients && plan_.sharded != Sharded::kParameters)
+      throw Error(plan_.owner + ": a reduce codec (Plan::reduce_codec) replaces the reduce-scatter of sharded "
+                                "gradients; this plan does not shard them",
+                  "Set Plan::sharded to Sharded::kGradients or Sharded::kParameters, or drop the codec");
+    Comm* shard = master_shard();
+    if (shard != nullptr && !shard->skips_collectives()) {
+      o.codec = plan_.reduce_codec();
+      const int k = mesh_.resolve_subgroup(plan_.reduce_subgroup, plan_.subgroup_option);
+      if (k > 1 && k < shard->world_size()) {
+        // The inner exchange on a stream of its own (hpZ's backward gathers use the sub-group's).
+        if (!reduce_lane_) reduce_lane_ = mesh_.subgroup(k, plan_.subgroup_option).separate_stream();
+        o.codec_inner = reduce_lane_.get();
+        o.codec_outer = &mesh_.across_subgroups(k, plan_.subgroup_option);
+      }
+    }
+  }
   // Launch order is the order backward completes the groups: replicated groups are laid out in it,
   // sharded ones in model order (the last unit's backward runs first).
   std::vector<FlatGroup*> launch;

@@ -292,8 +292,9 @@ void Engine::gather(std::size_t unit) {
       slot.input = torch::Tensor();
       continue;
     }
-    if (codec_ && !from_subgroup) {  // what travels is the codec's; decoded when waited for
+    if (codec_) {  // what travels is the codec's; decoded when waited for
       slot.input = codec_->encode(slot.input);
+      slot.encoded_ranks = lane->world_size();
       slot.encoded = torch::empty({slot.input.numel() * lane->world_size()}, slot.input.options());
       slot.work = lane->all_gather(slot.encoded, slot.input, /*async=*/true);
       continue;
@@ -313,7 +314,7 @@ void Engine::wait_gathered(std::size_t unit) {
     if (slot.encoded.defined()) {
       torch::NoGradGuard no_grad;
       auto full = groups_[state.groups[k]]->full();
-      codec_->decode(slot.encoded, full, mesh_.shard().world_size());
+      codec_->decode(slot.encoded, full, slot.encoded_ranks);
       slot.encoded = torch::Tensor();
     }
   }

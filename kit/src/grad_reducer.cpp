@@ -14,6 +14,8 @@ struct GradReducer::Reduction {
   torch::Tensor input;   // what travels (the kFull buffer itself when no cast is needed)
   torch::Tensor output;  // where the result lands (may be input)
   std::shared_ptr<CommWork> work;
+  std::int64_t width = 0;  // coded: this rank's columns (elements)
+  bool coded = false;
 };
 
 namespace {
@@ -144,7 +146,9 @@ void GradReducer::flush(bool all) {
     }
     r->input = columns.size() == 1 ? columns.front().reshape({-1}) : torch::cat(columns, 1).reshape({-1});
     columns.clear();
-    if (issues(options_.shard)) {
+    if (issues(options_.shard) && options_.codec) {
+      launch_coded(*r, width);
+    } else if (issues(options_.shard)) {
       // In place: this rank's columns are the result; the staging buffer is the collective's own.
       r->output = r->input.narrow(0, static_cast<std::int64_t>(options_.shard->rank()) * width, width);
       r->work = options_.shard->reduce_scatter(r->output, r->input, ReduceOp::kAvg, /*async=*/true);
@@ -161,6 +165,7 @@ void GradReducer::complete_oldest() {
   pending_.erase(pending_.begin());
   if (r->work) r->work->wait();
   torch::NoGradGuard no_grad;
+  if (r->coded) finish_coded(*r);
   if (holding_ == GradHolding::kShard) {
     std::int64_t offset = 0;
     for (auto g : r->groups) {
@@ -181,6 +186,48 @@ void GradReducer::complete_oldest() {
   } else if (!r->output.is_same(group.full_grad()))
     group.full_grad().copy_(r->output);
 }  // the buffers of `r` are released here
+
+void GradReducer::launch_coded(Reduction& r, std::int64_t width) {
+  // r.input: [n, width], row d the columns rank d owns. Over two levels (n = k x m, rank d = g k + j
+  // the j-th member of sub-group g) the rows for every rank at position j travel to the sub-group's
+  // member j first: rows ordered by j, m to a peer.
+  const int n = size_of(options_.shard);
+  auto rows = r.input.view({n, width});
+  Comm* lane = options_.shard;
+  if (options_.codec_inner != nullptr) {
+    const int k = options_.codec_inner->world_size();
+    rows = rows.view({n / k, k, width}).transpose(0, 1).reshape({n, width});
+    lane = options_.codec_inner;
+  }
+  r.input = options_.codec->encode(rows);  // the staged gradients are released here
+  r.output = torch::empty_like(r.input);
+  r.work = lane->all_to_all(r.output, r.input, /*async=*/true);
+  r.width = width;
+  r.coded = true;
+}
+
+void GradReducer::finish_coded(Reduction& r) {
+  const int n = size_of(options_.shard);
+  auto& codec = *options_.codec;
+  torch::Tensor sum;
+  if (options_.codec_inner != nullptr) {
+    // From each of the k members of this sub-group: the m rows for the ranks at this position,
+    // summed, encoded again and exchanged across the sub-groups (one row to each).
+    const int k = options_.codec_inner->world_size(), m = n / k;
+    auto partial = codec.decode(r.output.view({n, -1}), r.width).view({k, m, r.width}).sum(0);
+    r.input = codec.encode(partial);
+    r.output = torch::empty_like(r.input);
+    if (options_.codec_outer->skips_collectives())
+      r.output.copy_(r.input);
+    else
+      options_.codec_outer->all_to_all(r.output, r.input, /*async=*/true)->wait();
+    sum = codec.decode(r.output.view({m, -1}), r.width).sum(0);
+  } else {
+    sum = codec.decode(r.output.view({n, -1}), r.width).sum(0);
+  }
+  r.input = torch::Tensor();
+  r.output = sum.div_(static_cast<double>(n));  // the average, as the reduce-scatter's kAvg
+}
 
 void GradReducer::complete_all() {
   while (!pending_.empty()) complete_oldest();

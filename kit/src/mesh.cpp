@@ -44,13 +44,39 @@ Mesh Mesh::over(const StrategySetup& setup, int shard_size, const std::string& o
   return m;
 }
 
-Comm& Mesh::subgroup(int size, const std::string& option) {
+int Mesh::resolve_subgroup(int size, const std::string& option) const {
   const int n = shard_->world_size();
   if (size == 0) size = std::min(ranks_per_host_, n);
   if (size < 1 || n % size != 0)
     throw Error(fmt::format("{}: a sub-group of {} ranks does not divide the shard group of {} ([strategy] {}).",
                             owner_, size, n, option),
                 fmt::format("Set {} to a divisor of {} (0: the ranks of one host).", option, n));
+  return size;
+}
+
+Comm& Mesh::across_subgroups(int size, const std::string& option) {
+  size = resolve_subgroup(size, option);
+  for (auto& [s, comm] : across_)
+    if (s == size) return *comm;
+  const int n = shard_->world_size();
+  std::shared_ptr<Comm> comm;
+  if (size == n) {
+    comm = make_local_comm(job_->device());
+  } else if (size == 1) {
+    comm = shard_->separate_stream();
+  } else {
+    const int first_job_rank = job_->rank() - shard_->rank();
+    std::vector<int> ranks;
+    for (int r = shard_->rank() % size; r < n; r += size) ranks.push_back(first_job_rank + r);
+    comm = job_->subgroup(ranks);
+  }
+  across_.emplace_back(size, comm);
+  return *comm;
+}
+
+Comm& Mesh::subgroup(int size, const std::string& option) {
+  const int n = shard_->world_size();
+  size = resolve_subgroup(size, option);
   for (auto& [s, comm] : subgroups_)
     if (s == size) return *comm;
   std::shared_ptr<Comm> comm;

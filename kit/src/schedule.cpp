@@ -4,6 +4,7 @@
 // same Plan. A change of how the engine runs a plan changes this file in the same commit.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -72,6 +73,76 @@ std::vector<Group> reverse_groups(const Shape& s, double cap_bytes) {
   return groups;
 }
 
+/// The reduction of `elements` gradient elements (padded to the group) over a shard group of `g`
+/// ranks after op `after`: a reduce-scatter, or with a reduce codec its all-to-all, one level or two
+/// (GradReducer::launch_coded). Returns the op whose end completes it.
+int reduce_shard(Schedule& s, const Plan& plan, const ReduceCodec* codec, const Shape& sh, const std::string& what,
+                 double elements, int g, int after) {
+  if (codec == nullptr)
+    return s.collective("reduce_scatter " + what, Collective::kReduceScatter, elements * sh.in.reduce_bytes, g, {after},
+                        "comm", sh.reduce_dtype());
+  const double row = codec->wire_bytes(elements / g);  // one destination's encoded columns
+  const int local = std::max(1, sh.in.topology.local_world_size);
+  const int k = plan.reduce_subgroup > 0 ? plan.reduce_subgroup : std::min(local, g);
+  if (k < 1 || g % k != 0) {  // as Mesh::resolve_subgroup refuses it
+    s.applicable = false;
+    s.option = plan.subgroup_option;
+    s.note = fmt::format("a sub-group of {} ranks does not divide the shard group of {}", k, g);
+  }
+  if (k <= 1 || k >= g || g % k != 0)
+    return s.collective("all_to_all " + what, Collective::kAllToAll, g * row, g, {after}, "comm", codec->wire_dtype());
+  const int inner = s.collective(fmt::format("all_to_all {} (inside sub-groups of {})", what, k), Collective::kAllToAll,
+                                 g * row, k, {after}, "comm", codec->wire_dtype());
+  const int outer = s.collective(fmt::format("all_to_all {} (across sub-groups)", what), Collective::kAllToAll,
+                                 (g / k) * row, g / k, {inner}, "comm", codec->wire_dtype());
+  s.spread(outer, std::max(1, local / k));  // one member of each sub-group: one per host when they are hosts
+  return outer;
+}
+
+/// The reductions of sharded gradients as the engine issues them (GradReducer::flush): a ready
+/// group is staged and waits for the next ones while they stay under `cap` bytes together, then
+/// they are reduced in one call (one reduce-scatter, or one exchange of a reduce codec's rows); the
+/// rest at the end of backward. `reduce(ids, elements, after)` declares one call of the groups `ids`
+/// (their elements summed) after op `after`.
+class Coalescer {
+ public:
+  using Reduce = std::function<void(const std::vector<std::size_t>&, double, int)>;
+  Coalescer(double cap_bytes, double element_bytes, Reduce reduce)
+      : cap_(cap_bytes), element_bytes_(element_bytes), reduce_(std::move(reduce)) {}
+  /// Group `id` of `elements` is ready after op `after`.
+  void ready(std::size_t id, double elements, int after) {
+    ready_.emplace_back(id, elements);
+    flush(false, after);
+  }
+  /// The end of backward (op `after`): everything staged is reduced.
+  void finish(int after) { flush(true, after); }
+
+ private:
+  void flush(bool all, int after) {
+    while (!ready_.empty()) {
+      std::size_t take = 0;
+      double bytes = 0;
+      while (take < ready_.size()) {
+        const double b = ready_[take].second * element_bytes_;
+        if (take > 0 && bytes + b > cap_) break;
+        bytes += b;
+        ++take;
+      }
+      if (!all && take == ready_.size() && bytes < cap_) return;  // waits for more
+      std::vector<std::size_t> ids;
+      double elements = 0;
+      for (std::size_t i = 0; i < take; ++i) ids.push_back(ready_[i].first), elements += ready_[i].second;
+      ready_.erase(ready_.begin(), ready_.begin() + static_cast<std::ptrdiff_t>(take));
+      reduce_(ids, elements, after);
+    }
+  }
+  double cap_, element_bytes_;
+  Reduce reduce_;
+  std::vector<std::pair<std::size_t, double>> ready_;
+};
+
+std::string ids_text(const std::vector<std::size_t>& ids) { return fmt::format("{}", fmt::join(ids, ",")); }
+
 /// Forward of every unit on the compute stream; returns their ids.
 /// Offload::kOptimizer: the optimizer state moves to the host, beside a float32 copy of the
 /// `owned` master elements and of their gradients (strata/offload.hpp).
@@ -119,6 +190,7 @@ Schedule replicated_schedule(const Plan& plan, const Shape& sh) {
   if (!ddp)
     for (auto& g : groups) g.elements = padded(g.elements, n);
   const Collective reduce = ddp ? Collective::kAllReduce : Collective::kReduceScatter;
+  const std::unique_ptr<ReduceCodec> rcodec = plan.reduce_codec ? plan.reduce_codec() : nullptr;
   // zero1/zero2: the all-gathers refreshing the parameters after the optimizer step, one call per
   // group or consecutive groups together up to allgather_bytes, as the engine issues them. With
   // wait_params_per_unit they are issued in forward order and each unit's next forward waits for
@@ -167,9 +239,19 @@ Schedule replicated_schedule(const Plan& plan, const Shape& sh) {
     std::vector<int> backward(sh.units(), -1);
     std::vector<int> pass;  // this micro-batch's reductions, in issue order
     std::size_t next_group = 0;
+    // zero2's sharded gradients are staged and coalesced (GradReducer::flush); ddp's and zero1's
+    // full buffers are reduced group by group.
+    Coalescer shards(static_cast<double>(plan.reduce_coalesce_bytes), sh.in.reduce_bytes,
+                     [&](const std::vector<std::size_t>& ids, double elements, int after) {
+                       const auto what = fmt::format("group{} {} (micro {})", ids.size() > 1 ? "s" : "", ids_text(ids), m);
+                       pass.push_back(reduce_shard(s, plan, rcodec.get(), sh, what, elements, n, after));
+                     });
     const auto reduce_group = [&](std::size_t k, int after) {
-      pass.push_back(s.collective(fmt::format("{} group {} (micro {})", collective_name(reduce), k, m), reduce,
-                                  groups[k].elements * sh.in.reduce_bytes, n, {after}, "comm", sh.reduce_dtype()));
+      if (zero2)
+        shards.ready(k, groups[k].elements, after);
+      else
+        pass.push_back(s.collective(fmt::format("{} group {} (micro {})", collective_name(reduce), k, m), reduce,
+                                    groups[k].elements * sh.in.reduce_bytes, n, {after}, "comm", sh.reduce_dtype()));
     };
     for (std::size_t u = sh.units(); u-- > 0;) {
       backward[u] = s.compute(fmt::format("backward {} (micro {})", u, m), sh.backward_s(u));
@@ -178,6 +260,7 @@ Schedule replicated_schedule(const Plan& plan, const Shape& sh) {
     }
     if (communicate && !plan.overlap)
       for (std::size_t k = 0; k < groups.size(); ++k) reduce_group(k, backward[0]);
+    if (communicate) shards.finish(backward[0]);
     reductions.insert(reductions.end(), pass.begin(), pass.end());
     // zero2: the next micro-batch's backward stages into buffers that the reductions in flight free.
     if (zero2 && m + 1 < sh.micro && !pass.empty()) s.compute("wait for reductions", 0.0, pass);
@@ -260,20 +343,21 @@ Schedule sharded_schedule(const Plan& plan, const Shape& sh) {
     if (plan.group_bytes <= 0) return 1.0;
     return std::max(1.0, std::ceil(sh.unit_params[u] * sh.in.param_bytes / static_cast<double>(plan.group_bytes)));
   };
-  // Over the shard group, a gather codec's bytes travel (engine_units.cpp, Engine::gather); from a
-  // sub-group copy, the parameters as they are.
+  // A gather codec's bytes travel, over the shard group and from a sub-group copy alike
+  // (engine_units.cpp, Engine::gather).
   const std::unique_ptr<GatherCodec> codec = plan.gather_codec ? plan.gather_codec() : nullptr;
-  auto gather = [&](const std::string& what, std::size_t u, int ranks, std::vector<int> wait, bool from_sub) {
+  auto gather = [&](const std::string& what, std::size_t u, int ranks, std::vector<int> wait) {
     std::vector<int> ids;
     const double k = pieces(u);
     const double elements = unit[u] / k;
-    const bool coded = codec && !from_sub;
+    const bool coded = codec != nullptr;
     const double bytes = coded ? ranks * codec->wire_bytes(elements / ranks, sh.in.param_bytes) : elements * sh.in.param_bytes;
     for (int piece = 0; piece < static_cast<int>(k); ++piece)
       ids.push_back(s.collective(k > 1 ? fmt::format("{} [{}]", what, piece) : what, Collective::kAllGather, bytes,
                                  ranks, wait, "gather", coded ? codec->wire_dtype() : sh.gather_dtype()));
     return ids;
   };
+  const std::unique_ptr<ReduceCodec> rcodec = plan.reduce_codec ? plan.reduce_codec() : nullptr;
   std::vector<int> reductions;
   for (int m = 0; m < sh.micro; ++m) {
     std::vector<int> fwd;
@@ -283,12 +367,28 @@ Schedule sharded_schedule(const Plan& plan, const Shape& sh) {
         std::vector<int> wait;
         const auto ahead = static_cast<std::size_t>(std::max(0, plan.forward_prefetch)) + 1;
         if (u >= ahead) wait.push_back(fwd[u - ahead]);
-        deps = gather(fmt::format("all_gather {} (forward, micro {})", u, m), u, g, wait, false);
+        deps = gather(fmt::format("all_gather {} (forward, micro {})", u, m), u, g, wait);
       }
       fwd.push_back(s.compute(fmt::format("forward {} (micro {})", u, m), sh.forward_s(u), deps));
     }
     std::vector<int> bwd;
     std::vector<int> pass;
+    const bool last_micro = m + 1 == sh.micro;
+    // Ready units are staged and reduced together up to reduce_coalesce_bytes (GradReducer::flush);
+    // in the last micro-batch each shard is then averaged across the replicas, one rank of each per node.
+    Coalescer shards(static_cast<double>(plan.reduce_coalesce_bytes), sh.in.reduce_bytes,
+                     [&](const std::vector<std::size_t>& ids, double elements, int after) {
+                       const int rs = reduce_shard(s, plan, rcodec.get(), sh, fmt::format("{} (micro {})", ids_text(ids), m),
+                                                   elements, g, after);
+                       if (replicas <= 1 || !last_micro) return pass.push_back(rs);
+                       for (const auto k : ids) {
+                         const int ar = s.collective(fmt::format("all_reduce {} across replicas (micro {})", k, m),
+                                                     Collective::kAllReduce, unit[k] / g * sh.in.reduce_bytes, replicas,
+                                                     {rs}, "comm", sh.reduce_dtype());
+                         s.spread(ar, 1);
+                         pass.push_back(ar);
+                       }
+                     });
     for (std::size_t k = unit.size(); k-- > 0;) {
       const std::size_t i = unit.size() - 1 - k;  // position in backward order
       std::vector<int> deps;
@@ -299,29 +399,21 @@ Schedule sharded_schedule(const Plan& plan, const Shape& sh) {
         if (i >= ahead) wait.push_back(bwd[i - ahead]);
         const bool from_sub = units[k].after_forward == Reshard::kSubgroup;
         deps = gather(fmt::format("all_gather {} (backward{}, micro {})", k, from_sub ? " from the sub-group" : "", m), k,
-                      from_sub ? sub[k] : g, wait, from_sub);
+                      from_sub ? sub[k] : g, wait);
       }
       const auto limit = static_cast<std::size_t>(std::max(1, plan.reductions_in_flight));
       if (pass.size() >= limit) deps.push_back(pass[pass.size() - limit]);
       bwd.push_back(s.compute(fmt::format("backward {} (micro {})", k, m), sh.backward_s(k), deps));
       if (n <= 1) continue;
-      // Shards are averaged across replicas once a step, unit by unit in the last micro-batch's backward.
-      const bool last_micro = m + 1 == sh.micro;
-      if (replicated) {
+      if (replicated) {  // NO_SHARD: each unit's gradients all-reduced once a step, in the last micro-batch
         if (last_micro)
           pass.push_back(s.collective(fmt::format("all_reduce {} (micro {})", k, m), Collective::kAllReduce,
                                       unit[k] * sh.in.reduce_bytes, n, {bwd.back()}, "comm", sh.reduce_dtype()));
         continue;
       }
-      int rs = s.collective(fmt::format("reduce_scatter {} (micro {})", k, m), Collective::kReduceScatter,
-                            unit[k] * sh.in.reduce_bytes, g, {bwd.back()}, "comm", sh.reduce_dtype());
-      if (replicas > 1 && last_micro) {  // the shards averaged across the replicas, one rank of each per node
-        rs = s.collective(fmt::format("all_reduce {} across replicas (micro {})", k, m), Collective::kAllReduce,
-                          unit[k] / g * sh.in.reduce_bytes, replicas, {rs}, "comm", sh.reduce_dtype());
-        s.spread(rs, 1);
-      }
-      pass.push_back(rs);
+      shards.ready(k, unit[k], bwd.back());
     }
+    if (n > 1 && !replicated && !bwd.empty()) shards.finish(bwd.back());
     reductions.insert(reductions.end(), pass.begin(), pass.end());
   }
   const double psi = std::accumulate(unit.begin(), unit.end(), 0.0);

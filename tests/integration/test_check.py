@@ -62,8 +62,8 @@ def builtin_passes(name, worlds):
     if name == "local_sgd":
         st.expect_stdout(result, "(loss band: parameters averaged every sync_every steps)")
     elif name == "zeropp":
-        st.expect_stdout(result, "(loss band: parameters gathered as int8 blocks)")
-        st.expect_stdout(result, "(exact with quantize_weights = false)")
+        st.expect_stdout(result, "(loss band: parameters gathered and gradients reduced as quantized blocks)")
+        st.expect_stdout(result, "(exact with quantize_weights = false, quantize_gradients = false)")
     else:
         st.expect_stdout(result, "(exact up to reduction order)")
     if name == "fsdp":  # its option matrix: each sharding strategy held to its own schedule

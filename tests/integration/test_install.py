@@ -179,9 +179,10 @@ def installed_cli_runs_the_out_of_tree_plugin():
 
 
 def zeropp_builds_out_of_tree_passes_check_and_is_estimated():
-    """The zeropp plugin (ZeRO++ over zero3; by default qwZ: parameter gathers travel as int8 blocks
-    through a gather codec of the installed kit) built against the installed SDK: the installed CLI
-    runs it at world 2, `strata check` holds it to the schedule it declares (the codec's bytes), to
+    """The zeropp plugin (ZeRO++ over zero3; by default qwZ and qgZ: parameter gathers and gradient
+    exchanges travel as int8 blocks through a gather codec and a reduce codec of the installed kit)
+    built against the installed SDK: the installed CLI runs it at world 2, `strata check` holds it to
+    the schedule it declares (the codecs' bytes), to
     its loss band and, without quantization, to single's model, and `strata estimate` predicts its
     bus bytes within 2% of the run's."""
     st.check(not os.path.exists(installed("lib/strata/plugins/libstrata_strategy_zeropp.so")),
@@ -194,8 +195,8 @@ def zeropp_builds_out_of_tree_passes_check_and_is_estimated():
                              env=dict(env, TMPDIR=st.temp_dir("zeropp_check")), timeout=BUILD_TIMEOUT)
     st.expect_exit(checked, 0)
     st.expect_no_crash(checked)
-    st.expect_stdout(checked, "loss band: parameters gathered as int8 blocks")
-    st.expect_stdout(checked, "(exact with quantize_weights = false)")
+    st.expect_stdout(checked, "loss band: parameters gathered and gradients reduced as quantized blocks")
+    st.expect_stdout(checked, "(exact with quantize_weights = false, quantize_gradients = false)")
     row = [line for line in checked.stdout.splitlines() if line.startswith("| communication")]
     st.check(len(row) == 1 and "PASS" in row[0] and "scheduled" in row[0], "no passing communication row", checked)
     out = st.temp_dir("zeropp_estimate")
@@ -208,7 +209,7 @@ def zeropp_builds_out_of_tree_passes_check_and_is_estimated():
     st.expect_close(rows["zeropp"]["bus_bytes_per_step"], measured, "zeropp@2 bus bytes per step, predicted against measured",
                     rel=0.02)
     st.check(rows["zeropp"]["bus_bytes_per_step"] < 0.7 * rows["zero3"]["bus_bytes_per_step"],
-             "zeropp's int8 gathers should move well under zero3's float32 bytes", estimated)
+             "zeropp's int8 gathers and exchanges should move well under zero3's float32 bytes", estimated)
     print("  zeropp@2: bus %.0f predicted / %.0f measured; zero3 %.0f predicted"
           % (rows["zeropp"]["bus_bytes_per_step"], measured, rows["zero3"]["bus_bytes_per_step"]))
 

@@ -523,7 +523,7 @@ class HalfBytes final : public strata::GatherCodec {
 };
 }  // namespace
 
-TEST_CASE("estimate: a plan's gather codec sets the bytes of its gathers over the shard group, not from a sub-group") {
+TEST_CASE("estimate: a plan's gather codec sets the bytes of its gathers, over the shard group and from a sub-group") {
   const auto p = two_units();
   const auto in = at_ranks(p, 4);
   strata::Plan plan;
@@ -538,10 +538,58 @@ TEST_CASE("estimate: a plan's gather codec sets the bytes of its gathers over th
   bool named = false;
   for (const auto& op : coded.schedule.ops()) named = named || op.dtype == "half_bytes";
   CHECK(named);
-  // With sub-groups of 2, the backward gather comes from the sub-group's copy: as it is.
+  // With sub-groups of 2, the backward gather comes from the sub-group's copy, through the codec too.
   plan.units.after_forward = strata::ReshardTo::subgroups_of(2);
   CHECK(es::estimate_strategy("coded_hpz", in, plan_model(plan)).bus_bytes ==
-        doctest::Approx(0.75 * 3600 / 2.0 + 0.5 * 2400 + 0.75 * 3600));
+        doctest::Approx(0.75 * 3600 / 2.0 + 0.5 * 2400 / 2.0 + 0.75 * 3600));
+}
+
+namespace {
+/// One byte a gradient element (a stand-in for an int8 codec; never run here).
+class ByteRows final : public strata::ReduceCodec {
+ public:
+  torch::Tensor encode(const torch::Tensor& rows) override { return rows; }
+  torch::Tensor decode(const torch::Tensor& rows, std::int64_t) override { return rows; }
+  double wire_bytes(double elements) const override { return elements; }
+  std::string wire_dtype() const override { return "bytes"; }
+};
+}  // namespace
+
+TEST_CASE("estimate: a plan's reduce codec makes the reduce-scatter an all-to-all of its bytes, in two levels over sub-groups") {
+  const auto p = two_units();
+  const auto in = at_ranks(p, 4);
+  strata::Plan plan;
+  plan.sharded = strata::Sharded::kParameters;
+  plan.reduce_coalesce_bytes = 0;  // each unit's gradients alone
+  plan.reduce_codec = [] { return std::make_unique<ByteRows>(); };
+  // The reduce-scatter of 3600 float32 bytes (900 elements) becomes rows of 225 one-byte elements,
+  // four to each rank: 900 bytes at 3/4.
+  const auto flat = es::estimate_strategy("flat", in, plan_model(plan));
+  CHECK(flat.bus_bytes == doctest::Approx(0.75 * (3600 + 2400) + 0.75 * 900));
+  int exchanges = 0;
+  for (const auto& op : flat.schedule.ops())
+    if (op.kind == strata::ScheduleOp::Kind::kCollective && op.collective == strata::Collective::kAllToAll) {
+      ++exchanges;
+      CHECK(op.group == 4);
+      CHECK(op.dtype == "bytes");
+    }
+  CHECK(exchanges == 2);  // one per unit
+  // Over pairs: every row inside the pair first (900 bytes at 1/2), then half of them across (450 at 1/2).
+  plan.reduce_subgroup = 2;
+  const auto two = es::estimate_strategy("two_levels", in, plan_model(plan));
+  CHECK(two.bus_bytes == doctest::Approx(0.75 * (3600 + 2400) + 0.5 * 900 + 0.5 * 450));
+  int inner = 0, across = 0;
+  for (const auto& op : two.schedule.ops())
+    if (op.kind == strata::ScheduleOp::Kind::kCollective && op.collective == strata::Collective::kAllToAll) {
+      CHECK(op.group == 2);
+      (op.per_node > 0 ? across : inner) += 1;  // across: spread over the hosts, inside: packed
+    }
+  CHECK(inner == 2);
+  CHECK(across == 2);
+  // A sub-group that does not divide the shard group is named.
+  plan.reduce_subgroup = 3;
+  plan.subgroup_option = "secondary_group_size";
+  CHECK_FALSE(strata::schedule(plan, es::schedule_input(in)).applicable);
 }
 
 TEST_CASE("estimate: a schedule that throws is the plugin's error, named, and an option error passes through") {

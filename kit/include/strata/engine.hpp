@@ -149,6 +149,7 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
       std::shared_ptr<CommWork> work;  ///< the all-gather, while it runs
       torch::Tensor input;             ///< its input, alive until it is waited for
       torch::Tensor encoded;           ///< a gather codec's gathered bytes, decoded when waited for
+      int encoded_ranks = 0;           ///< the ranks that sent them
       torch::Tensor subgroup_copy;     ///< Reshard::kSubgroup: the part kept between forward and backward
     };
     std::vector<std::size_t> groups;  ///< sharded groups (indices into groups_), in model order
@@ -241,6 +242,7 @@ class Engine : public Strategy, public ReplicaDigest, public ShardedState {
   std::vector<std::pair<std::size_t, std::size_t>> locate_;  // params_[i] -> (group, index in group)
   std::shared_ptr<Comm> gather_lane_;  // all-gathers over the shard group, on a stream of their own
   std::unique_ptr<GatherCodec> codec_;  // Plan::gather_codec's, or null
+  std::shared_ptr<Comm> reduce_lane_;   // a reduce codec's all-to-all inside sub-groups, on a stream of its own
 
   /// An all-gather refreshing replicated parameters after the step (one group in place, or several
   /// through a staging buffer that is copied out once it is waited for).

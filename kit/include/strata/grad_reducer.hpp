@@ -12,7 +12,9 @@
 ///   kShard  after every micro-batch: autograd's gradients staged into one [padded] tensor and
 ///           reduce-scattered over `shard` (a plain copy when N = 1) into the float32 shard; in the
 ///           last one each shard is averaged over `replicate` as soon as its reduce-scatter is
-///           complete, while backward goes on (HYBRID_SHARD, NO_SHARD)
+///           complete, while backward goes on (HYBRID_SHARD, NO_SHARD). With a ReduceCodec
+///           (codec.hpp) the reduce-scatter is an all-to-all of encoded rows, one or two levels
+///           (ZeRO++ qgZ), summed in float32 on arrival.
 /// Every collective averages (ReduceOp::kAvg) and carries the policy's reduce dtype; the result is
 /// accumulated in float32.
 ///
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "strata/buckets.hpp"
+#include "strata/codec.hpp"
 #include "strata/comm.hpp"
 #include "strata/flat_params.hpp"
 #include "strata/kit.hpp"
@@ -58,6 +61,14 @@ struct GradReducerOptions {
   std::string owner = "strategy";
   /// What to tell the user when gradients are missing and allow_missing is false.
   std::string missing_fix = "every trainable parameter must take part in every forward";
+  /// kShard: how the shards' reductions travel (codec.hpp): encoded rows exchanged by all-to-all
+  /// over `shard`, decoded and summed in float32; null: a reduce-scatter.
+  std::shared_ptr<ReduceCodec> codec;
+  /// With a codec, a two-level exchange: first inside `codec_inner` (consecutive members of the
+  /// shard group), then over `codec_outer` (the members at the same position of every such
+  /// sub-group); null: one all-to-all over `shard`.
+  Comm* codec_inner = nullptr;
+  Comm* codec_outer = nullptr;
   /// Called (on the autograd thread) when every gradient of a group (by index in launch order) for
   /// this micro-batch has arrived: zero3 and fsdp free the unit's gathered parameters there.
   std::function<void(std::size_t)> on_group_complete;
@@ -89,6 +100,8 @@ class GradReducer final : public Reducer {
   struct Reduction;
   void grad_ready(std::size_t group, std::size_t k, std::size_t param);
   void launch(std::size_t group);
+  void launch_coded(Reduction& r, std::int64_t width);
+  void finish_coded(Reduction& r);
   void flush(bool all);
   void complete_oldest();
   void complete_all();

@@ -21,7 +21,7 @@
 /// one process; code still names them strata::Engine, strata::Plan, strata::FlatGroup, ...
 
 #define STRATA_KIT_VERSION_MAJOR 3
-#define STRATA_KIT_VERSION_MINOR 2
+#define STRATA_KIT_VERSION_MINOR 3
 
 // Renaming the inline namespace goes with a new major: `namespace strata::inline kit_vN` in every
 // kit header and source.

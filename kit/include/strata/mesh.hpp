@@ -10,6 +10,7 @@
 ///   replicate group the ranks at the same position of every shard group (rank % shard_size,
 ///                   rank % shard_size + shard_size, ...); none when there is one shard group
 ///   sub-group       `size` consecutive members of the shard group (0: the ranks of one host)
+///   across          the members at the same position of every sub-group of a size
 ///
 /// Every rank builds the same mesh in the same order (its groups are created collectively), and
 /// the mesh owns them: it must outlive everything that communicates over them.
@@ -48,6 +49,13 @@ class Mesh {
   /// asked for (every rank asks for the same sizes in the same order). Throws strata::Error naming
   /// `option` unless the size divides the shard group's.
   Comm& subgroup(int size, const std::string& option);
+  /// The members of the shard group at this rank's position in every sub-group of `size` (as
+  /// subgroup() resolves it): shard ranks j, j + size, j + 2 size, ... for this rank's j, one per
+  /// host when the sub-groups are hosts. A collective call the first time a size is asked for.
+  Comm& across_subgroups(int size, const std::string& option);
+  /// The ranks of a sub-group of `size` (0: the ranks of one host, at most the shard group);
+  /// throws as subgroup() does unless it divides the shard group. Not a collective call.
+  int resolve_subgroup(int size, const std::string& option) const;
   /// "shard group of 2 x 2 replicas" and the like, for the log.
   std::string describe() const;
 
@@ -61,6 +69,7 @@ class Mesh {
   std::shared_ptr<Comm> replicate_group_;  // HYBRID_SHARD
   std::unique_ptr<Comm> local_;            // shard_size 1
   std::vector<std::pair<int, std::shared_ptr<Comm>>> subgroups_;  // by size
+  std::vector<std::pair<int, std::shared_ptr<Comm>>> across_;     // by sub-group size
 };
 
 }  // namespace strata::inline kit_v3

@@ -25,6 +25,7 @@
 
 #include <torch/types.h>
 
+#include "strata/codec.hpp"
 #include "strata/kit.hpp"
 #include "strata/registry.hpp"
 #include "strata/schedule.hpp"
@@ -45,30 +46,6 @@ enum class Reshard {
   kShardGroup,  ///< freed; backward gathers them again over the shard group (FULL_SHARD)
   kSubgroup,    ///< freed, keeping a copy sharded over a sub-group of the shard group, which
                 ///< backward gathers from (ZeRO++ hpZ: the backward all-gather stays in a host)
-};
-
-/// How a sharded unit's parameters travel when gathered over the shard group (Plan::gather_codec):
-/// what each rank sends, how the full parameters are rebuilt from what arrives, and the bytes on
-/// the wire, which the plan's schedule declares (so `strata check` and `strata estimate` count the
-/// codec's bytes, not the parameters'). The engine keeps prefetch and overlap: encode() runs when
-/// a gather is issued, decode() on the compute stream when the unit waits for it. Gathers from a
-/// sub-group copy (Reshard::kSubgroup) travel as they are, and so does nothing at all on one rank.
-/// A lossy codec changes what forward and backward compute (the masters and the optimizer stay
-/// exact): declare the strategy's Equivalence for it.
-class GatherCodec {
- public:
-  virtual ~GatherCodec() = default;
-  /// What this rank sends for `shard`, its chunk of a flat group's parameters (1-D, parameter
-  /// dtype; the same number of elements on every rank): one 1-D tensor whose size depends only on
-  /// that number.
-  virtual torch::Tensor encode(const torch::Tensor& shard) = 0;
-  /// Writes the full flat parameters (1-D, `ranks` x the shard's elements) into `full` from
-  /// `gathered`, the ranks' encoded tensors concatenated in rank order.
-  virtual void decode(const torch::Tensor& gathered, torch::Tensor& full, int ranks) = 0;
-  /// Bytes encode() produces for a shard of `elements` elements of `element_bytes` bytes each.
-  virtual double wire_bytes(double elements, double element_bytes) const = 0;
-  /// The element type on the wire, named in the schedule ("int8", ...).
-  virtual std::string wire_dtype() const = 0;
 };
 
 /// What a unit's gathered parameters become after its forward, as one value: FSDP2's
@@ -166,9 +143,18 @@ struct Plan {
   bool keep_last_unit_gathered = true;
   /// The strategy option a sub-group size came from, named in errors.
   std::string subgroup_option = "subgroup_size";
-  /// kParameters: how units travel when gathered over the shard group; empty: as they are. The
-  /// engine makes one codec of it, and the schedule asks one for its wire bytes.
+  /// kParameters: how units travel when gathered (codec.hpp), over the shard group and from a
+  /// sub-group copy; empty: as they are. The engine makes one codec of it, and the schedule asks
+  /// one for its wire bytes.
   std::function<std::unique_ptr<GatherCodec>()> gather_codec;
+  /// kGradients/kParameters: how gradients travel when their shards are reduced (codec.hpp): an
+  /// all-to-all of encoded rows in place of the reduce-scatter; empty: a reduce-scatter.
+  std::function<std::unique_ptr<ReduceCodec>()> reduce_codec;
+  /// With a reduce codec: the all-to-all runs inside sub-groups of this many consecutive ranks of
+  /// the shard group first, then across them (ZeRO++ qgZ: inside a host, then between hosts); 0:
+  /// the ranks of one host; 1 or the shard group's size: one all-to-all over the shard group. Named
+  /// in errors as `subgroup_option`.
+  int reduce_subgroup = 1;
   /// Optional: the plan of unit `index` (named `name`), starting from `units`.
   std::function<void(std::size_t index, const std::string& name, UnitPlan& plan)> unit;
 
