@@ -3,7 +3,7 @@
 group and ends with `single`'s model tensor by tensor; two ranks sharing the GPU over Gloo do the
 same with ddp, zero2, zero3 and fsdp; summary.json says how memory and step time were measured; a
 traced zero3 step holds its kernels and its all-gathers' device work, which bench/trace_overlap.py
-measures.
+measures; two ranks bound to one GPU under NCCL are refused, naming both and the binding.
 Without a CUDA device (none in `nvidia-smi -L`, no /dev/nvidiaN, or CUDA_VISIBLE_DEVICES hiding them
 all) it prints why and exits 77 (CTest: skipped); where a device is visible, a strata that cannot use
 it fails the test.
@@ -111,8 +111,40 @@ def strategies_match_single_on_cuda():
             what, 1e3 * summary["step_time_s"], 1e3 * single["step_time_s"], summary["memory"]["peak_tensor_bytes"]))
 
 
+def two_ranks_on_one_gpu_are_refused():
+    """Two ranks of a host each left GPU 0 by their launcher (CUDA_VISIBLE_DEVICES=0 for both, as a
+    wrong per-rank binding does) under NCCL: the second to claim the GPU exits naming both ranks and
+    the binding, before NCCL's own "Duplicate GPU" (which names neither)."""
+    port = str(st.free_port())
+    procs = []
+    for rank in (0, 1):
+        env = {"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "2",
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "TORCHELASTIC_RUN_ID": "gpu-test",
+               "CUDA_VISIBLE_DEVICES": "0"}
+        args = [st.strata_bin(), "run", st.GOOD_SYNTHETIC, "--out", st.temp_dir("shared_gpu_%d" % rank)] + st.set_args(
+            *(COMMON + ["strategy.name=ddp", "distributed.backend=nccl", "distributed.timeout_s=30"]))
+        procs.append(subprocess.Popen(args, env=dict(os.environ, **env), stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    outputs = []
+    try:
+        for p in procs:
+            try:
+                outputs.append(p.communicate(timeout=120)[0])
+            except subprocess.TimeoutExpired:
+                p.kill()
+                outputs.append(p.communicate()[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    refused = [o for o in outputs if "bound to the same GPU" in o]
+    st.check(len(refused) >= 1, "no rank named the shared GPU:\n" + "\n----\n".join(o[-2000:] for o in outputs))
+    st.check("CUDA_VISIBLE_DEVICES=0" in refused[0] and "rank 0" in refused[0] and "rank 1" in refused[0],
+             "the refusal does not name both ranks and the binding:\n" + refused[0][-2000:])
+
+
 if __name__ == "__main__":
     found, words = visible_gpu()
     if not found:
         st.skip_all("no CUDA device: " + words)
-    st.main([strata_uses_the_gpu, strategies_match_single_on_cuda, trace_on_cuda])
+    st.main([strata_uses_the_gpu, strategies_match_single_on_cuda, trace_on_cuda, two_ranks_on_one_gpu_are_refused])

@@ -23,8 +23,10 @@
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/FlightRecorder.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/cuda.h>
 
+#include "comm/backends.hpp"
 #include "comm/process_group.hpp"
 #include "strata/errors.hpp"
 
@@ -259,6 +261,36 @@ void peer_lost_rank(const WorldInfo& w) {
 }
 
 }  // namespace
+
+TEST_CASE("process group: two ranks that claim one GPU for an NCCL communicator are refused, naming both and their binding") {
+  // What make_nccl does before NCCL builds its communicator (which would fail with "Duplicate GPU"
+  // and name no binding): each rank claims its GPU's UUID in the group's store.
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  test::ScopedEnv visible("CUDA_VISIBLE_DEVICES", "0");
+  ProcessGroupOptions o;
+  o.backend = "nccl";
+  o.world.world_size = 3;
+  o.world.local_world_size = 3;
+  o.world.rank = 0;
+  CHECK_NOTHROW(detail::claim_gpu(*store, "GPU-aaaa", o));
+  o.world.rank = 1;
+  CHECK_NOTHROW(detail::claim_gpu(*store, "GPU-bbbb", o));  // another GPU: fine
+  o.world.rank = 2;
+  try {
+    detail::claim_gpu(*store, "GPU-aaaa", o);
+    FAIL("a second claim of GPU-aaaa was accepted");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("rank 2") != std::string::npos);
+    CHECK(what.find("rank 0") != std::string::npos);
+    CHECK(what.find("GPU-aaaa") != std::string::npos);
+    CHECK(what.find("CUDA_VISIBLE_DEVICES=0") != std::string::npos);
+    CHECK(std::string(e.fix()).find("CUDA_VISIBLE_DEVICES") != std::string::npos);
+  }
+  // Another communicator's claims are its own (each group's store has its own prefix).
+  auto other = c10::make_intrusive<c10d::HashStore>();
+  CHECK_NOTHROW(detail::claim_gpu(*other, "GPU-aaaa", o));
+}
 
 TEST_CASE("process group child rank" * doctest::skip()) {
   auto scenario = env(kScenarioVar);

@@ -12,11 +12,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 // NCCL needs LibTorch's NCCL build (USE_C10D_NCCL comes from the torch_cuda target) and the CUDA
@@ -24,6 +27,7 @@
 #if defined(USE_C10D_NCCL) && __has_include(<nccl.h>) && __has_include(<cuda_runtime_api.h>)
 #define STRATA_HAVE_NCCL 1
 #include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
 #include <torch/csrc/distributed/c10d/NCCLUtils.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -174,6 +178,40 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const ProcessGroupOptions& o, const 
   return pg;
 }
 
+std::string gpu_binding_text() {
+  std::string text;
+  for (const char* name : {"CUDA_VISIBLE_DEVICES", "LOCAL_RANK", "SLURM_LOCALID", "SLURM_STEP_GPUS",
+                           "OMPI_COMM_WORLD_LOCAL_RANK"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr && std::string(name) != "CUDA_VISIBLE_DEVICES") continue;
+    text += fmt::format("{}{}={}", text.empty() ? "" : ", ", name, value != nullptr ? value : "(unset)");
+  }
+  return text;
+}
+
+void claim_gpu(c10d::Store& store, const std::string& gpu, const ProcessGroupOptions& o) {
+  const std::string who = fmt::format("{} ({})", rank_name(o.world), gpu_binding_text());
+  const std::string holder_key = "gpu_holder/" + gpu;
+  if (store.add("gpu_claims/" + gpu, 1) == 1) {
+    const std::string mine = who;
+    store.set(holder_key, std::vector<std::uint8_t>(mine.begin(), mine.end()));
+    return;
+  }
+  std::string holder = "another rank of this host";
+  try {  // the first claimant writes its name right after its claim
+    store.wait({holder_key}, std::chrono::milliseconds(10000));
+    const auto bytes = store.get(holder_key);
+    holder = std::string(bytes.begin(), bytes.end());
+  } catch (const std::exception&) {
+  }
+  throw Error(fmt::format("{} and {} are bound to the same GPU ({}) in one NCCL communicator ({}), which NCCL refuses "
+                          "(\"Duplicate GPU\").",
+                          who, holder, gpu, o.group_name),
+              "Give every rank a GPU of its own: make all of the host's GPUs visible to every rank (each then takes "
+              "cuda:LOCAL_RANK), or set a different CUDA_VISIBLE_DEVICES for each rank (Slurm: --gpus-per-task=1 or "
+              "--gpu-bind=single:1), or use distributed.backend = \"gloo\" to share a GPU");
+}
+
 c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store,
                                             torch::Device& device) {
 #ifdef STRATA_HAVE_NCCL
@@ -196,6 +234,13 @@ c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const 
   }
   device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
   c10::cuda::set_device(device.index());
+  if (cudaDeviceProp prop{}; cudaGetDeviceProperties(&prop, index) == cudaSuccess) {
+    std::string uuid = "GPU-";
+    for (const char byte : prop.uuid.bytes) uuid += fmt::format("{:02x}", static_cast<unsigned char>(byte));
+    claim_gpu(*store, uuid, o);
+  } else {
+    (void)cudaGetLastError();  // no identity to compare: NCCL's own check remains
+  }
   // Collectives on high-priority streams: when compute kernels fill the SMs, the scheduler starts
   // NCCL's kernels first, so a gather or reduction issued ahead is not queued behind the compute it
   // is meant to overlap (FSDP2 issues its collectives from high-priority streams for this reason).

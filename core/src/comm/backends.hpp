@@ -18,6 +18,15 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const ProcessGroupOptions& o, const 
 /// host's name resolves to 127.0.x.x), the host's first real interface. Throws strata::Error when
 /// a job that spans hosts finds no usable interface.
 std::string gloo_interface(const ProcessGroupOptions& o);
+/// Claims GPU `gpu` (its UUID) for this rank in `store` (a group's): NCCL refuses two ranks of one
+/// communicator on one GPU ("Duplicate GPU") only once it builds the communicator, naming neither
+/// rank's binding. The second rank to claim a GPU throws strata::Error naming both ranks, the GPU
+/// and the launcher's variables that bound it, with the fix. Called by make_nccl before the
+/// communicator exists.
+void claim_gpu(c10d::Store& store, const std::string& gpu, const ProcessGroupOptions& o);
+/// The variables through which a launcher binds this process to GPUs, as set ("CUDA_VISIBLE_DEVICES=1,
+/// LOCAL_RANK=0"), for messages.
+std::string gpu_binding_text();
 /// An NCCL backend bound to this rank's GPU (`device`, completed from the local rank when it has no
 /// index); throws strata::Error when this build has no NCCL or the GPU does not exist.
 c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store,
