@@ -101,6 +101,8 @@ def strategies_match_single_on_cuda():
     st.check(single["step_timing"] == "cuda events", "step timing %r" % single["step_timing"])
     cases = [(name, ["distributed.backend=nccl"], 1) for name in ("ddp", "zero1", "zero2", "zero3", "fsdp")]
     cases += [("dp", ["strategy.replicas=1"], 1)]
+    # The optimizer on the host: the copies both ways and the host's step, group by group.
+    cases += [("zero3", ["distributed.backend=nccl", 'strategy.offload="optimizer"'], 1)]
     cases += [(name, ["distributed.backend=gloo", "train.device=cuda:0"], 2) for name in ("ddp", "zero2", "zero3", "fsdp")]
     breakdown_on_cuda()
     for name, sets, world in cases:
