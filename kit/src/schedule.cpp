@@ -323,6 +323,10 @@ Schedule sharded_schedule(const Plan& plan, const Shape& sh) {
   std::vector<UnitPlan> units(unit.size(), plan.units);
   for (std::size_t u = 0; u < units.size(); ++u)
     if (plan.unit) plan.unit(u, sh.name(u), units[u]);
+  // A unit whose parameters a later one reads (tied) stays gathered until that one has run
+  // (Engine::take_over_sharded): its backward gathers nothing.
+  for (const auto& [reader, holder] : sh.in.tied)
+    if (holder < units.size() && reader > holder) units[holder].after_forward = Reshard::kNone;
   if (plan.keep_last_unit_gathered && !units.empty()) units.back().after_forward = Reshard::kNone;
   std::vector<int> sub(units.size(), g);  // ranks a unit's backward gathers from
   for (std::size_t u = 0; u < units.size(); ++u) {

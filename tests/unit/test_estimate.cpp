@@ -544,6 +544,21 @@ TEST_CASE("estimate: a plan's gather codec sets the bytes of its gathers, over t
         doctest::Approx(0.75 * 3600 / 2.0 + 0.5 * 2400 / 2.0 + 0.75 * 3600));
 }
 
+TEST_CASE("estimate: a unit that a later one reads (tied weights) stays gathered, so its backward gathers nothing") {
+  auto p = two_units();
+  strata::Plan plan;
+  plan.sharded = strata::Sharded::kParameters;
+  // Forward gathers both units (3600 bytes), backward unit 0 (2400), the reduce-scatter 3600, at 3/4.
+  CHECK(es::estimate_strategy("zero3", at_ranks(p, 4), plan_model(plan)).bus_bytes ==
+        doctest::Approx(0.75 * (3600 + 2400 + 3600)));
+  p.units[1].reads_from = {0};  // unit 1 reads unit 0's parameters (a head tied to an embedding)
+  const auto in = es::schedule_input(at_ranks(p, 4));
+  REQUIRE(in.tied.size() == 1);
+  CHECK(in.tied.front() == std::pair<std::size_t, std::size_t>{1, 0});
+  CHECK(es::estimate_strategy("zero3", at_ranks(p, 4), plan_model(plan)).bus_bytes ==
+        doctest::Approx(0.75 * (3600 + 3600)));
+}
+
 namespace {
 /// One byte a gradient element (a stand-in for an int8 codec; never run here).
 class ByteRows final : public strata::ReduceCodec {

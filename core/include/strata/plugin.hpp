@@ -30,7 +30,7 @@
 /// ABI of this SDK. Bump the major for incompatible changes of any SDK type a plugin sees; bump
 /// the minor when adding something a newer plugin may rely on.
 #define STRATA_ABI_VERSION_MAJOR 11
-#define STRATA_ABI_VERSION_MINOR 1  // 11.1: Comm::all_to_all
+#define STRATA_ABI_VERSION_MINOR 2  // 11.1: Comm::all_to_all; 11.2: ScheduleInput::tied
 
 extern "C" {
 /// Plain-C description of a plugin library, readable before any C++ call into it.

@@ -94,6 +94,12 @@ struct ScheduleInput {
   double optimizer_s = 0;      ///< the optimizer step over every parameter, on one rank
   bool cpu = true;             ///< ranks on CPUs (Gloo's copies count), else on GPUs (NCCL)
 
+  /// Tied weights (ABI 11.2; appended, so that a plugin built before it reads the fields above as
+  /// they were): (reader, holder) pairs of units, `reader` reading parameters that the earlier unit
+  /// `holder` holds (and counts: an embedding and the output head tied to it). A strategy that
+  /// gathers units keeps `holder` gathered until `reader` has run.
+  std::vector<std::pair<std::size_t, std::size_t>> tied;
+
   double parameters() const {
     double total = 0;
     for (const auto& u : units) total += u.params;

@@ -1,10 +1,11 @@
 // The model's units, their parameter counts and, measured on one device, each unit's forward and
 // backward time and the activation bytes it holds between them (needs LibTorch: builds the model).
 
-#include <unordered_set>
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -119,15 +120,23 @@ std::vector<UnitProfile> model_units(const Experiment& experiment, const UnitTim
   const ModelContext model_context{dataset->spec(), e.directory()};
   const auto model = registry.create_model(e.model.name, e.model.options, model_context);
   const auto& names = model->unit_names();
-  std::unordered_set<const void*> counted;  // a tied parameter counts in the first unit, where strategies place it
+  // A tied parameter counts in the first unit, where strategies place it; a later unit reading it
+  // reads from that one.
+  std::unordered_map<const void*, std::size_t> holder;
   for (std::size_t u = 0; u < model->units().size(); ++u) {
     UnitProfile unit;
     unit.name = u < names.size() ? names[u] : fmt::format("unit{}", u);
-    for (const auto& t : model->units()[u]->parameters())
-      if (t.requires_grad() && counted.insert(t.unsafeGetTensorImpl()).second) {
+    for (const auto& t : model->units()[u]->parameters()) {
+      if (!t.requires_grad()) continue;
+      const auto [it, fresh] = holder.try_emplace(t.unsafeGetTensorImpl(), u);
+      if (fresh) {
         unit.params += static_cast<double>(t.numel());
         unit.tensors.push_back(t.sizes().vec());
+      } else if (it->second != u &&
+                 std::find(unit.reads_from.begin(), unit.reads_from.end(), it->second) == unit.reads_from.end()) {
+        unit.reads_from.push_back(it->second);
       }
+    }
     units.push_back(std::move(unit));
   }
   if (timing == nullptr || timing->repeats <= 0) return units;

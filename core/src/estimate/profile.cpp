@@ -150,6 +150,9 @@ Json units_json(const std::vector<UnitProfile>& units) {
       shapes.push_back(std::move(dims));
     }
     uj["tensors"] = std::move(shapes);
+    Json reads = Json::array();
+    for (const auto h : u.reads_from) reads.push_back(Json(static_cast<std::int64_t>(h)));
+    uj["reads_from"] = std::move(reads);
     list.push_back(std::move(uj));
   }
   return list;
@@ -197,6 +200,10 @@ std::optional<std::vector<UnitProfile>> load_units(const std::filesystem::path& 
           for (const auto& d : *dims.elements()) shape.push_back(static_cast<std::int64_t>(d.number_or(0)));
         u.tensors.push_back(std::move(shape));
       }
+    if (const Json* reads = uj.find("reads_from"); reads != nullptr && reads->elements() != nullptr)
+      for (const auto& h : *reads->elements())
+        if (const double v = h.number_or(-1); v >= 0 && v < static_cast<double>(units.size()))
+          u.reads_from.push_back(static_cast<std::size_t>(v));  // an earlier unit only
     units.push_back(std::move(u));
   }
   return units;

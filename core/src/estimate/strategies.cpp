@@ -126,6 +126,8 @@ ScheduleInput schedule_input(const EstimateInput& in) {
                          scale * (timed ? u.backward_s : p.compute_s * share * 2.0 / 3.0)});
     }
   }
+  for (std::size_t u = 0; u < p.units.size(); ++u)
+    for (const auto holder : p.units[u].reads_from) s.tied.emplace_back(u, holder);
   s.param_bytes = element_bytes(p.param_dtype);
   s.reduce_bytes = element_bytes(p.reduce_dtype);
   s.optimizer_bytes = optimizer_bytes_per_param(p);

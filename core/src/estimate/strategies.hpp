@@ -28,6 +28,7 @@ struct UnitProfile {
   double checkpointed_bytes = -1;       ///< the same with the unit checkpointed (its input saved, the rest recomputed)
   double checkpointed_backward_s = -1;  ///< backward with the forward recomputed first
   std::vector<std::vector<std::int64_t>> tensors{};  ///< shapes of its trainable tensors (empty: unknown)
+  std::vector<std::size_t> reads_from{};  ///< earlier units whose parameters it reads too (tied weights)
 };
 
 /// What one run on one device says about the experiment.
