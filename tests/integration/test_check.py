@@ -43,8 +43,8 @@ def check(name, *args, env=None, expect=0):
     return result, tmp
 
 
-def builtin_passes(name, worlds):
-    result, tmp = check(name, "--world-sizes", worlds)
+def builtin_passes(name, worlds, *extra):
+    result, tmp = check(name, "--world-sizes", worlds, *extra)
     rows = table_rows(result)
     failed = [r for r in rows if r[2] == "FAIL"]
     st.check(not failed, "%s: failed rows %s" % (name, failed), result)
@@ -76,11 +76,21 @@ def builtin_passes(name, worlds):
     # A passing check leaves nothing behind in $TMPDIR.
     st.check(os.listdir(tmp) == [], "%s: the check left %s in TMPDIR" % (name, os.listdir(tmp)), result)
     print("  %s (world sizes %s): %d rows, none failed, in %.1f s" % (name, worlds, len(rows), result.seconds))
+    return result
 
 
 def every_builtin_strategy_passes():
+    """Each built-in strategy's suite; zero3's with --out (constrained_options_are_probed reads what
+    it keeps) and fsdp's table (its choices probed) are kept for the cases that read them."""
     for name, worlds in BUILTINS:
-        builtin_passes(name, worlds)
+        if name == "zero3":
+            out = os.path.join(st.temp_dir("out"), "zero3")
+            KEPT["zero3"] = (builtin_passes(name, worlds, "--out", out), out)
+        else:
+            KEPT[name] = (builtin_passes(name, worlds), None)
+
+
+KEPT = {}  # strategy -> (the result of its check in every_builtin_strategy_passes, its --out or None)
 
 
 def options_given_with_set_are_checked():
@@ -103,9 +113,11 @@ def options_given_with_set_are_checked():
 def constrained_options_are_probed():
     """Each bound and choice list of the schema is tried with a value it rejects (zero3: reduce
     bucket >= 0, all-gather bucket > 0, prefetch >= 0; fsdp: a sharding strategy not in its list), and --out keeps the
-    experiments, the runs and the table."""
-    out = os.path.join(st.temp_dir("out"), "zero3")
-    result, _ = check("zero3", "--world-sizes", "1", "--out", out)
+    experiments, the runs and the table. Read from the checks every_builtin_strategy_passes ran
+    (zero3 there with --out), which runs first."""
+    if "zero3" not in KEPT or "fsdp" not in KEPT:
+        every_builtin_strategy_passes()
+    result, out = KEPT["zero3"]
     rows = [r[:3] for r in table_rows(result)]
     for row in (("bad option strategy.reduce_bucket_mb=-1.0", "-", "PASS"),
                 ("bad option strategy.allgather_bucket_mb=0.0", "-", "PASS"),
@@ -120,7 +132,7 @@ def constrained_options_are_probed():
     # A directory that is not empty is refused, before any run.
     second = st.strata("check", "zero3", "--world-sizes", "1", "--out", out)
     st.expect_clean_failure(second, 2, "is not an empty directory")
-    fsdp, _ = check("fsdp", "--world-sizes", "1")
+    fsdp = KEPT["fsdp"][0]
     st.check(('bad option strategy.sharding_strategy="definitely_not_a_choice"', "-", "PASS")
              in [r[:3] for r in table_rows(fsdp)], "fsdp: no row for a sharding_strategy outside its choices", fsdp)
 
@@ -197,4 +209,4 @@ def several_strategies_in_one_call():
 
 if __name__ == "__main__":
     st.main([bad_command_lines, several_strategies_in_one_call, planted_bug_fails, swapped_chunks_fail_only_the_tensor_comparison,
-             constrained_options_are_probed, options_given_with_set_are_checked, every_builtin_strategy_passes])
+             every_builtin_strategy_passes, constrained_options_are_probed, options_given_with_set_are_checked])
