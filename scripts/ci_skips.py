@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Prints which tests of the last ctest run were skipped, and why (the end of .ci/run's log).
+"""Prints which tests of the last ctest run were skipped, and why, and its ten slowest tests (the end
+of .ci/run's log).
 
     python3 scripts/ci_skips.py [build/Testing/Temporary/LastTest.log]
 
@@ -17,13 +18,15 @@ DEFAULT_LOG = os.path.join("build", "Testing", "Temporary", "LastTest.log")
 # "12/340 Test: NAME", then later "Output:", a dashed line, the output, "<end of output>", and
 # after the timing lines "Test Passed." / "Test Failed." / "Test Not Run.".
 TEST = re.compile(r"^\s*\d+/\d+ Test: (.*)$")
+TIME = re.compile(r"^Test time =\s*([0-9.]+) sec")
 STATUS = re.compile(r"^Test (Passed|Failed|Not Run)\.?")
 SKIP_LINE = re.compile(r"^(SKIPPED|skipped): ")
 PARTIAL_LINE = re.compile(r"^SKIPPED CASES \(")
 
 
-def tests_of(path):
-    """(name, output lines, status) of each test in the log, in order."""
+def tests_of(path, times=None):
+    """(name, output lines, status) of each test in the log, in order; `times`, a dict, gets each
+    test's seconds."""
     name, output, in_output = None, [], False
     with open(path, encoding="utf-8", errors="replace") as f:
         for raw in f:
@@ -46,6 +49,9 @@ def tests_of(path):
                 else:
                     output.append(line)
                 continue
+            t = TIME.match(line)
+            if t and times is not None:
+                times[name] = float(t.group(1))
             m = STATUS.match(line)
             if m:
                 yield name, output, m.group(1)
@@ -64,8 +70,8 @@ def main(argv):
     if not os.path.isfile(path):
         print("ci: no test log at %s (the tests did not run)" % path)
         return 0
-    skipped, partial, total = [], [], 0
-    for name, output, status in tests_of(path):
+    skipped, partial, total, times = [], [], 0, {}
+    for name, output, status in tests_of(path, times):
         total += 1
         line = last_line(output)
         if status == "Passed" and SKIP_LINE.match(line):
@@ -79,6 +85,12 @@ def main(argv):
         print("ci: %d passed tests skipped some of their cases:" % len(partial))
         for name, line in partial:
             print("  %s: %s" % (name, line))
+    slowest = sorted(times.items(), key=lambda item: -item[1])[:10]
+    if slowest:
+        print("ci: the %d slowest tests (%.0f s of %.0f s in all):" % (len(slowest), sum(t for _, t in slowest),
+                                                                    sum(times.values())))
+        for name, seconds in slowest:
+            print("  %7.1f s  %s" % (seconds, name))
     return 0
 
 
