@@ -16,6 +16,7 @@ struct GradReducer::Reduction {
   std::shared_ptr<CommWork> work;
   std::int64_t width = 0;  // coded: this rank's columns (elements)
   bool coded = false;
+  bool across = false;     // coded over two levels: the exchange across the sub-groups is in flight
 };
 
 namespace {
@@ -165,7 +166,12 @@ void GradReducer::complete_oldest() {
   pending_.erase(pending_.begin());
   if (r->work) r->work->wait();
   torch::NoGradGuard no_grad;
-  if (r->coded) finish_coded(*r);
+  if (r->coded && !finish_coded(*r)) {
+    // Its exchange across the sub-groups is issued: in flight again, behind the others, so that it
+    // overlaps what backward computes next rather than holding the compute stream.
+    pending_.push_back(std::move(r));
+    return;
+  }
   if (holding_ == GradHolding::kShard) {
     std::int64_t offset = 0;
     for (auto g : r->groups) {
@@ -206,27 +212,29 @@ void GradReducer::launch_coded(Reduction& r, std::int64_t width) {
   r.coded = true;
 }
 
-void GradReducer::finish_coded(Reduction& r) {
+bool GradReducer::finish_coded(Reduction& r) {
   const int n = size_of(options_.shard);
   auto& codec = *options_.codec;
-  torch::Tensor sum;
-  if (options_.codec_inner != nullptr) {
+  if (options_.codec_inner != nullptr && !r.across) {
     // From each of the k members of this sub-group: the m rows for the ranks at this position,
     // summed, encoded again and exchanged across the sub-groups (one row to each).
     const int k = options_.codec_inner->world_size(), m = n / k;
     auto partial = codec.decode(r.output.view({n, -1}), r.width).view({k, m, r.width}).sum(0);
     r.input = codec.encode(partial);
     r.output = torch::empty_like(r.input);
-    if (options_.codec_outer->skips_collectives())
-      r.output.copy_(r.input);
-    else
-      options_.codec_outer->all_to_all(r.output, r.input, /*async=*/true)->wait();
-    sum = codec.decode(r.output.view({m, -1}), r.width).sum(0);
-  } else {
-    sum = codec.decode(r.output.view({n, -1}), r.width).sum(0);
+    r.across = true;
+    if (!options_.codec_outer->skips_collectives()) {
+      r.work = options_.codec_outer->all_to_all(r.output, r.input, /*async=*/true);
+      return false;
+    }
+    r.output.copy_(r.input);
   }
+  const std::int64_t rows = r.across ? n / options_.codec_inner->world_size() : n;
+  auto sum = codec.decode(r.output.view({rows, -1}), r.width).sum(0);
   r.input = torch::Tensor();
   r.output = sum.div_(static_cast<double>(n));  // the average, as the reduce-scatter's kAvg
+  r.work.reset();
+  return true;
 }
 
 void GradReducer::complete_all() {

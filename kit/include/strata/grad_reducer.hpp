@@ -101,7 +101,9 @@ class GradReducer final : public Reducer {
   void grad_ready(std::size_t group, std::size_t k, std::size_t param);
   void launch(std::size_t group);
   void launch_coded(Reduction& r, std::int64_t width);
-  void finish_coded(Reduction& r);
+  /// A coded reduction whose exchange completed: its next level issued (false), or its average
+  /// decoded into r.output (true).
+  bool finish_coded(Reduction& r);
   void flush(bool all);
   void complete_oldest();
   void complete_all();
