@@ -143,15 +143,20 @@ class Coalescer {
 
 std::string ids_text(const std::vector<std::size_t>& ids) { return fmt::format("{}", fmt::join(ids, ",")); }
 
-/// Forward of every unit on the compute stream; returns their ids.
 /// Offload::kOptimizer: the optimizer state moves to the host, beside a float32 copy of the
 /// `owned` master elements and of their gradients (strata/offload.hpp).
-void offload_optimizer(ScheduleMemory& m, double owned) {
+void offload_optimizer(Schedule& s, const Shape& sh, double owned) {
+  auto& m = s.memory;
   m.extra.emplace_back("host_masters", owned * 8.0);
   m.extra.emplace_back("host_optimizer", m.optimizer);
   m.optimizer = 0;
+  // On a GPU the step also copies the gradients to the host and the masters back, and steps on the
+  // host's cores: neither has a figure in the input (no host link, no host optimizer profile).
+  if (!sh.in.cpu && s.note.empty())
+    s.note = "optimizer offload: the copies to and from the host and the host's step are not timed";
 }
 
+/// Forward of every unit on the compute stream; returns their ids.
 std::vector<int> forward_pass(Schedule& s, const Shape& sh, int m) {
   std::vector<int> ids;
   for (std::size_t u = 0; u < sh.units(); ++u)
@@ -277,7 +282,7 @@ Schedule replicated_schedule(const Plan& plan, const Shape& sh) {
   s.memory.params = ddp ? psi * sh.param_bytes() : psi_padded * pe + (pe < 4 ? owned * 4.0 : 0.0);
   s.memory.grads = zero2 ? owned * 4.0 : psi_padded * 4.0;
   s.memory.optimizer = owned * sh.in.optimizer_bytes;
-  if (plan.offload == Offload::kOptimizer) offload_optimizer(s.memory, owned);
+  if (plan.offload == Offload::kOptimizer) offload_optimizer(s, sh, owned);
   if (zero2) {
     // Autograd's gradients of the unit whose backward runs, until they are staged and reduced.
     double largest_group = 0;
@@ -427,7 +432,7 @@ Schedule sharded_schedule(const Plan& plan, const Shape& sh) {
   s.memory.params = replicated ? psi * sh.param_bytes() : owned * pe + (pe < 4 ? owned * 4.0 : 0.0);
   s.memory.grads = owned * 4.0;
   s.memory.optimizer = owned * sh.in.optimizer_bytes;
-  if (plan.offload == Offload::kOptimizer) offload_optimizer(s.memory, owned);
+  if (plan.offload == Offload::kOptimizer) offload_optimizer(s, sh, owned);
   if (!replicated) {
     // A shard of one rank is the whole unit: nothing is gathered, but its gradients are still staged.
     const double full = g > 1 ? pe : 0.0;

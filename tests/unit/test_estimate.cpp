@@ -559,6 +559,22 @@ TEST_CASE("estimate: a unit that a later one reads (tied weights) stays gathered
         doctest::Approx(0.75 * (3600 + 3600)));
 }
 
+TEST_CASE("estimate: an offloaded optimizer's state is host memory, and on a GPU its untimed copies are said") {
+  strata::ScheduleInput in;
+  in.topology = {2, 2};
+  in.units = {{"u0", 1000.0, {}, 0.0, 0.0}, {"u1", 1000.0, {}, 0.0, 0.0}};
+  strata::Plan plan = strata::sharded_plan("offloaded", 0, strata::ReshardTo::shard_group());
+  plan.offload = strata::Offload::kOptimizer;
+  const auto on_cpu = strata::schedule(plan, in);
+  CHECK(on_cpu.memory.optimizer == 0);
+  double host = 0;
+  for (const auto& [name, bytes] : on_cpu.memory.extra) host += bytes;
+  CHECK(host == doctest::Approx(1000.0 * 8 + 1000.0 * 8));  // masters and gradients, and AdamW's two moments, of 1000 owned
+  CHECK(on_cpu.note.empty());  // the host is the device: nothing is copied
+  in.cpu = false;
+  CHECK(strata::schedule(plan, in).note.find("not timed") != std::string::npos);
+}
+
 namespace {
 /// One byte a gradient element (a stand-in for an int8 codec; never run here).
 class ByteRows final : public strata::ReduceCodec {
