@@ -15,7 +15,6 @@ struct GradReducer::Reduction {
   torch::Tensor output;  // where the result lands (may be input)
   std::shared_ptr<CommWork> work;
   std::int64_t width = 0;  // coded: this rank's columns (elements)
-  bool coded = false;
   bool across = false;     // coded over two levels: the exchange across the sub-groups is in flight
 };
 
@@ -71,6 +70,8 @@ GradReducer::~GradReducer() {
     } catch (...) {
     }
 }
+
+bool GradReducer::coded() const { return options_.codec && issues(options_.shard); }
 
 bool GradReducer::communicates(MicroStep micro) const {
   if (holding_ == GradHolding::kShard) return true;
@@ -147,14 +148,14 @@ void GradReducer::flush(bool all) {
     }
     r->input = columns.size() == 1 ? columns.front().reshape({-1}) : torch::cat(columns, 1).reshape({-1});
     columns.clear();
-    if (issues(options_.shard) && options_.codec) {
+    if (!issues(options_.shard)) {
+      r->output = r->input;
+    } else if (coded()) {
       launch_coded(*r, width);
-    } else if (issues(options_.shard)) {
+    } else {
       // In place: this rank's columns are the result; the staging buffer is the collective's own.
       r->output = r->input.narrow(0, static_cast<std::int64_t>(options_.shard->rank()) * width, width);
       r->work = options_.shard->reduce_scatter(r->output, r->input, ReduceOp::kAvg, /*async=*/true);
-    } else {
-      r->output = r->input;
     }
     while (static_cast<int>(pending_.size()) >= options_.max_in_flight) complete_oldest();
     pending_.push_back(std::move(r));
@@ -166,7 +167,7 @@ void GradReducer::complete_oldest() {
   pending_.erase(pending_.begin());
   if (r->work) r->work->wait();
   torch::NoGradGuard no_grad;
-  if (r->coded && !finish_coded(*r)) {
+  if (coded() && !finish_coded(*r)) {
     // Its exchange across the sub-groups is issued: in flight again, behind the others, so that it
     // overlaps what backward computes next rather than holding the compute stream.
     pending_.push_back(std::move(r));
@@ -209,7 +210,6 @@ void GradReducer::launch_coded(Reduction& r, std::int64_t width) {
   r.output = torch::empty_like(r.input);
   r.work = lane->all_to_all(r.output, r.input, /*async=*/true);
   r.width = width;
-  r.coded = true;
 }
 
 bool GradReducer::finish_coded(Reduction& r) {

@@ -73,31 +73,53 @@ std::vector<Group> reverse_groups(const Shape& s, double cap_bytes) {
   return groups;
 }
 
-/// The reduction of `elements` gradient elements (padded to the group) over a shard group of `g`
-/// ranks after op `after`: a reduce-scatter, or with a reduce codec its all-to-all, one level or two
-/// (GradReducer::launch_coded). Returns the op whose end completes it.
-int reduce_shard(Schedule& s, const Plan& plan, const ReduceCodec* codec, const Shape& sh, const std::string& what,
-                 double elements, int g, int after) {
-  if (codec == nullptr)
-    return s.collective("reduce_scatter " + what, Collective::kReduceScatter, elements * sh.in.reduce_bytes, g, {after},
-                        "comm", sh.reduce_dtype());
-  const double row = codec->wire_bytes(elements / g);  // one destination's encoded columns
-  const int local = std::max(1, sh.in.topology.local_world_size);
-  const int k = plan.reduce_subgroup > 0 ? plan.reduce_subgroup : std::min(local, g);
-  if (k < 1 || g % k != 0) {  // as Mesh::resolve_subgroup refuses it
+/// A sub-group of `ranks` members of a shard group of `g` (0: the ranks of one host), as
+/// Mesh::resolve_subgroup makes it: one that does not divide the shard group makes the schedule not
+/// applicable, naming the plan's sub-group option. Returns its size, within 1..g.
+int subgroup_of(Schedule& s, const Plan& plan, const Shape& sh, int ranks, int g) {
+  const int size = ranks > 0 ? ranks : std::min(std::max(1, sh.in.topology.local_world_size), g);
+  if (size < 1 || g % size != 0) {
     s.applicable = false;
     s.option = plan.subgroup_option;
-    s.note = fmt::format("a sub-group of {} ranks does not divide the shard group of {}", k, g);
+    s.note = fmt::format("a sub-group of {} ranks does not divide the shard group of {}", size, g);
   }
-  if (k <= 1 || k >= g || g % k != 0)
-    return s.collective("all_to_all " + what, Collective::kAllToAll, g * row, g, {after}, "comm", codec->wire_dtype());
-  const int inner = s.collective(fmt::format("all_to_all {} (inside sub-groups of {})", what, k), Collective::kAllToAll,
-                                 g * row, k, {after}, "comm", codec->wire_dtype());
-  const int outer = s.collective(fmt::format("all_to_all {} (across sub-groups)", what), Collective::kAllToAll,
-                                 (g / k) * row, g / k, {inner}, "comm", codec->wire_dtype());
-  s.spread(outer, std::max(1, local / k));  // one member of each sub-group: one per host when they are hosts
-  return outer;
+  return std::max(1, std::min(size, g));
 }
+
+/// How sharded gradients travel over a shard group of `g` ranks (Engine::make_reducer): a
+/// reduce-scatter, or the plan's reduce codec exchanged in one level or, over sub-groups of k ranks
+/// (1 < k < g, k dividing g), in two.
+struct Exchange {
+  std::unique_ptr<ReduceCodec> codec;
+  int g = 1;
+  int subgroup = 1;  ///< the first level's ranks (1: one exchange over the shard group)
+  int per_node = 1;  ///< of the second level's ranks, those on one host
+
+  Exchange(Schedule& s, const Plan& plan, const Shape& sh, int shard_ranks) : g(shard_ranks) {
+    if (!plan.reduce_codec || g <= 1) return;  // the engine resolves the sub-group only where it exchanges
+    codec = plan.reduce_codec();
+    const int k = subgroup_of(s, plan, sh, plan.reduce_subgroup, g);
+    if (k > 1 && k < g && g % k == 0) subgroup = k;
+    per_node = std::max(1, std::max(1, sh.in.topology.local_world_size) / subgroup);
+  }
+
+  /// The reduction of `elements` gradient elements (padded to the group) after op `after`
+  /// (GradReducer::launch_coded with a codec). Returns the op whose end completes it.
+  int reduce(Schedule& s, const Shape& sh, const std::string& what, double elements, int after) const {
+    if (!codec)
+      return s.collective("reduce_scatter " + what, Collective::kReduceScatter, elements * sh.in.reduce_bytes, g,
+                          {after}, "comm", sh.reduce_dtype());
+    const double row = codec->wire_bytes(elements / g);  // one destination's encoded columns
+    if (subgroup == 1)
+      return s.collective("all_to_all " + what, Collective::kAllToAll, g * row, g, {after}, "comm", codec->wire_dtype());
+    const int inner = s.collective(fmt::format("all_to_all {} (inside sub-groups of {})", what, subgroup),
+                                   Collective::kAllToAll, g * row, subgroup, {after}, "comm", codec->wire_dtype());
+    const int outer = s.collective(fmt::format("all_to_all {} (across sub-groups)", what), Collective::kAllToAll,
+                                   (g / subgroup) * row, g / subgroup, {inner}, "comm", codec->wire_dtype());
+    s.spread(outer, per_node);  // one member of each sub-group: one per host when they are hosts
+    return outer;
+  }
+};
 
 /// The reductions of sharded gradients as the engine issues them (GradReducer::flush): a ready
 /// group is staged and waits for the next ones while they stay under `cap` bytes together, then
@@ -195,7 +217,7 @@ Schedule replicated_schedule(const Plan& plan, const Shape& sh) {
   if (!ddp)
     for (auto& g : groups) g.elements = padded(g.elements, n);
   const Collective reduce = ddp ? Collective::kAllReduce : Collective::kReduceScatter;
-  const std::unique_ptr<ReduceCodec> rcodec = plan.reduce_codec ? plan.reduce_codec() : nullptr;
+  const Exchange exchange(s, plan, sh, zero2 ? n : 1);
   // zero1/zero2: the all-gathers refreshing the parameters after the optimizer step, one call per
   // group or consecutive groups together up to allgather_bytes, as the engine issues them. With
   // wait_params_per_unit they are issued in forward order and each unit's next forward waits for
@@ -249,7 +271,7 @@ Schedule replicated_schedule(const Plan& plan, const Shape& sh) {
     Coalescer shards(static_cast<double>(plan.reduce_coalesce_bytes), sh.in.reduce_bytes,
                      [&](const std::vector<std::size_t>& ids, double elements, int after) {
                        const auto what = fmt::format("group{} {} (micro {})", ids.size() > 1 ? "s" : "", ids_text(ids), m);
-                       pass.push_back(reduce_shard(s, plan, rcodec.get(), sh, what, elements, n, after));
+                       pass.push_back(exchange.reduce(s, sh, what, elements, after));
                      });
     const auto reduce_group = [&](std::size_t k, int after) {
       if (zero2)
@@ -336,15 +358,7 @@ Schedule sharded_schedule(const Plan& plan, const Shape& sh) {
   std::vector<int> sub(units.size(), g);  // ranks a unit's backward gathers from
   for (std::size_t u = 0; u < units.size(); ++u) {
     if (units[u].after_forward != Reshard::kSubgroup) continue;
-    const int local = std::max(1, sh.in.topology.local_world_size);
-    const int ranks = units[u].after_forward.ranks;
-    const int size = ranks > 0 ? ranks : std::min(local, g);
-    if (size < 1 || g % size != 0) {
-      s.applicable = false;
-      s.option = plan.subgroup_option;
-      s.note = fmt::format("a sub-group of {} ranks does not divide the shard group of {}", size, g);
-    }
-    sub[u] = std::max(1, std::min(size, g));
+    sub[u] = subgroup_of(s, plan, sh, units[u].after_forward.ranks, g);
     if (sub[u] == 1) units[u].after_forward = Reshard::kNone;
   }
   // A unit of more than group_bytes is gathered as several flat groups, one collective each.
@@ -359,14 +373,13 @@ Schedule sharded_schedule(const Plan& plan, const Shape& sh) {
     std::vector<int> ids;
     const double k = pieces(u);
     const double elements = unit[u] / k;
-    const bool coded = codec != nullptr;
-    const double bytes = coded ? ranks * codec->wire_bytes(elements / ranks, sh.in.param_bytes) : elements * sh.in.param_bytes;
+    const double bytes = codec ? ranks * codec->wire_bytes(elements / ranks, sh.in.param_bytes) : elements * sh.in.param_bytes;
     for (int piece = 0; piece < static_cast<int>(k); ++piece)
       ids.push_back(s.collective(k > 1 ? fmt::format("{} [{}]", what, piece) : what, Collective::kAllGather, bytes,
-                                 ranks, wait, "gather", coded ? codec->wire_dtype() : sh.gather_dtype()));
+                                 ranks, wait, "gather", codec ? codec->wire_dtype() : sh.gather_dtype()));
     return ids;
   };
-  const std::unique_ptr<ReduceCodec> rcodec = plan.reduce_codec ? plan.reduce_codec() : nullptr;
+  const Exchange exchange(s, plan, sh, replicated ? 1 : g);
   std::vector<int> reductions;
   for (int m = 0; m < sh.micro; ++m) {
     std::vector<int> fwd;
@@ -387,8 +400,7 @@ Schedule sharded_schedule(const Plan& plan, const Shape& sh) {
     // in the last micro-batch each shard is then averaged across the replicas, one rank of each per node.
     Coalescer shards(static_cast<double>(plan.reduce_coalesce_bytes), sh.in.reduce_bytes,
                      [&](const std::vector<std::size_t>& ids, double elements, int after) {
-                       const int rs = reduce_shard(s, plan, rcodec.get(), sh, fmt::format("{} (micro {})", ids_text(ids), m),
-                                                   elements, g, after);
+                       const int rs = exchange.reduce(s, sh, fmt::format("{} (micro {})", ids_text(ids), m), elements, after);
                        if (replicas <= 1 || !last_micro) return pass.push_back(rs);
                        for (const auto k : ids) {
                          const int ar = s.collective(fmt::format("all_reduce {} across replicas (micro {})", k, m),

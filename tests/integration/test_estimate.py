@@ -12,6 +12,7 @@ import os
 import re
 
 import strata_test as st
+from test_transformers import LLAMA_TOML
 
 SETS = ["train.global_batch_size=48", "train.steps=8"]
 
@@ -220,30 +221,8 @@ def fsdp_variants_with_accumulation():
         print(f"  fsdp {how}@{world}: bus {predicted:.0f} predicted / {measured:.0f} measured")
 
 
-TIED_LLAMA = """# test_estimate.py: the Llama debug preset with its head tied to its embedding
-[experiment]
-name = "tied_llama"
-[model]
-name = "llama"
-preset = "debug"
-tie_word_embeddings = true
-[dataset]
-name = "synthetic_text"
-train_size = 96
-eval_size = 16
-vocab_size = 64
-seq_len = 16
-[strategy]
-name = "single"
-[optimizer]
-name = "sgd"
-lr = 0.1
-[train]
-seed = 0
-steps = 6
-global_batch_size = 24
-micro_batches = 2
-"""
+# The Llama debug preset of test_transformers.py, with its head tied to its embedding.
+TIED = ["model.tie_word_embeddings=true", "train.steps=6", "train.global_batch_size=24", "train.micro_batches=2"]
 
 
 def tied_weights_are_estimated_as_they_run():
@@ -252,16 +231,16 @@ def tied_weights_are_estimated_as_they_run():
     schedule `strata estimate` simulates says the same (bus bytes per step within 1%)."""
     config = os.path.join(st.temp_dir("tied"), "tied_llama.toml")
     with open(config, "w") as f:
-        f.write(TIED_LLAMA)
+        f.write(LLAMA_TOML.format(padding="right"))
     profile = st.temp_dir("tied_profile")
-    st.strata_run(config, profile)
+    st.strata_run(config, profile, *TIED)
     for name in ("zero3", "fsdp"):
         run_dir = st.temp_dir("tied_" + name)
-        st.strata_run(config, run_dir, "strategy.name=" + name, "distributed.nproc=2")
+        st.strata_run(config, run_dir, *TIED, "strategy.name=" + name, "distributed.nproc=2")
         measured = st.load_summary(run_dir)["comm"]["bus_bytes_per_step"]
         out = st.temp_dir("tied_estimate_" + name)
         result = st.strata("estimate", config, "--world-sizes", "2", "--strategies", name, "--profile", profile,
-                           "--out", out)
+                           "--out", out, *st.set_args(*TIED))
         st.expect_exit(result, 0)
         with open(os.path.join(out, "estimate.json")) as f:
             predicted = [r for r in json.load(f)["rows"] if r["world_size"] == 2][0]["bus_bytes_per_step"]

@@ -209,10 +209,8 @@ class Checker {
     in.micro_batches = workloads_[i].micro_batches;
     in.step = step;
     in.steps = steps_;
-    for (const auto& u : *units_[i]) {
-      for (const auto holder : u.reads_from) in.tied.emplace_back(in.units.size(), holder);
-      in.units.push_back({u.name, u.params, u.tensors, 0.0, 0.0});
-    }
+    for (const auto& u : *units_[i]) in.units.push_back({u.name, u.params, u.tensors, 0.0, 0.0});
+    in.tied = estimate::tied_units(*units_[i]);
     const std::string optimizer = workloads_[i].optimizer;
     in.optimizer_bytes = optimizer.find("adamw") != std::string::npos ? 8.0
                          : optimizer.find("momentum") != std::string::npos ? 4.0 : 0.0;

@@ -193,8 +193,7 @@ void claim_gpu(c10d::Store& store, const std::string& gpu, const ProcessGroupOpt
   const std::string who = fmt::format("{} ({})", rank_name(o.world), gpu_binding_text());
   const std::string holder_key = "gpu_holder/" + gpu;
   if (store.add("gpu_claims/" + gpu, 1) == 1) {
-    const std::string mine = who;
-    store.set(holder_key, std::vector<std::uint8_t>(mine.begin(), mine.end()));
+    store.set(holder_key, std::vector<std::uint8_t>(who.begin(), who.end()));
     return;
   }
   std::string holder = "another rank of this host";

@@ -105,6 +105,13 @@ StrategyModel strategy_model(const Registry& registry, const std::string& name, 
   return m;
 }
 
+std::vector<std::pair<std::size_t, std::size_t>> tied_units(const std::vector<UnitProfile>& units) {
+  std::vector<std::pair<std::size_t, std::size_t>> tied;
+  for (std::size_t u = 0; u < units.size(); ++u)
+    for (const auto holder : units[u].reads_from) tied.emplace_back(u, holder);
+  return tied;
+}
+
 ScheduleInput schedule_input(const EstimateInput& in) {
   const Profile& p = *in.profile;
   const int n = std::max(1, in.world_size);
@@ -126,8 +133,7 @@ ScheduleInput schedule_input(const EstimateInput& in) {
                          scale * (timed ? u.backward_s : p.compute_s * share * 2.0 / 3.0)});
     }
   }
-  for (std::size_t u = 0; u < p.units.size(); ++u)
-    for (const auto holder : p.units[u].reads_from) s.tied.emplace_back(u, holder);
+  s.tied = tied_units(p.units);
   s.param_bytes = element_bytes(p.param_dtype);
   s.reduce_bytes = element_bytes(p.reduce_dtype);
   s.optimizer_bytes = optimizer_bytes_per_param(p);

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "estimate/network.hpp"
@@ -30,6 +31,9 @@ struct UnitProfile {
   std::vector<std::vector<std::int64_t>> tensors{};  ///< shapes of its trainable tensors (empty: unknown)
   std::vector<std::size_t> reads_from{};  ///< earlier units whose parameters it reads too (tied weights)
 };
+
+/// The units' ties as the schedule takes them (ScheduleInput::tied): (reader, holder) pairs.
+std::vector<std::pair<std::size_t, std::size_t>> tied_units(const std::vector<UnitProfile>& units);
 
 /// What one run on one device says about the experiment.
 struct Profile {

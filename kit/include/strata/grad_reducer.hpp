@@ -110,6 +110,8 @@ class GradReducer final : public Reducer {
   void average_shard(std::size_t group);
   void complete_averages();
   bool communicates(MicroStep micro) const;
+  /// Whether the shards' reductions travel through the codec (exchanged, not reduce-scattered).
+  bool coded() const;
 
   std::vector<FlatGroup*> groups_;
   Precision precision_;
