@@ -44,6 +44,23 @@ if(NOT Torch_VERSION VERSION_EQUAL 2.11.0)
 endif()
 set(STRATA_TORCH_VERSION "${Torch_VERSION}")
 
+# strata_torch: the LibTorch that libstrata_core, the kit, the plugins and the tests link: its CPU
+# library, c10 and c10_cuda (the CUDA allocator's statistics, streams and guards: small, and loaded
+# without a GPU as well), with the C++ API's headers, definitions and flags of the `torch` target.
+# Not libtorch_cuda: its CUDA kernels, cuBLAS, cuDNN and NCCL make every process start 0.16 s
+# later (measured on 2 cores) and serve only a machine with an NVIDIA GPU, where libstrata_cuda
+# (core/CMakeLists.txt) brings them in at start (core/src/device/cuda_support.cpp). The installed
+# SDK exports it as Strata::torch, its properties read from the consumer's own `torch` target.
+add_library(strata_torch INTERFACE)
+target_link_libraries(strata_torch INTERFACE torch_cpu_library $<$<TARGET_EXISTS:c10_cuda>:c10_cuda>)
+target_include_directories(strata_torch SYSTEM INTERFACE $<TARGET_PROPERTY:torch,INTERFACE_INCLUDE_DIRECTORIES>)
+target_compile_options(strata_torch INTERFACE $<TARGET_PROPERTY:torch,INTERFACE_COMPILE_OPTIONS>)
+# LibTorch's build configuration (USE_C10D_NCCL, ...) as `torch` declares it, so that its headers
+# describe the same classes in libstrata_core as in libstrata_cuda.
+target_compile_definitions(strata_torch INTERFACE
+  $<$<TARGET_EXISTS:torch_cuda>:$<TARGET_PROPERTY:torch_cuda,INTERFACE_COMPILE_DEFINITIONS>>)
+set_target_properties(strata_torch PROPERTIES EXPORT_NAME torch)
+
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(tomlplusplus 3.3 REQUIRED)
 find_package(fmt REQUIRED)

@@ -3,6 +3,8 @@
 #   P/bin/strata                        the CLI's launcher (a shell script): finds LibTorch, then runs
 #   P/lib/strata/bin/strata             the CLI itself
 #   P/lib/libstrata_core.so             the host and SDK implementation
+#   P/lib/libstrata_cuda.so             its CUDA half (the NCCL backend, with libtorch_cuda), opened
+#                                       at start on a machine with an NVIDIA GPU
 #   P/lib/strata/plugins/*.so           the built-in plugins (every strata_add_plugin() call made
 #                                       before this file is included: not the template, not the
 #                                       test fixtures)
@@ -35,7 +37,11 @@ install(TARGETS strata RUNTIME DESTINATION "lib/strata/bin")  # beside lib/strat
 set(STRATA_TORCH_LIBDIR "${_strata_torch_libdir}")
 configure_file(cmake/strata_launcher.sh.in "${PROJECT_BINARY_DIR}/strata_launcher.sh" @ONLY)
 install(PROGRAMS "${PROJECT_BINARY_DIR}/strata_launcher.sh" DESTINATION "${CMAKE_INSTALL_BINDIR}" RENAME strata)
-install(TARGETS strata_core EXPORT StrataTargets LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}")
+install(TARGETS strata_core strata_torch EXPORT StrataTargets LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}")
+if(TARGET strata_cuda)  # beside libstrata_core, which opens it on a machine with a GPU
+  set_target_properties(strata_cuda PROPERTIES INSTALL_RPATH "$ORIGIN;${_strata_torch_libdir}")
+  install(TARGETS strata_cuda LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}")
+endif()
 install(TARGETS strata_kit EXPORT StrataTargets ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}")
 install(TARGETS ${_strata_builtin_plugins} LIBRARY DESTINATION "${STRATA_INSTALL_PLUGINDIR}")
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/core/include/strata" "${PROJECT_SOURCE_DIR}/kit/include/strata"

@@ -87,6 +87,10 @@ constexpr const char* kLauncherEnvironment = R"(  RANK WORLD_SIZE LOCAL_RANK LOC
                   that steer the job carry it, so nobody else who reaches its store can; give
                   every rank of a job of several hosts the same fresh one (strata run --nproc N
                   on one host draws its own)
+  STRATA_CUDA
+                  0: never load LibTorch's CUDA library (kernels, cuBLAS, cuDNN, NCCL); 1: load
+                  it even where no NVIDIA GPU shows; unset: load it where /dev/nvidia0, ...
+                  shows a GPU and CUDA_VISIBLE_DEVICES does not hide them all
 )";
 
 constexpr const char* kPluginEnvironment = R"(  STRATA_PLUGIN_PATH

@@ -14,6 +14,7 @@
 
 #include "bench/bench.hpp"
 #include "check/check.hpp"
+#include "device/cuda_support.hpp"
 #include "compare/report.hpp"
 #include "sweep/sweep_check.hpp"
 #include "estimate/estimate.hpp"
@@ -425,6 +426,7 @@ int dispatch(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  strata::cuda_support::load_at_start();  // before anything asks LibTorch about CUDA
   try {
     return dispatch(argc, argv);
   } catch (const CommandLineError& e) {

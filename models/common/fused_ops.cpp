@@ -14,8 +14,8 @@
 #include <torch/autograd.h>
 
 #ifdef STRATA_FUSED_CUDA
-#include <ATen/cuda/CUDAContextLight.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "fused_kernels.hpp"
@@ -40,6 +40,26 @@ std::optional<cuda::DType> kernel_dtype(torch::ScalarType t) {
   }
 }
 
+/// Device `index`'s properties, read once: from the CUDA runtime, not ATen's CUDA context, which
+/// lives in libtorch_cuda (loaded only where there is a GPU; the plugin must load without it).
+const cudaDeviceProp& device_properties(c10::DeviceIndex index) {
+  static std::mutex mutex;
+  static std::map<c10::DeviceIndex, cudaDeviceProp> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(index);
+  if (it == known.end()) {
+    cudaDeviceProp props{};
+    const cudaError_t rc = cudaGetDeviceProperties(&props, index);
+    if (rc != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw std::runtime_error(std::string("fused ops: the properties of CUDA device ") + std::to_string(index) +
+                               " could not be read: " + cudaGetErrorString(rc));
+    }
+    it = known.emplace(index, props).first;
+  }
+  return it->second;
+}
+
 /// Whether the kernels run on CUDA device `index` (its compute capability against the
 /// architectures they were built for), asked once per device; a device they do not run on is
 /// said once, on stderr, and takes the ATen path.
@@ -49,7 +69,7 @@ bool device_runs_kernels(c10::DeviceIndex index) {
   const std::lock_guard<std::mutex> lock(mutex);
   const auto it = known.find(index);
   if (it != known.end()) return it->second;
-  const auto* props = at::cuda::getDeviceProperties(index);
+  const cudaDeviceProp* props = &device_properties(index);
   const bool runs = kernels_run_on(props->major, props->minor, cuda_architectures());
   if (!runs)
     std::cerr << "strata: warning: fused ops: CUDA device " << static_cast<int>(index) << " (" << props->name
@@ -180,7 +200,7 @@ NormGrads norm_backward(Norm norm, const Tensor& grad_out, const Tensor& grad_y,
       return {torch::empty_like(y), torch::zeros_like(weight), bias.defined() ? torch::zeros_like(bias) : Tensor()};
     const OnDevice on(y, "norm_backward");
     auto grad_x = torch::empty_like(y);
-    const auto sms = at::cuda::getDeviceProperties(y.device().index())->multiProcessorCount;
+    const auto sms = device_properties(y.device().index()).multiProcessorCount;
     const auto blocks = cuda::norm_backward_blocks(*kernel_dtype(y.scalar_type()), rows, cols, sms);
     const auto partials = y.options().dtype(torch::kFloat32);
     auto dw_partial = torch::empty({blocks, cols}, partials);

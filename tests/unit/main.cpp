@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "device/cuda_support.hpp"
+
 namespace {
 
 /// Characters a test name must not hold: doctestAddTests.cmake reads the listing as a CMake list,
@@ -69,6 +71,7 @@ REGISTER_LISTENER("strata_run_recorder", 1, RunRecorder);
 }  // namespace
 
 int main(int argc, char** argv) {
+  strata::cuda_support::load_at_start();  // as the strata CLI: before anything asks LibTorch about CUDA
   doctest::Context context(argc, argv);
   const int rc = context.run();
   const char* self = argc > 0 ? argv[0] : "test binary";

@@ -7,6 +7,7 @@
 // inherited) running only the hidden child case, and judges the ranks by their exit codes.
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -27,6 +28,7 @@
 #include <torch/cuda.h>
 
 #include "comm/backends.hpp"
+#include "device/cuda_support.hpp"
 #include "comm/process_group.hpp"
 #include "strata/errors.hpp"
 
@@ -290,6 +292,43 @@ TEST_CASE("process group: two ranks that claim one GPU for an NCCL communicator 
   // Another communicator's claims are its own (each group's store has its own prefix).
   auto other = c10::make_intrusive<c10d::HashStore>();
   CHECK_NOTHROW(detail::claim_gpu(*other, "GPU-aaaa", o));
+}
+
+TEST_CASE("process group: the nccl backend comes from libstrata_cuda, which a process without a visible GPU does not open") {
+  // CTest hides the GPUs from the CPU tests (CUDA_VISIBLE_DEVICES=), so main() left it closed.
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  ProcessGroupOptions o;
+  o.backend = "nccl";
+  o.world.world_size = 2;
+  o.world.local_world_size = 2;
+  torch::Device device(torch::kCUDA);
+  if (!cuda_support::loaded()) {
+    CHECK(cuda_support::why_absent().find("CUDA_VISIBLE_DEVICES") != std::string::npos);
+    try {
+      (void)detail::make_nccl(o, store, device);
+      FAIL("make_nccl built a backend without LibTorch's CUDA library");
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      CHECK(what.find("rank 0 of 2") != std::string::npos);
+      CHECK(what.find("not loaded") != std::string::npos);
+      CHECK(what.find("CUDA_VISIBLE_DEVICES") != std::string::npos);
+      CHECK(std::string(e.fix()).find("gloo") != std::string::npos);
+    }
+  }
+#ifdef STRATA_HAVE_CUDA_LIBRARY
+  // Opened as load_at_start() opens it, the library registers its factory, which then answers for
+  // this machine: no GPU is visible to the process.
+  REQUIRE_MESSAGE(::dlopen(cuda_support::library_path().c_str(), RTLD_NOW | RTLD_GLOBAL) != nullptr, ::dlerror());
+  try {
+    (void)detail::make_nccl(o, store, device);
+    FAIL("an NCCL backend was built with no GPU visible");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("needs CUDA device 0") != std::string::npos);
+    CHECK(what.find("0 are visible") != std::string::npos);
+  }
+#endif
 }
 
 TEST_CASE("process group child rank" * doctest::skip()) {

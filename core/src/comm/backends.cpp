@@ -22,18 +22,9 @@
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-// NCCL needs LibTorch's NCCL build (USE_C10D_NCCL comes from the torch_cuda target) and the CUDA
-// and NCCL headers; without them the "nccl" backend fails at runtime with a clear error.
-#if defined(USE_C10D_NCCL) && __has_include(<nccl.h>) && __has_include(<cuda_runtime_api.h>)
-#define STRATA_HAVE_NCCL 1
-#include <c10/cuda/CUDAFunctions.h>
-#include <cuda_runtime_api.h>
-#include <torch/csrc/distributed/c10d/NCCLUtils.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
-
 #include "comm/comm_errors.hpp"
 #include "comm/job_guard.hpp"
+#include "device/cuda_support.hpp"
 #include "strata/errors.hpp"
 
 namespace strata::detail {
@@ -128,9 +119,6 @@ std::string gloo_interface(const ProcessGroupOptions& o) {
               "NCCL_SOCKET_IFNAME) to the interface the ranks share, e.g. eth0");
 }
 
-namespace {
-
-/// The job ranks of a communicator of `o` (every rank when not listed), as c10d takes them.
 std::vector<std::uint64_t> global_ranks(const ProcessGroupOptions& o) {
   std::vector<std::uint64_t> ranks;
   if (o.global_ranks.empty())
@@ -139,20 +127,10 @@ std::vector<std::uint64_t> global_ranks(const ProcessGroupOptions& o) {
   return ranks;
 }
 
-/// Names the communicator in c10d: its options (NCCL reads them for its logs and dumps) and
-/// the backend's group uid and description.
-template <class Options>
-void name_group(Options& options, const ProcessGroupOptions& o) {
-  options.group_name = o.group_name;
-  options.global_ranks_in_group = global_ranks(o);
-}
-
 void name_backend(c10d::Backend& backend, const ProcessGroupOptions& o) {
   backend.setGroupUid(o.group_name);
   backend.setGroupDesc("strata " + o.group_name);
 }
-
-}  // namespace
 
 c10::intrusive_ptr<c10d::Backend> make_gloo(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store) {
   // Where Gloo listens: GLOO_SOCKET_IFNAME (as torch.distributed), else NCCL_SOCKET_IFNAME's
@@ -211,54 +189,23 @@ void claim_gpu(c10d::Store& store, const std::string& gpu, const ProcessGroupOpt
               "--gpu-bind=single:1), or use distributed.backend = \"gloo\" to share a GPU");
 }
 
+namespace {
+NcclFactory nccl_factory = nullptr;
+}  // namespace
+
+void register_nccl(NcclFactory factory) { nccl_factory = factory; }
+
 c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store,
                                             torch::Device& device) {
-#ifdef STRATA_HAVE_NCCL
-  // The c10d classes' layout depends on nccl.h's version macros: the header we compiled against
-  // must match the NCCL that LibTorch loaded, or constructing them corrupts memory.
-  const int runtime = static_cast<int>(c10d::getNcclVersionNumber());
-  if (runtime / 100 != NCCL_VERSION_CODE / 100) {
-    throw Error("Strata was compiled against nccl.h " + std::to_string(NCCL_VERSION_CODE) +
-                    " but LibTorch loaded NCCL " + c10d::getNcclVersion(),
-                "rebuild with the nccl.h of LibTorch's NCCL (the nvidia-nccl Python package's include directory) "
-                "first on the include path");
-  }
-  const int devices = c10::cuda::device_count();
-  const int index = device.has_index() ? device.index() : o.world.local_rank;
-  if (index >= devices) {
-    throw Error(rank_name(o.world) + ": backend \"nccl\" needs CUDA device " + std::to_string(index) +
-                    " (local rank " + std::to_string(o.world.local_rank) + ") but " + std::to_string(devices) +
-                    " are visible",
-                "run at most one rank per GPU on each host, or use backend \"gloo\" with CPU tensors");
-  }
-  device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
-  c10::cuda::set_device(device.index());
-  if (cudaDeviceProp prop{}; cudaGetDeviceProperties(&prop, index) == cudaSuccess) {
-    std::string uuid = "GPU-";
-    for (const char byte : prop.uuid.bytes) uuid += fmt::format("{:02x}", static_cast<unsigned char>(byte));
-    claim_gpu(*store, uuid, o);
-  } else {
-    (void)cudaGetLastError();  // no identity to compare: NCCL's own check remains
-  }
-  // Collectives on high-priority streams: when compute kernels fill the SMs, the scheduler starts
-  // NCCL's kernels first, so a gather or reduction issued ahead is not queued behind the compute it
-  // is meant to overlap (FSDP2 issues its collectives from high-priority streams for this reason).
-  auto nccl = c10d::ProcessGroupNCCL::Options::create(/*is_high_priority_stream=*/true);
-  nccl->timeout = o.timeout;
-  name_group(*nccl, o);
-  auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, o.world.rank, o.world.world_size, nccl);
-  name_backend(*pg, o);
-  pg->setBoundDeviceId(device);  // one GPU per process: lets NCCL create its communicator now
-  pg->eagerConnectSingleDevice(device);
-  return pg;
-#else
-  (void)store;
-  (void)device;
+  if (nccl_factory != nullptr) return nccl_factory(o, store, device);
+  if (!cuda_support::loaded())
+    throw Error(fmt::format("{}: backend \"nccl\" needs LibTorch's CUDA library, which is not loaded: {}.",
+                            rank_name(o.world), cuda_support::why_absent()),
+                "Use backend \"gloo\" (CPU tensors), or run on a machine with an NVIDIA GPU visible to this process.");
   throw Error(rank_name(o.world) + ": backend \"nccl\" is not available in this build of Strata (LibTorch without "
                   "NCCL, or no CUDA/NCCL headers at compile time)",
               "use backend \"gloo\" with CPU tensors, or rebuild on a machine with CUDA and NCCL headers and a CUDA "
               "build of LibTorch");
-#endif
 }
 
 }  // namespace strata::detail

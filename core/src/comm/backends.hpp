@@ -5,9 +5,23 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <cstdint>
+#include <vector>
+
 #include "comm/process_group.hpp"
 
 namespace strata::detail {
+
+/// The job ranks of a communicator of `o` (every rank when not listed), as c10d takes them.
+std::vector<std::uint64_t> global_ranks(const ProcessGroupOptions& o);
+/// Names the communicator in c10d: its options (NCCL reads them for its logs and dumps) ...
+template <class Options>
+void name_group(Options& options, const ProcessGroupOptions& o) {
+  options.group_name = o.group_name;
+  options.global_ranks_in_group = global_ranks(o);
+}
+/// ... and the backend's group uid and description.
+void name_backend(c10d::Backend& backend, const ProcessGroupOptions& o);
 
 /// A Gloo backend over `store` for rank o.world.rank of o.world.world_size, listening where
 /// gloo_interface says.
@@ -28,8 +42,13 @@ void claim_gpu(c10d::Store& store, const std::string& gpu, const ProcessGroupOpt
 /// LOCAL_RANK=0"), for messages.
 std::string gpu_binding_text();
 /// An NCCL backend bound to this rank's GPU (`device`, completed from the local rank when it has no
-/// index); throws strata::Error when this build has no NCCL or the GPU does not exist.
+/// index); throws strata::Error when LibTorch's CUDA library is not loaded (device/cuda_support.hpp),
+/// this build has no NCCL or the GPU does not exist.
 c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store,
                                             torch::Device& device);
+/// The NCCL backend's factory lives in libstrata_cuda (comm/nccl.cpp), which registers it as it loads.
+using NcclFactory = c10::intrusive_ptr<c10d::Backend> (*)(const ProcessGroupOptions&,
+                                                          const c10::intrusive_ptr<c10d::Store>&, torch::Device&);
+void register_nccl(NcclFactory factory);
 
 }  // namespace strata::detail

@@ -6,6 +6,8 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <fmt/format.h>
 
+#include "device/cuda_support.hpp"
+
 // STRATA_GIT_COMMIT: written by the strata_git_commit target of core/CMakeLists.txt at every
 // build, and only when it changed, so a new commit recompiles this file alone.
 #include "strata_git_commit.h"
@@ -14,16 +16,18 @@ namespace strata {
 
 namespace {
 
-/// The CUDA runtime version LibTorch's CUDA library was compiled with (CUDART_VERSION), or
-/// "none" for a LibTorch without CUDA (its hooks are the stub, which throws).
+/// The CUDA runtime version LibTorch's CUDA library was compiled with (CUDART_VERSION), asked of
+/// the library when this process loaded it (device/cuda_support.hpp); otherwise the version of
+/// LibTorch's CUDA build read when Strata was configured (its torch/version.py,
+/// STRATA_TORCH_CUDA_VERSION). "none" for a LibTorch without CUDA.
 std::string cuda_version() {
-  try {
-    const long v = at::detail::getCUDAHooks().versionCUDART();
-    if (v <= 0) return "none";
-    return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
-  } catch (const std::exception&) {
-    return "none";
-  }
+  if (cuda_support::loaded()) try {
+      const long v = at::detail::getCUDAHooks().versionCUDART();
+      if (v > 0) return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
+    } catch (const std::exception&) {
+    }
+  const std::string configured = STRATA_TORCH_CUDA_VERSION;
+  return configured.empty() ? "none" : configured;
 }
 
 /// The NCCL library loaded into this process (LibTorch's CUDA library links it), asked through
@@ -58,8 +62,10 @@ Json versions_json() {
 
 std::string version_text() {
   const auto& b = build_info();
-  return fmt::format("strata {}\ncommit: {}\nLibTorch: {}\nCUDA: {} (LibTorch's build)\nNCCL: {}\n", b.version,
-                     b.commit, b.torch, b.cuda, b.nccl);
+  const std::string absent = cuda_support::why_absent();
+  return fmt::format("strata {}\ncommit: {}\nLibTorch: {}\nCUDA: {} (LibTorch's build{})\nNCCL: {}\n", b.version,
+                     b.commit, b.torch, b.cuda,
+                     b.cuda == "none" || absent.empty() ? "" : "; its CUDA library is not loaded: " + absent, b.nccl);
 }
 
 std::string host_name() {

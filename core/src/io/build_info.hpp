@@ -15,7 +15,7 @@ struct BuildInfo {
                         ///< uncommitted changes; "unknown" when built outside a git checkout
   std::string torch;    ///< LibTorch, e.g. "2.11.0"
   std::string cuda;     ///< the CUDA runtime LibTorch was built with, e.g. "13.0"; "none" for a CPU build
-  std::string nccl;     ///< the NCCL loaded with LibTorch, e.g. "2.27.5"; "none" without one
+  std::string nccl;     ///< the NCCL loaded with LibTorch's CUDA library, e.g. "2.27.5"; "none" when not loaded
 };
 
 /// This process's build info (computed once).

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
+#include "device/cuda_support.hpp"
 #include "job/world.hpp"
 #include "strata/errors.hpp"
 
@@ -37,7 +38,8 @@ DeviceChoice choose_device(const std::string& requested, int local_rank, int loc
   if (requested == "auto" && n <= 0) return {};
   if (n <= 0)
     throw Error("device \"" + requested + "\" was requested but this process sees no CUDA device (CUDA_VISIBLE_DEVICES=" +
-                    (v.visible_env.empty() ? "(unset)" : v.visible_env) + ").",
+                    (v.visible_env.empty() ? "(unset)" : v.visible_env) + ")" +
+                    (v.cuda_absent.empty() ? "" : "; LibTorch's CUDA library is not loaded: " + v.cuda_absent) + ".",
                 "Use device = \"cpu\" or \"auto\", or run on a machine with a GPU (and check CUDA_VISIBLE_DEVICES).");
   if (requested == "auto" || requested == "cuda") {
     if (n >= local_world_size) return {gpu(local_rank), ""};
@@ -77,6 +79,7 @@ DeviceView device_view(const WorldInfo& world) {
   v.visible_env = visible != nullptr ? visible : "";
   v.launcher = world.launcher;
   v.local_rank_source = world.source;
+  v.cuda_absent = cuda_support::why_absent();
   return v;
 }
 

@@ -37,6 +37,7 @@ struct DeviceView {
   std::string visible_env;  ///< CUDA_VISIBLE_DEVICES as set, "(unset)" when not, for messages
   std::string launcher;     ///< "torchrun", "slurm", "openmpi", "strata" or "none", for messages
   std::string local_rank_source;  ///< the variable the local rank came from ("SLURM_LOCALID=1"), for messages
+  std::string cuda_absent;  ///< why LibTorch's CUDA library is not loaded (device/cuda_support.hpp), "" when it is
 };
 
 struct DeviceChoice {
