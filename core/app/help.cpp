@@ -89,8 +89,8 @@ constexpr const char* kLauncherEnvironment = R"(  RANK WORLD_SIZE LOCAL_RANK LOC
                   on one host draws its own)
   STRATA_CUDA
                   0: never load LibTorch's CUDA library (kernels, cuBLAS, cuDNN, NCCL); 1: load
-                  it even where no NVIDIA GPU shows; unset: load it where /dev/nvidia0, ...
-                  shows a GPU and CUDA_VISIBLE_DEVICES does not hide them all
+                  it even where no NVIDIA GPU shows; unset: load it where the machine shows
+                  one (/dev/nvidia0, ...) and CUDA_VISIBLE_DEVICES does not hide them all
 )";
 
 constexpr const char* kPluginEnvironment = R"(  STRATA_PLUGIN_PATH

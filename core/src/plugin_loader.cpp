@@ -230,6 +230,13 @@ std::vector<std::string> needed_libraries(const fs::path& file) {
   return names;
 }
 
+/// LibTorch's libraries (libtorch*, libc10*) and NVIDIA's (libcu*, libnccl*, libnv*).
+bool left_to_the_plugins_load(const std::string& name) {
+  for (const char* prefix : {"libtorch", "libc10", "libcu", "libnccl", "libnv"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
 /// Opens each library `plugin` needs that the process has not loaded yet, as a root of its own
 /// with RTLD_DEEPBIND, so that it binds its own globals before the process's (the plugin's load
 /// then finds it loaded). A library that defines a global of the same name as one of LibTorch's
@@ -239,6 +246,10 @@ std::vector<std::string> needed_libraries(const fs::path& file) {
 /// A library the host's search path does not find is left to the plugin's own load (its RUNPATH).
 void open_dependencies_apart(const fs::path& plugin) {
   for (const auto& name : needed_libraries(plugin)) {
+    // LibTorch's and NVIDIA's libraries are left to the plugin's own load: a plugin linked with
+    // LibTorch whole (libtorch_cuda) on a host that did not load it (device/cuda_support.hpp) must
+    // not get a copy that binds its C++ runtime to itself before libstdc++.
+    if (left_to_the_plugins_load(name)) continue;
     if (void* loaded = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
       ::dlclose(loaded);  // drops the reference NOLOAD took; the library stays
       continue;

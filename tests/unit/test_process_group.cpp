@@ -25,6 +25,7 @@
 
 #include <torch/csrc/distributed/c10d/FlightRecorder.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
 
 #include "comm/backends.hpp"
@@ -303,7 +304,7 @@ TEST_CASE("process group: the nccl backend comes from libstrata_cuda, which a pr
   o.world.local_world_size = 2;
   torch::Device device(torch::kCUDA);
   if (!cuda_support::loaded()) {
-    CHECK(cuda_support::why_absent().find("CUDA_VISIBLE_DEVICES") != std::string::npos);
+    CHECK_FALSE(cuda_support::why_absent().empty());
     try {
       (void)detail::make_nccl(o, store, device);
       FAIL("make_nccl built a backend without LibTorch's CUDA library");
@@ -311,13 +312,15 @@ TEST_CASE("process group: the nccl backend comes from libstrata_cuda, which a pr
       const std::string what = e.what();
       CHECK(what.find("rank 0 of 2") != std::string::npos);
       CHECK(what.find("not loaded") != std::string::npos);
-      CHECK(what.find("CUDA_VISIBLE_DEVICES") != std::string::npos);
+      CHECK(what.find(cuda_support::why_absent()) != std::string::npos);
       CHECK(std::string(e.fix()).find("gloo") != std::string::npos);
     }
   }
 #ifdef STRATA_HAVE_CUDA_LIBRARY
   // Opened as load_at_start() opens it, the library registers its factory, which then answers for
-  // this machine: no GPU is visible to the process.
+  // this machine: no GPU is visible to the process. (Run by hand where a GPU is visible, the
+  // factory would build a communicator waiting for a second rank: not here.)
+  if (c10::cuda::device_count() > 0) return;
   REQUIRE_MESSAGE(::dlopen(cuda_support::library_path().c_str(), RTLD_NOW | RTLD_GLOBAL) != nullptr, ::dlerror());
   try {
     (void)detail::make_nccl(o, store, device);

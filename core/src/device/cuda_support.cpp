@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -30,6 +31,10 @@ std::optional<std::string> reason_to_skip() {
   }
   std::error_code ec;
   if (fs::exists("/dev/dxg", ec)) return std::nullopt;  // WSL's GPU
+  // The driver's own list: there while its module is loaded, also where no /dev/nvidiaN exists yet
+  // (made by the first CUDA program on a node without the udev rule) and in GPU containers.
+  if (!fs::is_empty("/proc/driver/nvidia/gpus", ec) && !ec) return std::nullopt;
+  ec.clear();
   for (auto it = fs::directory_iterator("/dev", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name.size() > 6 && name.rfind("nvidia", 0) == 0 &&
@@ -69,12 +74,16 @@ fs::path library_path() {
 void load_at_start() {
   std::call_once(once, [] {
     const char* setting = std::getenv("STRATA_CUDA");
-    const std::string s = setting != nullptr ? setting : "";
-    if (s == "0" || s == "off") {
-      absent = "STRATA_CUDA=" + s + " keeps it out";
+    std::string s = setting != nullptr ? setting : "";
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (s == "0" || s == "off" || s == "false" || s == "no") {
+      absent = fmt::format("STRATA_CUDA={} keeps it out", setting);
       return;
     }
-    const bool asked = s == "1" || s == "on";
+    const bool asked = s == "1" || s == "on" || s == "true" || s == "yes";
+    if (!asked && !s.empty())
+      std::fprintf(stderr, "strata: warning: STRATA_CUDA=%s is neither 0 nor 1 (off/on, false/true, no/yes): taken as "
+                           "unset, so LibTorch's CUDA library loads where a GPU shows\n", setting);
     if (!asked) {
       if (auto skip = reason_to_skip()) {
         absent = *skip;

@@ -15,7 +15,8 @@ namespace strata::cuda_support {
 
 /// Opens libstrata_cuda (beside libstrata_core) with its dependencies, unless STRATA_CUDA=0, or
 /// CUDA_VISIBLE_DEVICES hides every GPU, or the machine shows no NVIDIA device (/dev/nvidia0,
-/// /dev/nvidia1, ... or WSL's /dev/dxg); STRATA_CUDA=1 opens it whatever the machine shows. A
+/// /dev/nvidia1, ..., the driver's /proc/driver/nvidia/gpus or WSL's /dev/dxg); STRATA_CUDA=1
+/// opens it whatever the machine shows (0/1, off/on, false/true, no/yes). A
 /// library that does not open is said once on stderr when the machine has a GPU or STRATA_CUDA=1
 /// asked for it, and the process goes on without CUDA. Idempotent.
 void load_at_start();
