@@ -7,6 +7,7 @@
 // state dict that the reference loads back; and clean errors for bad options.
 
 #include "check/check.hpp"
+#include "check/figures.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -54,8 +55,6 @@ constexpr double kExactTensorRel = 1e-5;  // every tensor of the final model, re
 constexpr double kExactLossAbs = 1e-4;  // final_loss, absolute
 constexpr double kRoundTripRel = 1e-9;  // param_norm of the saved model reloaded by the reference
 constexpr double kReloadLr = 1e-12;     // the reloading run's one step moves nothing measurable
-constexpr double kMemoryRel = 0.05;     // model state against the layout of docs/user-guide.md, plus padding
-constexpr double kTrafficRel = 0.02;    // bus bytes against the layout of docs/user-guide.md, plus padding and norms
 constexpr std::int64_t kSteps = 24;
 constexpr std::int64_t kMinGlobalBatch = 24;
 constexpr std::int64_t kMaxGlobalBatch = 4096;
@@ -348,107 +347,23 @@ class Checker {
         ok ? fmt::format("{} ({})", detail, promise) : fmt::format("{}; declared {}", detail, promise));
   }
 
-  /// Model state per rank, category by category, against the schedule's ScheduleMemory within 5%
-  /// plus padding (< N elements per flat group, at most one group per parameter tensor) and AdamW's
-  /// step counts. No schedule: between the 1/N share and twice the full model.
   void check_memory(int w, const Variant& v, const Outcome& run, const std::vector<Schedule>& plans) {
     const std::string check = title(v, "memory");
     if (!run.ok()) return add(check, w, Verdict::kFail, run.failure());
-    const double full = run.number("parameters") * 4;
-    const double tensors = run.number("parameter_tensors");
-    struct Item {
-      std::string name;
-      double bytes, low, high;
-      std::string why;
-    };
-    std::vector<Item> items;
-    const auto measured = [&](const std::string& name) { return run.number("memory.model_state_bytes." + name); };
-    if (!plans.empty()) {
-      const ScheduleMemory& m = plans.back().memory;
-      const double pad = 4.0 * w * tensors;  // per float32 copy
-      const auto part = [&](const std::string& name, double expected, double copies, double extra) {
-        items.push_back({name, measured(name), expected * (1 - kMemoryRel), expected * (1 + kMemoryRel) + copies * pad + extra,
-                         fmt::format("{:.0f} B scheduled", expected)});
-      };
-      part("params", m.params, 1, 0);
-      part("grads", m.grads, 1, 0);
-      part("optimizer", m.optimizer, 2, 8 * tensors);
-      for (const auto& [name, bytes] : m.extra) part(name, bytes, 1, 0);
-    } else {
-      items = {{"params", measured("params"), full / w * 0.95, 2 * full, "fp32 parameters"},
-               {"grads", measured("grads"), full / w * 0.95, 2 * full, "fp32 gradients"},
-               {"optimizer", measured("optimizer"), 2 * full / w * 0.95, 2 * full * 1.05, "2 AdamW states"}};
-    }
-    std::string held, wrong;
-    for (const auto& it : items) {
-      held += fmt::format("{}{} {:.0f} B", held.empty() ? "" : ", ", it.name, it.bytes);
-      const bool zero_ok = it.low <= 0 && it.bytes == 0;
-      if (!(std::isfinite(it.bytes) && (zero_ok || (it.bytes > 0 && it.bytes >= it.low && it.bytes <= it.high))))
-        wrong += fmt::format("; {} {:.0f} B is outside [{:.0f}, {:.0f}] B ({} of {:.0f} parameters over {} ranks)",
-                             it.name, it.bytes, it.low, it.high, it.why, full / 4, w);
-    }
-    // State the run reports that the schedule does not declare.
-    if (const Json* state = run.result.summary ? run.result.summary->at_path("memory.model_state_bytes") : nullptr; state && state->members())
-      for (const auto& [name, value] : *state->members())
-        if (std::none_of(items.begin(), items.end(), [&](const Item& it) { return it.name == name; }) && value.number_or(0) > 0)
-          wrong += fmt::format("; {} {:.0f} B is held but not in the schedule's memory", name, value.number_or(0));
-    if (!std::isfinite(full) || full <= 0 || !std::isfinite(tensors)) wrong += "; summary.json has no parameter count";
-    add(check, w, wrong.empty() ? Verdict::kPass : Verdict::kFail,
-        fmt::format("{} per rank; full fp32 parameters {:.0f} B; {}{}", held, full,
-                    plans.empty() ? "no schedule: consistency bounds" : "the schedule's state within 5% + padding",
-                    wrong));
+    const auto found = check_figures::memory(w, run.result, plans);
+    add(check, w, found.ok ? Verdict::kPass : Verdict::kFail, found.detail);
   }
 
-  /// Bus bytes per step against the schedule's collectives (their mean over the steps run) within
-  /// 2% plus padding and the norm all-reduces, on every workload. No schedule: counted above world
-  /// size 1. At world size 1: none.
   void check_communication(int w, const Variant& v, const std::vector<Outcome>& runs,
                            const std::vector<std::vector<Schedule>>& schedules_of) {
     const std::string check = title(v, "communication");
-    std::string numbers, wrong;
+    std::vector<check_figures::WorkloadRun> of;
     for (std::size_t i = 0; i < runs.size(); ++i) {
-      const auto& run = runs[i];
-      if (!run.ok()) return add(check, w, Verdict::kFail, run.failure());
-      const double bus = run.number("comm.bus_bytes_per_step"), calls = run.number("comm.calls_per_step");
-      const double full = run.number("parameters") * 4, tensors = run.number("parameter_tensors");
-      const int micro = workloads_[i].micro_batches;
-      numbers += fmt::format("{}{}: {:.0f} B/step in {:.3g} calls", numbers.empty() ? "" : "; ", workloads_[i].title,
-                             bus, calls);
-      const auto& plans = schedules_of[i];
-      if (w == 1) {
-        if (bus != 0) wrong += fmt::format("; {}: expected no traffic at world size 1", workloads_[i].title);
-      } else if (!plans.empty()) {
-        double expected = 0, ops = 0;
-        std::map<int, double> levels;  // bus bytes by the ranks a collective spans
-        for (const auto& s : plans) {
-          expected += s.bus_bytes();
-          for (const auto& op : s.ops())
-            if (op.kind == ScheduleOp::Kind::kCollective) {
-              ops += 1;
-              levels[op.group] += op.bus_bytes() / static_cast<double>(plans.size());
-            }
-        }
-        expected /= static_cast<double>(plans.size());
-        ops /= static_cast<double>(plans.size());
-        // Padding: fewer than N elements per flat group of a collective, at most one group per
-        // tensor per model-sized transfer; the gradient norm's all-reduces (a float each).
-        const double transfers = full > 0 ? expected / full : 0;
-        const double slack = transfers * 4.0 * w * tensors + ops * 4.0 * w + 2 * 8.0 * (1 + micro);
-        const bool ok = std::abs(bus - expected) <= kTrafficRel * expected + slack;
-        std::string split;  // a two-level schedule: what moves at each level
-        for (auto it = levels.rbegin(); levels.size() > 1 && it != levels.rend(); ++it)
-          split += fmt::format("{}{:.0f} over {} ranks", split.empty() ? ": " : " + ", it->second, it->first);
-        numbers += fmt::format(" (scheduled {:.0f}{} in {:.3g} collectives)", expected, split, ops);
-        if (!ok)
-          wrong += fmt::format("; {}: {:.0f} B/step is not the schedule's {:.0f} B within 2% + {:.0f} B of padding",
-                               workloads_[i].title, bus, expected, slack);
-      } else if (!(bus > 0 && calls > 0)) {
-        wrong += fmt::format("; {}: traffic is not accounted (every collective must go through strata::Comm)",
-                             workloads_[i].title);
-      }
+      if (!runs[i].ok()) return add(check, w, Verdict::kFail, runs[i].failure());
+      of.push_back({&runs[i].result, workloads_[i].title, workloads_[i].micro_batches, &schedules_of[i]});
     }
-    add(check, w, wrong.empty() ? Verdict::kPass : Verdict::kFail,
-        numbers + (entry_.scheduler || w == 1 ? "" : "; no schedule declared: counted only") + wrong);
+    const auto found = check_figures::communication(w, of, entry_.scheduler != nullptr);
+    add(check, w, found.ok ? Verdict::kPass : Verdict::kFail, found.detail);
   }
 
   /// The saved full model, loaded by the reference for one step at a negligible learning rate, has
