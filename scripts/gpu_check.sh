@@ -79,6 +79,12 @@ cmake --build "$BUILD" -j "$JOBS"
 if ((BUILD_ONLY)); then say "built $BUILD/bin/strata"; exit 0; fi
 
 status=0
+say "LibTorch's CUDA library, which strata loads at start where a GPU shows (libstrata_cuda)"
+version="$("$BUILD/bin/strata" --version)" || status=1
+printf '%s\n' "$version"
+if grep -qE "not loaded|^NCCL: none" <<<"$version"; then
+  say "FAILED: strata did not load LibTorch's CUDA library and NCCL (strata --version says why)"; status=1
+fi
 say "the quick start as the README gives it (device auto)"
 QUICK="$BUILD/gpu-check/quickstart"
 rm -rf "$QUICK"

@@ -42,9 +42,17 @@ def visible_gpu():
 
 
 def strata_uses_the_gpu():
+    """strata loads LibTorch's CUDA library (libstrata_cuda, with NCCL) at start where a GPU shows,
+    and can then use the device; with STRATA_CUDA=0 it does not load it and says why."""
     _, seen = visible_gpu()
+    version = st.strata("--version")
+    st.expect_exit(version, 0)
+    st.check("not loaded" not in version.stdout and "NCCL: none" not in version.stdout,
+             "a CUDA device is visible (%s) but strata did not load LibTorch's CUDA library" % seen, version)
     result = st.strata("validate", st.GOOD_SYNTHETIC, "--set", "train.device=cuda", timeout=120)
     st.check(result.returncode == 0, "a CUDA device is visible (%s) but strata cannot use it" % seen, result)
+    off = st.strata("validate", st.GOOD_SYNTHETIC, "--set", "train.device=cuda", env={"STRATA_CUDA": "0"}, timeout=120)
+    st.expect_clean_failure(off, 2, "sees no CUDA device", "STRATA_CUDA=0 keeps it out")
 
 
 def run(label, *sets, nproc=1):
