@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""How long a process takes to start, Strata beside its PyTorch-Python peer.
+
+    bench/startup.py [--repeats 20] [--strata build/bin/strata] [--json FILE]
+
+Every `strata` command and every rank of a job is a process that loads LibTorch before it does
+anything. Timed here, interleaved --repeats times, median wall clock of each:
+  - `strata --version` (load, print, exit), as it runs on this machine: on one without an NVIDIA
+    GPU the host leaves LibTorch's CUDA library (libtorch_cuda, cuBLAS, cuDNN, NCCL) unloaded;
+  - the same with STRATA_CUDA=1, which loads it as on a GPU machine;
+  - `strata validate experiments/quickstart.toml` (plugins loaded, the experiment checked);
+  - the peer: `python -c "import torch"`, what every rank of a torchrun job pays before its script.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import peers  # noqa: E402  (machine())
+
+
+def timed(command, env):
+    start = time.perf_counter()
+    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=ROOT)
+    return time.perf_counter() - start
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--strata", default=os.path.join(ROOT, "build", "bin", "strata"))
+    ap.add_argument("--python", default=sys.executable, help="the peer's interpreter (with torch)")
+    ap.add_argument("--json", help="also write the medians here")
+    a = ap.parse_args()
+    base = dict(os.environ)
+    base.pop("STRATA_CUDA", None)
+    cases = [
+        ("strata --version", [a.strata, "--version"], base),
+        ("strata --version, STRATA_CUDA=1", [a.strata, "--version"], dict(base, STRATA_CUDA="1")),
+        ("strata validate experiments/quickstart.toml", [a.strata, "validate", "experiments/quickstart.toml"], base),
+        ("python -c 'import torch' (peer)", [a.python, "-c", "import torch"], base),
+    ]
+    for _, command, env in cases:  # warm the page cache
+        timed(command, env)
+    times = {name: [] for name, _, _ in cases}
+    for _ in range(a.repeats):
+        for name, command, env in cases:
+            times[name].append(timed(command, env))
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    print(f"machine: {peers.machine()}; {a.repeats} interleaved repeats, median wall clock")
+    print("| process | median | spread (max-min) |")
+    print("|---|---:|---:|")
+    for name, t in times.items():
+        print(f"| {name} | {1e3 * medians[name]:.0f} ms | {1e3 * (max(t) - min(t)):.0f} ms |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"machine": peers.machine(), "repeats": a.repeats, "median_s": medians}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
