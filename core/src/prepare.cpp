@@ -104,7 +104,6 @@ void check_placement(const Experiment& e, const Placement& placement, int world_
                 fmt::format("Use nproc = 1 and set strategy.{} to the number of devices.", placement.devices_option));
 }
 
-constexpr double kFloat32Bytes = 4;
 constexpr double kValidateBuildBytes = 1024.0 * 1024 * 1024;
 
 

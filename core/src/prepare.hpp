@@ -27,6 +27,9 @@ std::vector<PluginLoadFailure> load_plugins(Registry& registry, const Experiment
 /// tensors and Gloo for CPU tensors.
 std::string resolve_backend(const Experiment& e, const torch::Device& device);
 
+/// Bytes of a float32 parameter, as the host memory checks count a model.
+constexpr double kFloat32Bytes = 4;
+
 /// What prepare() is for: a run builds everything; validation builds a model only up to 1 GiB of
 /// float32 parameters (a larger one is checked through its plugin's estimate),
 /// so that `strata validate` stays quick and small whatever the options ask for.

@@ -130,7 +130,7 @@ void validate_experiment(const RunRequest& request) {
   const std::string parameters =
       p->model ? std::to_string(p->model->parameter_count()) + " parameters"
                : fmt::format("about {:.4g} parameters (estimated, {} as float32; only run builds it)",
-                             *p->estimated_parameters, gib(*p->estimated_parameters * 4.0));  // float32
+                             *p->estimated_parameters, gib(*p->estimated_parameters * kFloat32Bytes));
   std::cout << fmt::format("{}: ok (model {} with {}, dataset {}, strategy {}, {} steps, world {} on {})\n",
                            detail::shown(request.file.string(), 200), e.model.name, parameters, e.dataset.name,
                            e.strategy.name, e.train.steps, world.world_size, p->device.str());

@@ -197,15 +197,11 @@ void register_nccl(NcclFactory factory) { nccl_factory = factory; }
 
 c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const c10::intrusive_ptr<c10d::Store>& store,
                                             torch::Device& device) {
+  // libstrata_cuda registers the factory as it loads (and says there when this build has no NCCL).
   if (nccl_factory != nullptr) return nccl_factory(o, store, device);
-  if (!cuda_support::loaded())
-    throw Error(fmt::format("{}: backend \"nccl\" needs LibTorch's CUDA library, which is not loaded: {}.",
-                            rank_name(o.world), cuda_support::why_absent()),
-                "Use backend \"gloo\" (CPU tensors), or run on a machine with an NVIDIA GPU visible to this process.");
-  throw Error(rank_name(o.world) + ": backend \"nccl\" is not available in this build of Strata (LibTorch without "
-                  "NCCL, or no CUDA/NCCL headers at compile time)",
-              "use backend \"gloo\" with CPU tensors, or rebuild on a machine with CUDA and NCCL headers and a CUDA "
-              "build of LibTorch");
+  throw Error(fmt::format("{}: backend \"nccl\" needs LibTorch's CUDA library, which is not loaded: {}.",
+                          rank_name(o.world), cuda_support::why_absent()),
+              "Use backend \"gloo\" (CPU tensors), or run on a machine with an NVIDIA GPU visible to this process.");
 }
 
 }  // namespace strata::detail
