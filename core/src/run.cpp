@@ -183,6 +183,7 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   // one-GPU NCCL check, say).
   if (world.world_size > 1 || e.distributed.backend != "auto" || e.distributed.force_collectives) {
     backend = resolve_backend(e, p->device);
+    keep_flight_record();
     if (world.launcher == "none") world.master_port = free_port(world.master_addr);
     ProcessGroupOptions options;
     options.world = world;
@@ -230,8 +231,15 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   p->log = Logger(world.rank, world.world_size);
   const fs::path& run_dir = p->place.run_dir;
   monitor.attach(store, run_dir, world.master_addr + ":" + std::to_string(world.master_port));
-  // A collective that times out on NCCL leaves its flight-recorder dump beside the verdict.
-  if (backend == "nccl") direct_flight_recorder(run_dir, world.rank);
+  // c10d's flight recorder names the collectives that did not complete (the hang watch's report),
+  // and its record lands beside the verdict: the monitor's dump when it ends the job, NCCL's
+  // watchdog's when a collective times out.
+  if (backend != "none") {
+    const fs::path trace = backend == "nccl" ? direct_flight_recorder(run_dir, world.rank)
+                                             : run_dir / "comm_trace" / fmt::format("rank_{}", world.rank);
+    monitor.set_flight_recorder([backend] { return collectives_in_flight(backend); },
+                                [backend, trace] { dump_flight_recorder(backend, trace); });
+  }
   const Logger& log = p->log;
   if (!p->device_note.empty()) log.info("note: " + p->device_note);
   // strata's launcher said the fit check's warning before it started the ranks.

@@ -10,6 +10,7 @@ cannot end it.
 """
 import json
 import os
+import pickle
 import re
 import signal
 import socket
@@ -243,6 +244,24 @@ def hung_collective_ends_with_a_verdict():
         st.expect_in(fragment, error, result, "summary.json's error")
     st.check(summary.get("failed_rank") == 1, "failed_rank %r: the rank that never issued its collective is 1"
              % summary.get("failed_rank"), result)
+    # c10d's flight recorder says which collective did not complete: rank 0's all-reduce, which
+    # rank 1 never joined; rank 1 has none pending.
+    pending = re.findall(r"rank (\d) in train, step \d+, last collectives: .*?, not completed: (.*?)(?=\. rank \d in |$)",
+                         error)
+    st.check(len(pending) == 2 and pending[0][0] == "0" and pending[0][1].startswith("all_reduce of 676 Float")
+             and "scheduled" in pending[0][1] and pending[1] == ("1", "none"),
+             "the verdict does not name rank 0's all-reduce as not completed and none for rank 1: %r" % pending, result)
+    # ... and its record of each rank lands beside the verdict, as PyTorch's analyser reads it.
+    traces = {}
+    for r in (0, 1):
+        path = os.path.join(out, "comm_trace", "rank_%d" % r)
+        st.check(os.path.isfile(path), "no flight-recorder dump %s" % path, result)
+        with open(path, "rb") as f:
+            traces[r] = pickle.load(f)["entries"]
+    active = [[e["profiling_name"] for e in traces[r] if not e["retired"]] for r in (0, 1)]
+    st.check(active == [["gloo:all_reduce"], []] and len(traces[0]) == len(traces[1]) + 1,
+             "the dumps do not show rank 0's one all-reduce more, not completed: %r, %d and %d entries"
+             % (active, len(traces[0]), len(traces[1])), result)
     print("  ended after %.1f s: %s" % (elapsed, error[:300]))
 
 

@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "comm/process_group.hpp"
@@ -50,5 +51,12 @@ c10::intrusive_ptr<c10d::Backend> make_nccl(const ProcessGroupOptions& o, const 
 using NcclFactory = c10::intrusive_ptr<c10d::Backend> (*)(const ProcessGroupOptions&,
                                                           const c10::intrusive_ptr<c10d::Store>&, torch::Device&);
 void register_nccl(NcclFactory factory);
+/// NCCL's flight recorder is libtorch_cuda's too: libstrata_cuda registers its two dumps (c10d's
+/// dump_nccl_trace and dump_nccl_trace_json) for comm/flight_recorder.cpp.
+struct NcclFlightRecorder {
+  std::string (*dump)(bool include_collectives, bool include_stack_traces, bool only_active) = nullptr;
+  std::string (*json)(bool include_collectives, bool only_active) = nullptr;
+};
+void register_nccl_flight_recorder(NcclFlightRecorder recorder);
 
 }  // namespace strata::detail

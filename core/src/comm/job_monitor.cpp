@@ -131,6 +131,15 @@ void JobMonitor::set_progress_source(std::function<JobProgress()> source) {
   progress_ = std::move(source);
 }
 
+void JobMonitor::set_flight_recorder(std::function<std::vector<std::string>()> in_flight, std::function<void()> dump) {
+  {
+    std::lock_guard lock(progress_mutex_);
+    in_flight_ = std::move(in_flight);
+  }
+  std::lock_guard lock(writer_mutex_);
+  dump_trace_ = std::move(dump);
+}
+
 void JobMonitor::set_verdict_writer(std::function<void(const FailureRecord&)> writer) {
   std::lock_guard lock(writer_mutex_);
   writer_ = std::move(writer);
@@ -286,7 +295,19 @@ Json JobMonitor::progress_json(std::int64_t beat) {
     if (progress_) progress = progress_();
   }
   Json j = Json::object();
-  j["advance"] = progress.issued + step_.load();
+  const auto advance = progress.issued + step_.load();
+  j["advance"] = advance;
+  // Stopped since the last beat: what c10d holds as not completed says where (on NCCL the device
+  // runs behind the host, so the last collective issued need not be the one that hangs).
+  if (static_cast<double>(advance) == last_advance_) {
+    std::lock_guard lock(progress_mutex_);
+    if (in_flight_) {
+      Json pending = Json::array();
+      for (const auto& c : in_flight_()) pending.push_back(Json(c));
+      j["in_flight"] = pending;
+    }
+  }
+  last_advance_ = static_cast<double>(advance);
   j["beat"] = beat;
   j["phase"] = phase_.load();
   j["step"] = step_.load();
@@ -353,10 +374,15 @@ void JobMonitor::watch_hang(std::vector<std::string>& seen, Clock::time_point& a
       for (const auto& pair : *l->elements())
         last += fmt::format("{}{}: {}", last.empty() ? "" : "; ", (*pair.elements())[0].string_or("?"),
                             (*pair.elements())[1].string_or("?"));
+    std::string pending;
+    if (const Json* p = s.find("in_flight"); p != nullptr && p->elements() != nullptr) {
+      for (const auto& c : *p->elements()) pending += (pending.empty() ? "" : "; ") + c.string_or("?");
+      if (pending.empty()) pending = "none";
+    }
     // note_step() holds the steps done before the one in progress.
-    ranks += fmt::format("{}rank {} in {}, step {}, last collectives: {}", r == 0 ? "" : ". ", r,
+    ranks += fmt::format("{}rank {} in {}, step {}, last collectives: {}{}", r == 0 ? "" : ". ", r,
                          s.find("phase")->string_or("?"), static_cast<std::int64_t>(s.find("step")->number_or(0)) + 1,
-                         last.empty() ? "none" : last);
+                         last.empty() ? "none" : last, pending.empty() ? "" : ", not completed: " + pending);
   }
   // The verdict is the job's, found here: this rank names it (a record the launcher keeps as the
   // cause), and waits a moment for the peers to read it, since they lose the store with rank 0.
@@ -523,6 +549,19 @@ void JobMonitor::fatal(const FailureRecord& verdict, int code, const std::string
   if (!fix.empty()) text += "  fix: " + fix + "\n";
   write_error(text);
   std::fflush(nullptr);
+  // c10d's record of this rank's last collectives, beside the verdict: the job ends here, before
+  // c10d's own timeout would dump it. At most two seconds: the recorder's lock may be held.
+  {
+    std::lock_guard lock(writer_mutex_);
+    if (dump_trace_) {
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      std::thread([dump = dump_trace_, done] {
+        dump();
+        *done = true;
+      }).detach();
+      for (int i = 0; i < 40 && !*done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
   // Then the peers, through the store, unless it is the store that is gone.
   if (!(record.cause_rank == 0 && options_.rank != 0)) publish(record);
   std::_Exit(code);

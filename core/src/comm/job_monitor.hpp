@@ -109,6 +109,10 @@ class JobMonitor {
   /// Where the hang watch reads this rank's collectives (called from the heartbeat thread; must
   /// stay valid until attach()'s threads stop, or be reset to null first).
   void set_progress_source(std::function<JobProgress()> source);
+  /// c10d's flight recorder of this rank's backend: `in_flight` lists the collectives it holds as
+  /// not completed (read for the hang watch's report when this rank has stopped advancing), `dump`
+  /// writes its record beside the verdict when this monitor ends the job. Either may be null.
+  void set_flight_recorder(std::function<std::vector<std::string>()> in_flight, std::function<void()> dump);
   std::int64_t step() const noexcept { return step_.load(); }
   /// What writes the verdict when the training thread cannot (called from the monitor's thread;
   /// must only touch thread-safe state). Null: nothing to write. Returns after any call in flight.
@@ -160,6 +164,9 @@ class JobMonitor {
   RankBeacon* beacon_ = nullptr;  // shared with strata's launcher, when it started this rank
   std::mutex progress_mutex_;
   std::function<JobProgress()> progress_;
+  std::function<std::vector<std::string>()> in_flight_;  // under progress_mutex_
+  std::function<void()> dump_trace_;                     // under writer_mutex_
+  double last_advance_ = -1;                             // the heartbeat thread's last report
   std::atomic<bool> finished_{false};
   std::atomic<bool> failing_{false};             // the training thread handles a failure
   std::atomic<std::int64_t> last_beat_ns_{0};   // steady clock of the last heartbeat the store took

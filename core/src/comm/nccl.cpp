@@ -79,6 +79,9 @@ c10::intrusive_ptr<c10d::Backend> nccl_backend(const ProcessGroupOptions& o, con
 /// Registers the factory as the library loads (dlopen runs this before it returns).
 const bool registered = [] {
   register_nccl(&nccl_backend);
+#ifdef STRATA_HAVE_NCCL
+  register_nccl_flight_recorder({&c10d::dump_nccl_trace, &c10d::dump_nccl_trace_json});
+#endif
   return true;
 }();
 

@@ -78,4 +78,18 @@ std::unique_ptr<ProcessGroupComm> make_process_group_comm(const ProcessGroupOpti
 /// first dump). Returns the file the dump goes to.
 std::filesystem::path direct_flight_recorder(const std::filesystem::path& run_dir, int rank);
 
+/// Sets c10d's flight recorder to keep this rank's last 2,000 collectives (TORCH_FR_BUFFER_SIZE,
+/// unless the environment chose): Gloo and NCCL record there what they issue and, NCCL after the
+/// device ran it, what completed. Call before the first process group is made.
+void keep_flight_record();
+/// The collectives of this rank that c10d's flight recorder holds as not completed, oldest first
+/// ("all_reduce of 2048 Float on strata world, issued 4.1 s ago, scheduled"): on NCCL, not yet
+/// completed on the device, which runs behind the host. `backend` is "gloo" or "nccl"; empty when
+/// the recorder holds none or is off.
+std::vector<std::string> collectives_in_flight(const std::string& backend);
+/// Writes c10d's flight-recorder dump of this rank (the pickle NCCL's watchdog writes on a timeout,
+/// whose entries PyTorch's flight-recorder analyser reads for NCCL) to `file`, for a job the monitor ends (a hang,
+/// a lost peer) before c10d's watchdog would. Never throws; returns whether a file was written.
+bool dump_flight_recorder(const std::string& backend, const std::filesystem::path& file) noexcept;
+
 }  // namespace strata
