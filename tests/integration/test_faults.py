@@ -11,6 +11,7 @@ the plugin library of a crash).
 """
 import contextlib
 import os
+import pickle
 import re
 import signal
 import time
@@ -157,6 +158,32 @@ def oom_kill_is_named_with_the_limit():
         expect_summary(out, result, 0, "train", AT_STEP, signal="SIGKILL")
 
 
+def hung_collective_of_one_rank_leaves_the_flight_record(backend="gloo", *device_sets):
+    """A job of one rank over forced collectives that never issues its 5th collective of the steps
+    (STRATA_FAULT=hang-collective:5:0): its own hang watch ends it, and c10d's flight record of
+    the rank lands in comm_trace/rank_0, the collectives it issued there, each completed. Gloo here;
+    test_gpu.py runs it over NCCL, whose recorder libstrata_cuda reads from libtorch_cuda."""
+    out = st.temp_dir("hang-collective-w1-" + backend)
+    result = st.strata("run", st.GOOD_SYNTHETIC, "--out", out, *st.set_args(
+        "strategy.name=ddp", "distributed.backend=" + backend, "distributed.force_collectives=true", "train.steps=20",
+        "train.threads=1", "distributed.timeout_s=30", "distributed.hang_timeout_s=%d" % HANG_S, *device_sets),
+        env={"STRATA_FAULT": "hang-collective:5:0"}, timeout=120)
+    expect_no_crash_output(result)
+    st.expect_exit(result, 1)
+    expect_paragraph(result, 0, "stopped advancing", "in train at step")
+    path = os.path.join(out, "comm_trace", "rank_0")
+    st.check(os.path.isfile(path), "no flight record at %s" % path, result)
+    with open(path, "rb") as f:
+        entries = pickle.load(f)["entries"]
+    names = sorted({e["profiling_name"] for e in entries})
+    st.check(len(entries) >= 4 and all(n.startswith(backend + ":") for n in names)
+             and all(e["retired"] for e in entries),
+             "the flight record holds %d entries (%s), retired %s: expected at least the 4 collectives of the steps "
+             "before the hang, all %s's and completed" % (len(entries), names, [e["retired"] for e in entries], backend),
+             result)
+    print("  %s: %d collectives in the flight record (%s)" % (backend, len(entries), ", ".join(names)))
+
+
 def no_fault_trains():
     """fault = "none": the fixture trains like ddp, at world 2, and nothing names a cause."""
     out, result = run("none", 2, 0)
@@ -170,7 +197,7 @@ def no_fault_trains():
 
 if __name__ == "__main__":
     only = os.environ.get("STRATA_TEST_ONLY")
-    cases = [no_fault_trains, oom_kill_is_named_with_the_limit]
+    cases = [no_fault_trains, oom_kill_is_named_with_the_limit, hung_collective_of_one_rank_leaves_the_flight_record]
     for fault in ("throw-setup", "segfault-step", "exit0-step", "hang-step"):
         cases += [case(fault, 1, 0), case(fault, 2, 1)]
     st.main([c for c in cases if not only or only in c.__name__])

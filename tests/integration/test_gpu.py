@@ -15,6 +15,7 @@ import os
 import subprocess
 
 import strata_test as st
+import test_faults
 
 RTOL = 1e-5
 COMMON = ["train.device=cuda", "train.save_final=true", "train.steps=24", "train.global_batch_size=24",
@@ -153,8 +154,16 @@ def two_ranks_on_one_gpu_are_refused():
              "the refusal does not name both ranks and the binding:\n" + refused[0][-2000:])
 
 
+def hung_collective_on_nccl_leaves_the_flight_record():
+    """test_faults.py's hung collective of a one-rank job, over NCCL on the GPU: the flight record
+    comes from libtorch_cuda's recorder (libstrata_cuda registers its dump), every collective in it
+    NCCL's and completed on the device."""
+    test_faults.hung_collective_of_one_rank_leaves_the_flight_record("nccl", "train.device=cuda")
+
+
 if __name__ == "__main__":
     found, words = visible_gpu()
     if not found:
         st.skip_all("no CUDA device: " + words)
-    st.main([strata_uses_the_gpu, strategies_match_single_on_cuda, trace_on_cuda, two_ranks_on_one_gpu_are_refused])
+    st.main([strata_uses_the_gpu, strategies_match_single_on_cuda, trace_on_cuda, two_ranks_on_one_gpu_are_refused,
+             hung_collective_on_nccl_leaves_the_flight_record])
