@@ -113,6 +113,10 @@ const std::vector<CommandHelp>& command_helps() {
   STRATA_CACHE_DIR
                   where `strata bench gemm` recorded measured peaks, for MFU (default
                   $XDG_CACHE_HOME/strata, else ~/.cache/strata)
+  STRATA_FORK_RANKS
+                  0: start every rank of --nproc N afresh (exec), as a GPU rank or one of
+                  several threads is; unset: CPU ranks of one thread each are forks of the
+                  launcher (no second start), named "strata rank R" (/proc/PID/comm)
 )";
   static const std::vector<CommandHelp> helps{
       {"run", "strata run FILE [--nproc N] [--out DIR] [--set KEY=VALUE]... [--resume PATH|auto] [--max-restarts R]\n"

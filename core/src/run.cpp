@@ -1,5 +1,6 @@
 #include "run.hpp"
 
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -150,6 +151,13 @@ void quiet_torch_logging() {
 }
 
 void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world) {
+  // `ps`, `top` and /proc/PID/comm name the rank (a forked rank's /proc/PID/environ is its
+  // launcher's); the threads it starts inherit the name.
+  if (world.world_size > 1) {
+    std::string name = fmt::format("strata rank {}", world.rank);
+    if (name.size() > 15) name = fmt::format("strata r{}", world.rank);  // the kernel keeps 15 bytes
+    ::prctl(PR_SET_NAME, name.c_str());
+  }
   quiet_torch_logging();
   tensor_memory::install();  // before the model exists: every tensor of training is counted
   const auto& d = experiment.distributed;
@@ -334,7 +342,8 @@ int run_experiment(const RunRequest& request) {
   // child carries on here as the rank; where no fork is possible, the rank is spawned below.
   if (!node && nproc == 1 && e.distributed.max_restarts == 0) {
     SpawnOptions one;
-    if (const int code = fork_and_supervise(one); code != kForkUnavailable) {
+    int local_rank = 0;
+    if (const int code = fork_and_supervise(one, local_rank); code != kForkUnavailable) {
       if (code != kForkChild) {
         // This process only supervised: nothing of its own to tear down (its libraries' static
         // destructors alone took 0.2 s).
@@ -357,6 +366,7 @@ int run_experiment(const RunRequest& request) {
   auto [place, prepared] = settle(request, e, world, how);
   if (!prepared) return 0;
   if (!prepared->memory_warning.empty()) std::cerr << "warning: " << prepared->memory_warning << "\n";
+  const bool on_cpu = prepared->device.is_cpu();
   prepared.reset();  // the ranks build their own: no copy of the model stays here while they train
   std::vector<std::string> common = {"run", request.file.string()};
   std::optional<fs::path> checkpoint;
@@ -379,6 +389,30 @@ int run_experiment(const RunRequest& request) {
   spawn.restart_args = common;
   spawn.restart_args.insert(spawn.restart_args.end(), {"--resume", "auto"});
   if (checkpoint && request.resume != "auto") spawn.env.emplace_back("STRATA_RESUME_FALLBACK", checkpoint->string());
+  // CPU ranks of one thread each (the usual case of several ranks on a host's cores) run in forks
+  // of this process, which has read and checked everything they need: no second start of the
+  // program per rank. A rank of several threads is started afresh, with OMP_WAIT_POLICY=PASSIVE
+  // (its OpenMP runtime must read it at load), as is a GPU rank (CUDA does not survive a fork).
+  const auto threads = e.train.threads > 0 ? e.train.threads
+                                           : std::max<std::int64_t>(1, std::thread::hardware_concurrency() / nproc);
+  const char* fork_ranks = std::getenv("STRATA_FORK_RANKS");
+  if (on_cpu && threads == 1 && nproc > 1 && !(fork_ranks != nullptr && std::string(fork_ranks) == "0")) {
+    int local_rank = 0;
+    if (const int code = fork_and_supervise(spawn, local_rank); code != kForkUnavailable) {
+      if (code != kForkChild) {
+        std::fflush(nullptr);
+        std::_Exit(code);
+      }
+      RunRequest rank_request = request;  // what an exec'd rank's command line says
+      if (place) rank_request.out = place->run_dir;
+      if (!request.resume.empty())
+        rank_request.resume = request.resume == "auto" || !checkpoint ? request.resume : checkpoint->string();
+      const auto world_of_rank = world_from_environment(process_environment());
+      if (!world_of_rank) throw Error("a forked rank found no RANK and WORLD_SIZE in its environment");
+      run_rank(rank_request, std::move(e), *world_of_rank);
+      return 0;
+    }
+  }
   return spawn_and_supervise(spawn);
 }
 

@@ -519,6 +519,18 @@ def child_pids(pid):
     return [int(x) for x in out.split()]
 
 
+def rank_of_process(pid):
+    """The rank process `pid` is, by its name ("strata rank R" in /proc/PID/comm: a rank that strata's
+    launcher forked keeps the launcher's /proc/PID/environ); -1 when gone or not (yet) a named rank."""
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            name = f.read().strip()
+    except OSError:
+        return -1
+    m = re.fullmatch(r"strata (?:rank |r)(\d+)", name)
+    return int(m.group(1)) if m else -1
+
+
 def alive(pid):
     """True while `pid` exists and is not a zombie."""
     try:

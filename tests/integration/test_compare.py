@@ -509,12 +509,6 @@ def wait_for(what, condition, timeout=120):
     st.fail("%s did not happen within %d s" % (what, timeout))
 
 
-def rank_of(pid):
-    with open("/proc/%d/environ" % pid, "rb") as f:
-        env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
-    return int(env[b"RANK"])
-
-
 def killed_runs_say_so():
     """A run whose process is SIGKILLed is recorded with the signal (no summary could be written), a run
     whose rank is SIGKILLed with the launcher's verdict (signal, failed rank), and after Ctrl-C the run
@@ -540,7 +534,7 @@ def killed_runs_say_so():
         wait_for("ddp-w2 training", training("ddp-w2"))
         launcher = wait_for("the ddp-w2 launcher", lambda: [p for p in st.child_pids(proc.pid) if p != run])[0]
         ranks = wait_for("ddp-w2's ranks", lambda: len(st.child_pids(launcher)) == 2 and st.child_pids(launcher))
-        victim = [r for r in ranks if rank_of(r) == 1][0]
+        victim = wait_for("ddp-w2's rank 1", lambda: [r for r in ranks if st.rank_of_process(r) == 1])[0]
         time.sleep(1)
         os.kill(victim, signal.SIGKILL)
         # zero1-w1: Ctrl-C to the comparison; zero1-w2 is then never started.

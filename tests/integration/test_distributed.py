@@ -118,11 +118,9 @@ def killed_rank_stops_the_job():
 
 def rank_of(pids, rank):
     for pid in pids:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-        if env.get(b"RANK") == str(rank).encode():
+        if st.rank_of_process(pid) == rank:
             return pid
-    st.fail("no child with RANK=%d among %s" % (rank, pids))
+    st.fail("no child named rank %d among %s" % (rank, pids))
 
 
 

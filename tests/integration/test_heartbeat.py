@@ -30,10 +30,11 @@ class Job:
     """`strata run GOOD_SYNTHETIC --nproc 2` with SETS, started in a session of its own, running
     training steps on return; killed with everything it started when the case ends."""
 
-    def __init__(self, label):
+    def __init__(self, label, **extra_env):
         self.out = st.temp_dir(label)
         args = [st.strata_bin(), "run", st.GOOD_SYNTHETIC, "--out", self.out, "--nproc", "2"] + st.set_args(*SETS)
         env, _ = st._clean_env()
+        env.update(extra_env)
         self.launcher = st.Watched("launcher", args, env)
         self.ranks = {}
 
@@ -49,7 +50,7 @@ class Job:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.launcher.proc.poll() is None:
             children = st.child_pids(self.launcher.proc.pid)
-            self.ranks = {rank_of(pid): pid for pid in children}
+            self.ranks = {st.rank_of_process(pid): pid for pid in children}
             if len(self.ranks) == 2 and self.launcher.wait_for_line(r"\bstep +\d+/", 0):
                 break
             time.sleep(0.2)
@@ -90,16 +91,6 @@ class Job:
 
     def summary(self):
         return st.load_summary(self.out)
-
-
-def rank_of(pid):
-    """RANK of a launcher's child (from its environment), -1 when unreadable."""
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-        return int(env.get(b"RANK", b"-1"))
-    except (OSError, ValueError):
-        return -1
 
 
 def cause_line(result, rank):
@@ -189,8 +180,11 @@ def one_host_job_listens_on_loopback_only_and_ignores_strangers():
     """A `--nproc 2` job: every listening socket of its processes (rank 0's store, both ranks'
     Gloo) is on loopback; a stranger on this host who writes the store's keys (a forged abort and
     verdicts, another run directory, non-numbers in every key it lists) changes nothing: the job
-    trains on, and a SIGTERM afterwards ends it "interrupted" with no verdict of the stranger's."""
-    with Job("loopback") as job:
+    trains on, and a SIGTERM afterwards ends it "interrupted" with no verdict of the stranger's.
+    Its ranks are started afresh (STRATA_FORK_RANKS=0), so that /proc shows the secret and port the
+    launcher gave them (a forked rank sets them in its own memory; the other cases run forked ranks,
+    whose sealed aborts and verdicts need that very secret)."""
+    with Job("loopback", STRATA_FORK_RANKS="0") as job:
         pids = [job.launcher.proc.pid] + list(job.ranks.values())
         found = listeners(pids)
         st.check(found, "the job's processes hold no listening TCP socket", job.result())

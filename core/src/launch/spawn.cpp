@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -91,8 +92,10 @@ std::string draw_attempt_id(const SpawnOptions& options) {
   return options.nnodes > 1 ? std::string() : random_hex("the job's attempt id");
 }
 
-ChildPlan make_plan(const SpawnOptions& options, int local_rank, int port, const std::string& program, int restart,
-                    const std::string& secret, const std::string& attempt_id, int beacon_fd) {
+/// The variables that make a process rank `local_rank` of the job: torchrun's, and Strata's own.
+std::vector<std::pair<std::string, std::string>> rank_variables(const SpawnOptions& options, int local_rank, int port,
+                                                                int restart, const std::string& secret,
+                                                                const std::string& attempt_id, int beacon_fd) {
   std::vector<std::pair<std::string, std::string>> set = {
       {"RANK", std::to_string(options.node_rank * options.nproc + local_rank)},
       {"WORLD_SIZE", std::to_string(options.nnodes * options.nproc)},
@@ -109,6 +112,12 @@ ChildPlan make_plan(const SpawnOptions& options, int local_rank, int port, const
   };
   if (!secret.empty()) set.emplace_back("STRATA_JOB_SECRET", secret);
   set.insert(set.end(), options.env.begin(), options.env.end());
+  return set;
+}
+
+ChildPlan make_plan(const SpawnOptions& options, int local_rank, int port, const std::string& program, int restart,
+                    const std::string& secret, const std::string& attempt_id, int beacon_fd) {
+  const auto set = rank_variables(options, local_rank, port, restart, secret, attempt_id, beacon_fd);
   ChildPlan plan;
   plan.strings.push_back(program);
   const auto& args = restart > 0 && !options.restart_args.empty() ? options.restart_args : options.args;
@@ -278,45 +287,82 @@ int spawn_and_supervise(const SpawnOptions& options) {
   }
 }
 
-int fork_and_supervise(const SpawnOptions& options) {
+int fork_and_supervise(const SpawnOptions& options, int& local_rank) {
   validate(options);
   check_job_secret();
-  if (options.nproc != 1 || options.nnodes != 1 || options.max_restarts != 0) return kForkUnavailable;
+  if (options.nnodes != 1 || options.max_restarts != 0) return kForkUnavailable;
   std::error_code ec;
   int threads = 0;
   for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec); !ec && it != decltype(it)(); it.increment(ec))
     ++threads;
   if (threads != 1) return kForkUnavailable;
+  // A job of several ranks: each learns its place from the variables an exec'd rank would get.
+  // Drawn before fork: the children only set them.
+  std::vector<std::vector<std::pair<std::string, std::string>>> variables;
+  if (options.nproc > 1) {
+    const int port = options.master_port != 0 ? options.master_port : free_port(options.master_addr);
+    const std::string secret = draw_job_secret(options);
+    const std::string attempt_id = draw_attempt_id(options);
+    for (int rank = 0; rank < options.nproc; ++rank)
+      variables.push_back(rank_variables(options, rank, port, /*restart=*/0, secret, attempt_id, /*beacon_fd=*/-1));
+  }
   std::optional<SignalPipe> signals;
   signals.emplace();
-  RankBeacons beacons(1);
+  RankBeacons beacons(options.nproc);
+  clear_failure_records(options.run_dir);
   std::fflush(nullptr);  // buffered output must not be written twice
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
   const pid_t parent = ::getpid();
   const double started = unix_time_now();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    // The rank: dies with the launcher; the launcher's handlers go before any signal is let in.
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(kExecFailed);
-    adopt_rank_beacon(beacons.keep_for_child(0));
-    signals.reset();
-    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    return kForkChild;
+  std::vector<Child> children;
+  for (int rank = 0; rank < options.nproc; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      // A rank: dies with the launcher; the launcher's handlers go before any signal is let in.
+      // This process has one thread, so what it allocates from here on is its own.
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(kExecFailed);
+      adopt_rank_beacon(beacons.keep_for_child(rank));
+      signals.reset();
+      for (const auto& [key, value] : variables.empty() ? std::vector<std::pair<std::string, std::string>>()
+                                                        : variables[static_cast<std::size_t>(rank)])
+        ::setenv(key.c_str(), value.c_str(), /*overwrite=*/1);
+      if (options.nproc > 1) {
+        // As an exec'd rank's: no terminal input for N processes at once.
+        if (const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC); devnull >= 0) {
+          ::dup2(devnull, STDIN_FILENO);
+          ::close(devnull);
+        }
+      }
+      ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+      local_rank = rank;
+      return kForkChild;
+    }
+    if (pid < 0) {
+      const int fork_errno = errno;
+      ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+      kill_and_reap(children);
+      if (children.empty()) return kForkUnavailable;
+      throw Error("cannot start rank " + std::to_string(rank) + ": fork failed: " + std::strerror(fork_errno),
+                  "Check the process and memory limits (ulimit -u, ulimit -v) or use a smaller --nproc.");
+    }
+    Child child;
+    child.pid = pid;
+    child.rank = rank;
+    child.local = rank;
+    children.push_back(child);
   }
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (pid < 0) return kForkUnavailable;
-  Child child;
-  child.pid = pid;
   launch::SupervisionOptions watch;
   watch.grace = options.grace;
   watch.signals = &*signals;
   watch.beacons = beacons.fd() >= 0 ? &beacons : nullptr;
-  watch.single = true;
+  watch.single = options.nproc == 1;
   watch.run_dir = [&] { return options.run_dir.empty() ? beacons.run_dir(0) : options.run_dir; };
   watch.since = started;
-  return launch::supervise({child}, watch).code;
+  watch.write_verdict = true;
+  return launch::supervise(std::move(children), watch).code;
 }
 
 int free_port(const std::string& addr) {

@@ -53,17 +53,22 @@ int spawn_and_supervise(const SpawnOptions& options);
 /// fork_and_supervise() call it too.
 void check_job_secret();
 
-/// fork_and_supervise() in the child, which is to carry on as the job's one rank.
+/// fork_and_supervise() in a child, which is to carry on as a rank of the job.
 inline constexpr int kForkChild = -1;
 /// fork_and_supervise() could not fork (another thread runs: a fork would copy its locks held).
 inline constexpr int kForkUnavailable = -2;
 
-/// A job of one rank (options.nproc = 1 on one node, no restarts) run by this very process: forks,
-/// and the child returns kForkChild to run the rank here, its libraries already loaded (no second
-/// start of the program). The parent supervises it as spawn_and_supervise() does (signals
-/// forwarded, the cause named, the launcher's verdict written in the run directory the rank
-/// opened, found through its beacon) and returns the job's exit code. kForkUnavailable: spawn.
-int fork_and_supervise(const SpawnOptions& options);
+/// A job of this node only, without restarts, run by forks of this very process: each child
+/// returns kForkChild with `local_rank` set, to run that rank here, its libraries already loaded
+/// and its configuration read (no second start of the program, 0.3 s of CPU a rank). A job of
+/// several ranks gets in each child's environment what an exec'd rank gets (RANK, WORLD_SIZE,
+/// MASTER_PORT, the job's secret, options.env; stdin from /dev/null). The parent supervises the
+/// ranks as spawn_and_supervise() does (signals forwarded, the cause named, the launcher's verdict
+/// written in the run directory, options.run_dir or the one a rank of one opened, found through
+/// its beacon) and returns the job's exit code. kForkUnavailable: spawn. The children inherit
+/// this process's OpenMP runtime, whose idle workers spin (OMP_WAIT_POLICY is read once, at
+/// load): fork several ranks only where each computes with one thread.
+int fork_and_supervise(const SpawnOptions& options, int& local_rank);
 
 /// A TCP port on `addr` that was free a moment ago (bind to port 0, read it, close).
 int free_port(const std::string& addr = "127.0.0.1");
