@@ -9,7 +9,11 @@ anything. Timed here, interleaved --repeats times, median wall clock of each:
     GPU the host leaves LibTorch's CUDA library (libtorch_cuda, cuBLAS, cuDNN, NCCL) unloaded;
   - the same with STRATA_CUDA=1, which loads it as on a GPU machine;
   - `strata validate experiments/quickstart.toml` (plugins loaded, the experiment checked);
-  - the peer: `python -c "import torch"`, what every rank of a torchrun job pays before its script.
+  - the peer: `python -c "import torch"`, what every rank of a torchrun job pays before its script;
+  - a job of two CPU ranks on this host that trains one step (`strata run --nproc 2` of the quick
+    start as ddp: its data read, one step, the evaluation and the summary), its ranks forked by the launcher (the default for
+    ranks of one thread) and started afresh (STRATA_FORK_RANKS=0); the peer: `torchrun --standalone
+    --nproc-per-node 2` of a script that joins a Gloo process group and passes one barrier.
 """
 import argparse
 import json
@@ -17,6 +21,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,7 +30,16 @@ sys.path.insert(0, HERE)
 import peers  # noqa: E402  (machine())
 
 
+PEER_JOB = """import torch.distributed as dist
+dist.init_process_group("gloo")
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
 def timed(command, env):
+    if callable(command):
+        command = command()
     start = time.perf_counter()
     subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=ROOT)
     return time.perf_counter() - start
@@ -45,6 +59,23 @@ def main():
         ("strata --version, STRATA_CUDA=1", [a.strata, "--version"], dict(base, STRATA_CUDA="1")),
         ("strata validate experiments/quickstart.toml", [a.strata, "validate", "experiments/quickstart.toml"], base),
         ("python -c 'import torch' (peer)", [a.python, "-c", "import torch"], base),
+    ]
+    scratch = tempfile.mkdtemp(prefix="strata-startup-")
+    peer_job = os.path.join(scratch, "peer_job.py")
+    with open(peer_job, "w") as f:
+        f.write(PEER_JOB)
+    runs = iter(range(1 << 30))
+
+    def job(**extra):  # a fresh --out each time
+        return lambda: [a.strata, "run", "experiments/quickstart.toml", "--nproc", "2", "--out",
+                        os.path.join(scratch, "run%d" % next(runs)), "--set", "train.steps=1",
+                        "--set", "train.warmup_steps=0", "--set", "strategy.name=ddp"]
+    cases += [
+        ("strata run --nproc 2, one step (ranks forked)", job(), base),
+        ("strata run --nproc 2, one step (STRATA_FORK_RANKS=0: ranks started afresh)", job(),
+         dict(base, STRATA_FORK_RANKS="0")),
+        ("torchrun --nproc-per-node 2, Gloo init + barrier (peer)",
+         [a.python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", peer_job], base),
     ]
     for _, command, env in cases:  # warm the page cache
         timed(command, env)
