@@ -21,6 +21,7 @@
 #include "export/export.hpp"
 #include "help.hpp"
 #include "io/build_info.hpp"
+#include "launch/child.hpp"
 #include "run.hpp"
 #include "strata/errors.hpp"
 #include "text/errors_text.hpp"
@@ -425,8 +426,10 @@ int dispatch(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  strata::cuda_support::load_at_start();  // before anything asks LibTorch about CUDA
+namespace {
+
+/// The command line, every error caught and printed as one paragraph: the exit code.
+int run_command_line(int argc, char** argv) {
   try {
     return dispatch(argc, argv);
   } catch (const CommandLineError& e) {
@@ -451,4 +454,22 @@ int main(int argc, char** argv) {
                stderr);
     return 1;
   }
+}
+
+/// `strata ARGS` in a fork of this process (launch/child.hpp: the runs of check, compare, estimate).
+int run_in_image(const std::vector<std::string>& args) {
+  std::vector<std::string> strings{"strata"};
+  strings.insert(strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  return run_command_line(static_cast<int>(strings.size()), argv.data());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  strata::cuda_support::load_at_start();  // before anything asks LibTorch about CUDA
+  strata::set_self_runner(&run_in_image);
+  return run_command_line(argc, argv);
 }

@@ -12,7 +12,9 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -24,6 +26,17 @@ extern char** environ;
 
 namespace strata {
 namespace {
+
+SelfRunner g_runner = nullptr;
+
+/// Whether this process has only the calling thread (a fork copies only it).
+bool single_threaded() {
+  std::error_code ec;
+  int threads = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec); !ec && it != decltype(it)(); it.increment(ec))
+    ++threads;
+  return !ec && threads == 1;
+}
 
 // Set by the handlers while a child runs; read by run_self's loop.
 volatile std::sig_atomic_t g_child_pid = 0;
@@ -80,6 +93,8 @@ class ForwardSignals {
 
 }  // namespace
 
+void set_self_runner(SelfRunner runner) { g_runner = runner; }
+
 void require_single_process(const std::string& command) {
   if (const auto world = world_from_environment(); world && world->world_size > 1)
     throw UsageError(fmt::format("`strata {}` was started as rank {} of a {}-rank job ({}); it runs its own jobs on "
@@ -102,6 +117,17 @@ ChildOutcome run_self(const std::vector<std::string>& args, const std::function<
   argv.push_back(nullptr);
   envp.push_back(nullptr);
 
+  // In this process's image when it can: everything the run needs is loaded already.
+  const char* fork_runs = std::getenv("STRATA_FORK_RUNS");
+  const bool in_image = g_runner != nullptr && !(fork_runs != nullptr && std::string(fork_runs) == "0") &&
+                        single_threaded();
+  std::vector<std::string> rank_names;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry = *e;
+    if (const auto name = entry.substr(0, entry.find('=')); is_rank_variable(name)) rank_names.push_back(name);
+  }
+  std::fflush(nullptr);  // buffered output must not be written twice
+
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) throw Error(std::string("cannot create a pipe for a run: ") + std::strerror(errno));
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -120,6 +146,18 @@ ChildOutcome run_self(const std::vector<std::string>& args, const std::function<
     if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(out[1], STDERR_FILENO);
+    if (in_image) {
+      // This process had one thread: what it allocates from here on is its own. The run ends the
+      // process as a program would, but without the parent's static destructors and atexit work.
+      for (const auto& name : rank_names) ::unsetenv(name.c_str());
+      int code = 1;
+      try {
+        code = g_runner(args);
+      } catch (...) {
+      }
+      std::fflush(nullptr);
+      ::_exit(code);
+    }
     ::execve("/proc/self/exe", argv.data(), envp.data());
     static const char message[] = "strata: cannot execute /proc/self/exe for a run\n";
     [[maybe_unused]] auto n = ::write(STDERR_FILENO, message, sizeof message - 1);
