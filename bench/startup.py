@@ -13,7 +13,9 @@ anything. Timed here, interleaved --repeats times, median wall clock of each:
   - a job of two CPU ranks on this host that trains one step (`strata run --nproc 2` of the quick
     start as ddp: its data read, one step, the evaluation and the summary), its ranks forked by the launcher (the default for
     ranks of one thread) and started afresh (STRATA_FORK_RANKS=0); the peer: `torchrun --standalone
-    --nproc-per-node 2` of a script that joins a Gloo process group and passes one barrier.
+    --nproc-per-node 2` of a script that joins a Gloo process group and passes one barrier;
+  - `strata check zero1 --world-sizes 1,2` (17 runs: its conformance suite), its runs forked from
+    the check's own process (the default) and each started afresh (STRATA_FORK_RUNS=0).
 """
 import argparse
 import json
@@ -76,6 +78,10 @@ def main():
          dict(base, STRATA_FORK_RANKS="0")),
         ("torchrun --nproc-per-node 2, Gloo init + barrier (peer)",
          [a.python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", peer_job], base),
+        ("strata check zero1 --world-sizes 1,2 (runs forked)", [a.strata, "check", "zero1", "--world-sizes", "1,2"],
+         base),
+        ("strata check zero1 --world-sizes 1,2 (STRATA_FORK_RUNS=0: runs started afresh)",
+         [a.strata, "check", "zero1", "--world-sizes", "1,2"], dict(base, STRATA_FORK_RUNS="0")),
     ]
     for _, command, env in cases:  # warm the page cache
         timed(command, env)

@@ -116,7 +116,8 @@ const std::vector<CommandHelp>& command_helps() {
   STRATA_FORK_RANKS
                   0: start every rank of --nproc N afresh (exec), as a GPU rank or one of
                   several threads is; unset: CPU ranks of one thread each are forks of the
-                  launcher (no second start), named "strata rank R" (/proc/PID/comm)
+                  launcher (no second start; not where LibTorch's CUDA library is loaded),
+                  named "strata rank R" (/proc/PID/comm)
 )";
   static const std::vector<CommandHelp> helps{
       {"run", "strata run FILE [--nproc N] [--out DIR] [--set KEY=VALUE]... [--resume PATH|auto] [--max-restarts R]\n"

@@ -24,6 +24,7 @@
 #include "device/host_memory.hpp"
 #include "device/named_devices.hpp"
 #include "device/cpu_float.hpp"
+#include "device/cuda_support.hpp"
 #include "estimate/fit_experiment.hpp"
 #include "launch/device_choice.hpp"
 #include "launch/env_checks.hpp"
@@ -392,11 +393,13 @@ int run_experiment(const RunRequest& request) {
   // CPU ranks of one thread each (the usual case of several ranks on a host's cores) run in forks
   // of this process, which has read and checked everything they need: no second start of the
   // program per rank. A rank of several threads is started afresh, with OMP_WAIT_POLICY=PASSIVE
-  // (its OpenMP runtime must read it at load), as is a GPU rank (CUDA does not survive a fork).
+  // (its OpenMP runtime must read it at load), as is any rank where LibTorch's CUDA library is
+  // loaded (CUDA, once initialized, does not survive a fork: a CPU rank's seeding would touch it).
   const auto threads = e.train.threads > 0 ? e.train.threads
                                            : std::max<std::int64_t>(1, std::thread::hardware_concurrency() / nproc);
   const char* fork_ranks = std::getenv("STRATA_FORK_RANKS");
-  if (on_cpu && threads == 1 && nproc > 1 && !(fork_ranks != nullptr && std::string(fork_ranks) == "0")) {
+  if (on_cpu && threads == 1 && nproc > 1 && !cuda_support::loaded() &&
+      !(fork_ranks != nullptr && std::string(fork_ranks) == "0")) {
     int local_rank = 0;
     if (const int code = fork_and_supervise(spawn, local_rank); code != kForkUnavailable) {
       if (code != kForkChild) {

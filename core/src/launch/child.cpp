@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "device/cuda_support.hpp"
 #include "io/atomic_file.hpp"
 #include "job/world.hpp"
 #include "strata/errors.hpp"
@@ -119,8 +120,9 @@ ChildOutcome run_self(const std::vector<std::string>& args, const std::function<
 
   // In this process's image when it can: everything the run needs is loaded already.
   const char* fork_runs = std::getenv("STRATA_FORK_RUNS");
+  // Not where LibTorch's CUDA library is loaded: CUDA does not survive a fork once initialized.
   const bool in_image = g_runner != nullptr && !(fork_runs != nullptr && std::string(fork_runs) == "0") &&
-                        single_threaded();
+                        !cuda_support::loaded() && single_threaded();
   std::vector<std::string> rank_names;
   for (char** e = environ; e && *e; ++e) {
     const std::string entry = *e;

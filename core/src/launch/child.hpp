@@ -29,8 +29,8 @@ ChildOutcome run_self(const std::vector<std::string>& args, const std::function<
 /// The command line of this program (argv[1..] in, exit code out), as its main() runs it. When one is
 /// set, run_self forks a child that runs `args` through it, instead of starting the program again
 /// (0.25 s of CPU a run: `strata check` and `compare` run hundreds), provided this process has one
-/// thread (a fork copies only the caller's; another thread may hold a lock) and STRATA_FORK_RUNS
-/// is not 0. The child's environment drops the variables of a rank, as an exec'd one's does.
+/// thread (a fork copies only the caller's; another thread may hold a lock), LibTorch's CUDA
+/// library is not loaded (CUDA does not survive a fork) and STRATA_FORK_RUNS is not 0. The child's environment drops the variables of a rank, as an exec'd one's does.
 using SelfRunner = int (*)(const std::vector<std::string>& args);
 void set_self_runner(SelfRunner runner);
 
