@@ -160,6 +160,7 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
     ::prctl(PR_SET_NAME, name.c_str());
   }
   quiet_torch_logging();
+  keep_flight_record();  // setenv: before the monitor's threads start
   tensor_memory::install();  // before the model exists: every tensor of training is counted
   const auto& d = experiment.distributed;
   JobMonitorOptions watch;
@@ -192,7 +193,6 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   // one-GPU NCCL check, say).
   if (world.world_size > 1 || e.distributed.backend != "auto" || e.distributed.force_collectives) {
     backend = resolve_backend(e, p->device);
-    keep_flight_record();
     if (world.launcher == "none") world.master_port = free_port(world.master_addr);
     ProcessGroupOptions options;
     options.world = world;

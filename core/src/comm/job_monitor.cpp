@@ -299,13 +299,36 @@ Json JobMonitor::progress_json(std::int64_t beat) {
   j["advance"] = advance;
   // Stopped since the last beat: what c10d holds as not completed says where (on NCCL the device
   // runs behind the host, so the last collective issued need not be the one that hangs).
+  // Read in a thread of its own, for at most a second: the beat must not wait on the recorder.
   if (static_cast<double>(advance) == last_advance_) {
-    std::lock_guard lock(progress_mutex_);
-    if (in_flight_) {
-      Json pending = Json::array();
-      for (const auto& c : in_flight_()) pending.push_back(Json(c));
-      j["in_flight"] = pending;
+    std::function<std::vector<std::string>()> source;
+    {
+      std::lock_guard lock(progress_mutex_);
+      source = in_flight_;
     }
+    if (source) try {
+        struct Reading {
+          std::mutex mutex;
+          std::condition_variable ready;
+          bool done = false;
+          std::vector<std::string> pending;
+        };
+        auto reading = std::make_shared<Reading>();
+        std::thread([source, reading] {
+          auto pending = source();
+          std::lock_guard lock(reading->mutex);
+          reading->pending = std::move(pending);
+          reading->done = true;
+          reading->ready.notify_all();
+        }).detach();
+        std::unique_lock lock(reading->mutex);
+        if (reading->ready.wait_for(lock, std::chrono::seconds(1), [&] { return reading->done; })) {
+          Json pending = Json::array();
+          for (const auto& c : reading->pending) pending.push_back(Json(c));
+          j["in_flight"] = pending;
+        }
+      } catch (...) {  // no thread to be had: this beat goes without
+      }
   }
   last_advance_ = static_cast<double>(advance);
   j["beat"] = beat;
@@ -553,14 +576,15 @@ void JobMonitor::fatal(const FailureRecord& verdict, int code, const std::string
   // c10d's own timeout would dump it. At most two seconds: the recorder's lock may be held.
   {
     std::lock_guard lock(writer_mutex_);
-    if (dump_trace_) {
-      auto done = std::make_shared<std::atomic<bool>>(false);
-      std::thread([dump = dump_trace_, done] {
-        dump();
-        *done = true;
-      }).detach();
-      for (int i = 0; i < 40 && !*done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    if (dump_trace_) try {
+        auto done = std::make_shared<std::atomic<bool>>(false);
+        std::thread([dump = dump_trace_, done] {
+          dump();
+          *done = true;
+        }).detach();
+        for (int i = 0; i < 40 && !*done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      } catch (...) {  // no thread to be had: the verdict goes on without the record
+      }
   }
   // Then the peers, through the store, unless it is the store that is gone.
   if (!(record.cause_rank == 0 && options_.rank != 0)) publish(record);

@@ -26,14 +26,17 @@ namespace {
 /// .tmp; NAME is cut so that the whole stays within NAME_MAX.
 fs::path temporary_name(const fs::path& file) {
   static std::mutex mutex;
-  static std::mt19937_64 random = [] {
-    std::random_device seed;
-    std::seed_seq seq{seed(), seed(), seed(), seed(), static_cast<unsigned>(::getpid())};
-    return std::mt19937_64(seq);
-  }();
+  static std::mt19937_64 random;
+  static pid_t seeded_by = -1;  // a fork of this process draws its own names
   std::uint64_t bits = 0;
   {
     std::lock_guard lock(mutex);
+    if (seeded_by != ::getpid()) {
+      seeded_by = ::getpid();
+      std::random_device seed;
+      std::seed_seq seq{seed(), seed(), seed(), seed(), static_cast<unsigned>(seeded_by)};
+      random.seed(seq);
+    }
     bits = random();
   }
   constexpr std::size_t kNameMax = 255;

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <mutex>
+#include <set>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -91,7 +93,15 @@ bool create_marker(const fs::path& dir) {
 }  // namespace
 
 const std::string& run_claim() {
-  static const std::string claim = [] {
+  // One per process: a fork of this one (a run of strata check or compare made in its image) makes
+  // its own, as a process started afresh would.
+  static std::mutex mutex;
+  static pid_t claimed_by = -1;
+  static std::string claim;
+  std::lock_guard lock(mutex);
+  if (claimed_by == ::getpid()) return claim;
+  claimed_by = ::getpid();
+  claim = [] {
     // Only a rank of strata's launcher takes a handed claim: one leaked into another process's
     // environment must not let it into a directory claimed by someone else.
     const char* spawned = std::getenv("STRATA_SPAWNED");
@@ -116,8 +126,26 @@ fs::path enclosing_run_directory(const fs::path& path) {
   return {};
 }
 
+namespace {
+std::mutex g_locks_mutex;
+std::set<int> g_lock_fds;  // the descriptors of the locks this process holds
+}  // namespace
+
+RunDirLock::RunDirLock(int fd) : fd_(fd) {
+  std::lock_guard lock(g_locks_mutex);
+  g_lock_fds.insert(fd);
+}
+
 RunDirLock::~RunDirLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the flock
+  std::lock_guard lock(g_locks_mutex);
+  // Closing the last descriptor releases the flock; a fork's own copy was closed already.
+  if (fd_ >= 0 && g_lock_fds.erase(fd_) > 0) ::close(fd_);
+}
+
+void run_dir_locks_closed_in_child() noexcept {
+  std::lock_guard lock(g_locks_mutex);
+  for (const int fd : g_lock_fds) ::close(fd);
+  g_lock_fds.clear();
 }
 
 std::unique_ptr<RunDirLock> lock_run_directory(const fs::path& dir) {

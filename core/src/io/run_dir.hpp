@@ -48,7 +48,7 @@ inline constexpr const char* kRunLockFile = ".strata-lock";
 /// The lock on a run directory; released when destroyed (or when its process ends).
 class RunDirLock {
  public:
-  explicit RunDirLock(int fd) : fd_(fd) {}
+  explicit RunDirLock(int fd);
   ~RunDirLock();
   RunDirLock(const RunDirLock&) = delete;
   RunDirLock& operator=(const RunDirLock&) = delete;
@@ -59,6 +59,11 @@ class RunDirLock {
  private:
   int fd_ = -1;
 };
+
+/// In a fork of this process that runs a command of its own (launch/child.hpp): closes this
+/// child's copies of the run-directory locks its parent holds (the parent's stay held), as an exec
+/// would have, so that a run outliving its comparison does not hold the comparison's lock.
+void run_dir_locks_closed_in_child() noexcept;
 
 /// Takes the lock of run directory `dir` (which exists), writing nothing. Throws UsageError (exit
 /// 2) naming the holder (pid, host, start) when another live process holds it.

@@ -16,10 +16,13 @@
 #include <cstring>
 #include <filesystem>
 
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 
 #include "device/cuda_support.hpp"
 #include "io/atomic_file.hpp"
+#include "io/run_dir.hpp"
 #include "job/world.hpp"
 #include "strata/errors.hpp"
 
@@ -29,6 +32,7 @@ namespace strata {
 namespace {
 
 SelfRunner g_runner = nullptr;
+int g_start_threads = 0;  // LibTorch's intra-op threads as the program started
 
 /// Whether this process has only the calling thread (a fork copies only it).
 bool single_threaded() {
@@ -94,7 +98,10 @@ class ForwardSignals {
 
 }  // namespace
 
-void set_self_runner(SelfRunner runner) { g_runner = runner; }
+void set_self_runner(SelfRunner runner) {
+  g_runner = runner;
+  g_start_threads = at::get_num_threads();
+}
 
 void require_single_process(const std::string& command) {
   if (const auto world = world_from_environment(); world && world->world_size > 1)
@@ -152,6 +159,12 @@ ChildOutcome run_self(const std::vector<std::string>& args, const std::function<
       // This process had one thread: what it allocates from here on is its own. The run ends the
       // process as a program would, but without the parent's static destructors and atexit work.
       for (const auto& name : rank_names) ::unsetenv(name.c_str());
+      // LibTorch's process-wide settings as a fresh start has them: the checks this process ran
+      // (every run of a comparison is validated here first) may have changed them, and a run
+      // sets them only where its experiment asks.
+      at::set_num_threads(g_start_threads);
+      at::globalContext().setDeterministicAlgorithms(false, /*warn_only=*/false);
+      run_dir_locks_closed_in_child();
       int code = 1;
       try {
         code = g_runner(args);
