@@ -5,6 +5,9 @@
 #include "test_support.hpp"
 #include "text/wrap.hpp"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <fstream>
 #include <iterator>
@@ -230,4 +233,30 @@ TEST_CASE("wrap_text breaks at spaces within the width, indents what follows, ke
         "aaaa bbbb cccc\n            dddd eeee ffff");
   CHECK(strata::wrap_text("aaaa bbbb cccc dddd", 20, 12) == "aaaa bbbb cccc dddd");  // no room to wrap into
   CHECK(strata::wrap_text("a /a/very/long/path/that/does/not/fit b", 20, 0) == "a\n/a/very/long/path/that/does/not/fit\nb");
+}
+
+// A run made in a fork of strata check or compare (launch/child.cpp) is a run of its own: its claim
+// on a run directory is not its parent's, as a process started afresh would not share it.
+TEST_CASE("a fork of this process draws a run claim of its own") {
+  const std::string parent = strata::run_claim();
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const std::string child = strata::run_claim();
+    [[maybe_unused]] auto n = ::write(fds[1], child.data(), child.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string child;
+  char buffer[256];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) child.append(buffer, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(!child.empty());
+  CHECK(child != parent);
+  CHECK(strata::run_claim() == parent);  // the parent's own stays
+  CHECK(child.find("-" + std::to_string(pid)) != std::string::npos);  // the fork's pid in it
 }
