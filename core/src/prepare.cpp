@@ -177,6 +177,12 @@ std::string resolve_backend(const Experiment& e, const torch::Device& device) {
   return device.is_cuda() ? "nccl" : "gloo";
 }
 
+int cpu_threads_per_rank(const Experiment& e, int local_world_size) {
+  if (e.train.threads > 0) return static_cast<int>(e.train.threads);
+  if (local_world_size > 1) return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_world_size);
+  return 0;
+}
+
 std::unique_ptr<RankRun> prepare(Experiment experiment, const WorldInfo& world, Purpose purpose, bool resuming,
                                  const std::string& device_name) {
   auto p = std::make_unique<RankRun>();
@@ -215,12 +221,12 @@ std::unique_ptr<RankRun> prepare(Experiment experiment, const WorldInfo& world, 
   } catch (const Error& err) {
     throw e.error("train.device", err.what(), err.fix());
   }
-  if (e.train.deterministic) use_deterministic_kernels();
-  // CPU ranks sharing a host share its cores: oversubscribed LibTorch threads slow down badly.
-  if (e.train.threads > 0)
-    torch::set_num_threads(static_cast<int>(e.train.threads));
-  else if (world.local_world_size > 1)
-    torch::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world.local_world_size));
+  // Both ways: a process that checked a deterministic experiment may run another (strata compare).
+  if (e.train.deterministic)
+    use_deterministic_kernels();
+  else
+    at::globalContext().setDeterministicAlgorithms(false, /*warn_only=*/false);
+  if (const int threads = cpu_threads_per_rank(e, world.local_world_size); threads > 0) torch::set_num_threads(threads);
   // Denormals flushed to zero in this thread and the intra-op pool; the data loader's threads,
   // created later, inherit it.
   flush_denormals(e.train.flush_denormals);

@@ -26,6 +26,10 @@ std::vector<PluginLoadFailure> load_plugins(Registry& registry, const Experiment
 /// The process-group backend for `device`: [distributed] backend, "auto" meaning NCCL for CUDA
 /// tensors and Gloo for CPU tensors.
 std::string resolve_backend(const Experiment& e, const torch::Device& device);
+/// LibTorch's intra-op threads for a CPU rank of `e` among `local_world_size` on its host:
+/// [train] threads, else the host's cores shared among its ranks (oversubscribed threads slow
+/// down badly); 0 for one rank alone, which keeps LibTorch's default.
+int cpu_threads_per_rank(const Experiment& e, int local_world_size);
 
 /// Bytes of a float32 parameter, as the host memory checks count a model.
 constexpr double kFloat32Bytes = 4;

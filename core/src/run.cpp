@@ -8,7 +8,6 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
-#include <thread>
 #include <tuple>
 
 #include <ATen/Context.h>
@@ -24,8 +23,8 @@
 #include "device/host_memory.hpp"
 #include "device/named_devices.hpp"
 #include "device/cpu_float.hpp"
-#include "device/cuda_support.hpp"
 #include "estimate/fit_experiment.hpp"
+#include "launch/child.hpp"
 #include "launch/device_choice.hpp"
 #include "launch/env_checks.hpp"
 #include "train/run_checks.hpp"
@@ -245,7 +244,7 @@ void run_rank(const RunRequest& request, Experiment experiment, WorldInfo world)
   // watchdog's when a collective times out.
   if (backend != "none") {
     const fs::path trace = backend == "nccl" ? direct_flight_recorder(run_dir, world.rank)
-                                             : run_dir / "comm_trace" / fmt::format("rank_{}", world.rank);
+                                             : flight_record_file(run_dir, world.rank);
     monitor.set_flight_recorder([backend] { return collectives_in_flight(backend); },
                                 [backend, trace] { dump_flight_recorder(backend, trace); });
   }
@@ -383,9 +382,10 @@ int run_experiment(const RunRequest& request) {
   spawn.beacons = true;
   for (const auto& o : request.overrides) common.insert(common.end(), {"--set", o});
   spawn.args = common;
-  if (!request.resume.empty())
-    spawn.args.insert(spawn.args.end(),
-                      {"--resume", request.resume == "auto" || !checkpoint ? request.resume : checkpoint->string()});
+  // What the ranks resume: the checkpoint this process resolved, unless the ranks are to find it.
+  const std::string rank_resume =
+      request.resume.empty() || request.resume == "auto" || !checkpoint ? request.resume : checkpoint->string();
+  if (!request.resume.empty()) spawn.args.insert(spawn.args.end(), {"--resume", rank_resume});
   // A restart continues from the run's latest checkpoint, or from the one this run started from.
   spawn.restart_args = common;
   spawn.restart_args.insert(spawn.restart_args.end(), {"--resume", "auto"});
@@ -395,11 +395,7 @@ int run_experiment(const RunRequest& request) {
   // program per rank. A rank of several threads is started afresh, with OMP_WAIT_POLICY=PASSIVE
   // (its OpenMP runtime must read it at load), as is any rank where LibTorch's CUDA library is
   // loaded (CUDA, once initialized, does not survive a fork: a CPU rank's seeding would touch it).
-  const auto threads = e.train.threads > 0 ? e.train.threads
-                                           : std::max<std::int64_t>(1, std::thread::hardware_concurrency() / nproc);
-  const char* fork_ranks = std::getenv("STRATA_FORK_RANKS");
-  if (on_cpu && threads == 1 && nproc > 1 && !cuda_support::loaded() &&
-      !(fork_ranks != nullptr && std::string(fork_ranks) == "0")) {
+  if (on_cpu && nproc > 1 && cpu_threads_per_rank(e, nproc) == 1 && may_fork_in_image("STRATA_FORK_RANKS")) {
     int local_rank = 0;
     if (const int code = fork_and_supervise(spawn, local_rank); code != kForkUnavailable) {
       if (code != kForkChild) {
@@ -408,8 +404,7 @@ int run_experiment(const RunRequest& request) {
       }
       RunRequest rank_request = request;  // what an exec'd rank's command line says
       if (place) rank_request.out = place->run_dir;
-      if (!request.resume.empty())
-        rank_request.resume = request.resume == "auto" || !checkpoint ? request.resume : checkpoint->string();
+      rank_request.resume = rank_resume;
       const auto world_of_rank = world_from_environment(process_environment());
       if (!world_of_rank) throw Error("a forked rank found no RANK and WORLD_SIZE in its environment");
       run_rank(rank_request, std::move(e), *world_of_rank);

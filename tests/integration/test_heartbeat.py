@@ -240,8 +240,9 @@ def hung_collective_ends_with_a_verdict():
              % summary.get("failed_rank"), result)
     # c10d's flight recorder says which collective did not complete: rank 0's all-reduce, which
     # rank 1 never joined; rank 1 has none pending.
-    pending = re.findall(r"rank (\d) in train, step \d+, last collectives: .*?, not completed: (.*?)(?=\. rank \d in |$)",
-                         error)
+    # (When strata's launcher wrote summary.json, its error ends with where the failed rank was.)
+    pending = re.findall(r"rank (\d) in train, step \d+, last collectives: .*?, not completed: (.*?)"
+                         r"(?=\. rank \d in | in \w+ at step \d+$|$)", error)
     st.check(len(pending) == 2 and pending[0][0] == "0" and pending[0][1].startswith("all_reduce of 676 Float")
              and "scheduled" in pending[0][1] and pending[1] == ("1", "none"),
              "the verdict does not name rank 0's all-reduce as not completed and none for rank 1: %r" % pending, result)

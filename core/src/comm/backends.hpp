@@ -52,7 +52,8 @@ using NcclFactory = c10::intrusive_ptr<c10d::Backend> (*)(const ProcessGroupOpti
                                                           const c10::intrusive_ptr<c10d::Store>&, torch::Device&);
 void register_nccl(NcclFactory factory);
 /// NCCL's flight recorder is libtorch_cuda's too: libstrata_cuda registers its two dumps (c10d's
-/// dump_nccl_trace and dump_nccl_trace_json) for comm/flight_recorder.cpp.
+/// dump_nccl_trace and dump_nccl_trace_json) for comm/flight_recorder.cpp, where Gloo's (c10d's
+/// dump_fr_trace and dump_fr_trace_json, of the same signatures) fill the same struct.
 struct NcclFlightRecorder {
   std::string (*dump)(bool include_collectives, bool include_stack_traces, bool only_active) = nullptr;
   std::string (*json)(bool include_collectives, bool only_active) = nullptr;

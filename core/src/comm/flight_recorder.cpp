@@ -40,14 +40,12 @@ class RunDirTraceWriter final : public c10d::DebugInfoWriter {
 
 std::atomic<detail::NcclFlightRecorder*> nccl_recorder{nullptr};
 
-/// The recorder's JSON of what has not completed, or "" (NCCL's before libstrata_cuda registered it).
-std::string active_json(const std::string& backend) {
-  if (backend == "nccl") {
-    const auto* nccl = nccl_recorder.load();
-    return nccl != nullptr && nccl->json != nullptr ? nccl->json(/*include_collectives=*/true, /*only_active=*/true)
-                                                    : std::string();
-  }
-  return c10d::dump_fr_trace_json(/*includeCollectives=*/true, /*onlyActive=*/true);
+/// The dumps of `backend`'s recorder: Gloo's is libtorch_cpu's; NCCL's, libtorch_cuda's, is there
+/// once libstrata_cuda registered it (null functions before).
+detail::NcclFlightRecorder dumps_of(const std::string& backend) {
+  if (backend != "nccl") return {&c10d::dump_fr_trace, &c10d::dump_fr_trace_json};
+  const auto* nccl = nccl_recorder.load();
+  return nccl != nullptr ? *nccl : detail::NcclFlightRecorder{};
 }
 
 std::string text_of(const Json* j) { return j != nullptr ? j->string_or("") : std::string(); }
@@ -77,12 +75,18 @@ void register_nccl_flight_recorder(NcclFlightRecorder recorder) {
 }
 }  // namespace detail
 
+std::filesystem::path flight_record_file(const std::filesystem::path& run_dir, int rank) {
+  return run_dir / "comm_trace" / ("rank_" + std::to_string(rank));
+}
+
 void keep_flight_record() { ::setenv("TORCH_FR_BUFFER_SIZE", "2000", /*overwrite=*/0); }
 
 std::vector<std::string> collectives_in_flight(const std::string& backend) {
   std::vector<std::string> pending;
   try {
-    const std::string text = active_json(backend);
+    const auto dumps = dumps_of(backend);
+    const std::string text = dumps.json != nullptr ? dumps.json(/*include_collectives=*/true, /*only_active=*/true)
+                                                   : std::string();
     if (text.empty()) return pending;
     const Json trace = Json::parse(text);
     const Json* entries = trace.find("entries");
@@ -112,14 +116,10 @@ std::vector<std::string> collectives_in_flight(const std::string& backend) {
 
 bool dump_flight_recorder(const std::string& backend, const std::filesystem::path& file) noexcept {
   try {
-    std::string trace;
-    if (backend == "nccl") {
-      const auto* nccl = nccl_recorder.load();
-      if (nccl == nullptr || nccl->dump == nullptr) return false;
-      trace = nccl->dump(/*include_collectives=*/true, /*include_stack_traces=*/false, /*only_active=*/false);
-    } else {
-      trace = c10d::dump_fr_trace(/*includeCollectives=*/true, /*includeStackTraces=*/false, /*onlyActive=*/false);
-    }
+    const auto dumps = dumps_of(backend);
+    if (dumps.dump == nullptr) return false;
+    const std::string trace = dumps.dump(/*include_collectives=*/true, /*include_stack_traces=*/false,
+                                         /*only_active=*/false);
     if (trace.empty()) return false;
     std::error_code ec;
     std::filesystem::create_directories(file.parent_path(), ec);
@@ -134,7 +134,7 @@ std::filesystem::path direct_flight_recorder(const std::filesystem::path& run_di
   for (const char* name : {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"})
     if (const char* chosen = std::getenv(name); chosen != nullptr && *chosen != '\0')
       return std::string(chosen) + std::to_string(rank);
-  const std::string prefix = (run_dir / "comm_trace" / "rank_").string();
+  const std::string prefix = (run_dir / "comm_trace" / "rank_").string();  // + rank: flight_record_file
   static std::once_flag once;  // c10d takes one writer per process
   std::call_once(once, [&] {
     try {
@@ -142,7 +142,7 @@ std::filesystem::path direct_flight_recorder(const std::filesystem::path& run_di
     } catch (const std::exception&) {  // a dump came first and registered c10d's default writer
     }
   });
-  return prefix + std::to_string(rank);
+  return flight_record_file(run_dir, rank);
 }
 
 }  // namespace strata

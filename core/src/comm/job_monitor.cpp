@@ -131,6 +131,36 @@ void JobMonitor::set_progress_source(std::function<JobProgress()> source) {
   progress_ = std::move(source);
 }
 
+namespace {
+/// Runs `work` on a thread of its own and waits at most `limit` for it: whether it returned
+/// (without throwing) in time. A call that blocks (a lost store, a held lock) is left behind, and
+/// so is the work when no thread can be had.
+bool finishes_within(std::chrono::milliseconds limit, std::function<void()> work) noexcept {
+  struct State {
+    std::mutex mutex;
+    std::condition_variable ended;
+    bool done = false;
+  };
+  try {
+    auto state = std::make_shared<State>();
+    std::thread([state, work = std::move(work)] {
+      try {
+        work();
+      } catch (...) {
+        return;
+      }
+      std::lock_guard lock(state->mutex);
+      state->done = true;
+      state->ended.notify_all();
+    }).detach();
+    std::unique_lock lock(state->mutex);
+    return state->ended.wait_for(lock, limit, [&] { return state->done; });
+  } catch (...) {
+    return false;
+  }
+}
+}  // namespace
+
 void JobMonitor::set_flight_recorder(std::function<std::vector<std::string>()> in_flight, std::function<void()> dump) {
   {
     std::lock_guard lock(progress_mutex_);
@@ -138,6 +168,14 @@ void JobMonitor::set_flight_recorder(std::function<std::vector<std::string>()> i
   }
   std::lock_guard lock(writer_mutex_);
   dump_trace_ = std::move(dump);
+}
+
+void JobMonitor::dump_flight_record() {
+  // c10d's record of this rank's last collectives, beside the verdict: the job ends before c10d's
+  // own timeout would dump it. Once, at most two seconds: the recorder's lock may be held.
+  std::lock_guard lock(writer_mutex_);
+  if (dump_trace_ && !trace_dumped_) finishes_within(std::chrono::seconds(2), dump_trace_);
+  trace_dumped_ = true;
 }
 
 void JobMonitor::set_verdict_writer(std::function<void(const FailureRecord&)> writer) {
@@ -299,38 +337,21 @@ Json JobMonitor::progress_json(std::int64_t beat) {
   j["advance"] = advance;
   // Stopped since the last beat: what c10d holds as not completed says where (on NCCL the device
   // runs behind the host, so the last collective issued need not be the one that hangs).
-  // Read in a thread of its own, for at most a second: the beat must not wait on the recorder.
-  if (static_cast<double>(advance) == last_advance_) {
+  // Read for at most a second: the beat must not wait on the recorder.
+  if (advance == last_advance_) {
     std::function<std::vector<std::string>()> source;
     {
       std::lock_guard lock(progress_mutex_);
       source = in_flight_;
     }
-    if (source) try {
-        struct Reading {
-          std::mutex mutex;
-          std::condition_variable ready;
-          bool done = false;
-          std::vector<std::string> pending;
-        };
-        auto reading = std::make_shared<Reading>();
-        std::thread([source, reading] {
-          auto pending = source();
-          std::lock_guard lock(reading->mutex);
-          reading->pending = std::move(pending);
-          reading->done = true;
-          reading->ready.notify_all();
-        }).detach();
-        std::unique_lock lock(reading->mutex);
-        if (reading->ready.wait_for(lock, std::chrono::seconds(1), [&] { return reading->done; })) {
-          Json pending = Json::array();
-          for (const auto& c : reading->pending) pending.push_back(Json(c));
-          j["in_flight"] = pending;
-        }
-      } catch (...) {  // no thread to be had: this beat goes without
-      }
+    auto pending = std::make_shared<std::vector<std::string>>();
+    if (source && finishes_within(std::chrono::seconds(1), [source, pending] { *pending = source(); })) {
+      Json list = Json::array();
+      for (const auto& c : *pending) list.push_back(Json(c));
+      j["in_flight"] = list;
+    }
   }
-  last_advance_ = static_cast<double>(advance);
+  last_advance_ = advance;
   j["beat"] = beat;
   j["phase"] = phase_.load();
   j["step"] = step_.load();
@@ -437,6 +458,9 @@ void JobMonitor::watch_hang(std::vector<std::string>& seen, Clock::time_point& a
       if (where_of(s) != where) where = {};
     std::tie(v.phase, v.step) = where;
   }
+  // This rank's record first, while its collective still waits: once the peers read the verdict
+  // and exit, the collective fails and the record no longer shows it pending.
+  dump_flight_record();
   try {
     store_->set("abort", v.to_json().dump(0));
     std::vector<std::string> seen_by;
@@ -486,20 +510,9 @@ bool JobMonitor::publish(const FailureRecord& record) noexcept {
   if (!store_) return false;
   // At most a second: the store may be what was lost, and a call to it then blocks on its
   // connection (and on the client's lock, which the heartbeat thread may hold).
-  try {
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    std::thread([store = store_, key = "failure/" + std::to_string(record.rank), value = record.to_json().dump(0), done] {
-      try {
-        store->set(key, value);
-        *done = true;
-      } catch (...) {
-      }
-    }).detach();
-    for (int i = 0; i < 20 && !*done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    return *done;
-  } catch (...) {
-    return false;
-  }
+  return finishes_within(std::chrono::seconds(1),
+                         [store = store_, key = "failure/" + std::to_string(record.rank),
+                          value = record.to_json().dump(0)] { store->set(key, value); });
 }
 
 std::vector<FailureRecord> JobMonitor::published_records() {
@@ -572,20 +585,7 @@ void JobMonitor::fatal(const FailureRecord& verdict, int code, const std::string
   if (!fix.empty()) text += "  fix: " + fix + "\n";
   write_error(text);
   std::fflush(nullptr);
-  // c10d's record of this rank's last collectives, beside the verdict: the job ends here, before
-  // c10d's own timeout would dump it. At most two seconds: the recorder's lock may be held.
-  {
-    std::lock_guard lock(writer_mutex_);
-    if (dump_trace_) try {
-        auto done = std::make_shared<std::atomic<bool>>(false);
-        std::thread([dump = dump_trace_, done] {
-          dump();
-          *done = true;
-        }).detach();
-        for (int i = 0; i < 40 && !*done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      } catch (...) {  // no thread to be had: the verdict goes on without the record
-      }
-  }
+  dump_flight_record();
   // Then the peers, through the store, unless it is the store that is gone.
   if (!(record.cause_rank == 0 && options_.rank != 0)) publish(record);
   std::_Exit(code);

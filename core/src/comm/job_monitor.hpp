@@ -133,6 +133,8 @@ class JobMonitor {
   void heartbeat_loop();
   /// Writes the verdict and the record, prints the error and exits the process with `code`.
   [[noreturn]] void fatal(const FailureRecord& verdict, int code, const std::string& fix);
+  /// Writes c10d's flight record of this rank (set_flight_recorder's dump), once.
+  void dump_flight_record();
   /// This rank's progress, as the heartbeat publishes it ("pg/<rank>"), with the beat's number.
   Json progress_json(std::int64_t beat);
   /// Rank 0: reads every rank's progress; ends the job when none has advanced for options_.hang
@@ -166,7 +168,8 @@ class JobMonitor {
   std::function<JobProgress()> progress_;
   std::function<std::vector<std::string>()> in_flight_;  // under progress_mutex_
   std::function<void()> dump_trace_;                     // under writer_mutex_
-  double last_advance_ = -1;                             // the heartbeat thread's last report
+  bool trace_dumped_ = false;                            // under writer_mutex_
+  std::int64_t last_advance_ = -1;                       // the heartbeat thread's last report
   std::atomic<bool> finished_{false};
   std::atomic<bool> failing_{false};             // the training thread handles a failure
   std::atomic<std::int64_t> last_beat_ns_{0};   // steady clock of the last heartbeat the store took

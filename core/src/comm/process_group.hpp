@@ -78,6 +78,8 @@ std::unique_ptr<ProcessGroupComm> make_process_group_comm(const ProcessGroupOpti
 /// first dump). Returns the file the dump goes to.
 std::filesystem::path direct_flight_recorder(const std::filesystem::path& run_dir, int rank);
 
+/// `<run_dir>/comm_trace/rank_<R>`: where this rank's flight record goes.
+std::filesystem::path flight_record_file(const std::filesystem::path& run_dir, int rank);
 /// Sets c10d's flight recorder to keep this rank's last 2,000 collectives (TORCH_FR_BUFFER_SIZE,
 /// unless the environment chose): Gloo and NCCL record there what they issue and, NCCL after the
 /// device ran it, what completed. Call before the first process group is made.

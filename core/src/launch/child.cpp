@@ -16,7 +16,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
@@ -33,15 +32,6 @@ namespace {
 
 SelfRunner g_runner = nullptr;
 int g_start_threads = 0;  // LibTorch's intra-op threads as the program started
-
-/// Whether this process has only the calling thread (a fork copies only it).
-bool single_threaded() {
-  std::error_code ec;
-  int threads = 0;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec); !ec && it != decltype(it)(); it.increment(ec))
-    ++threads;
-  return !ec && threads == 1;
-}
 
 // Set by the handlers while a child runs; read by run_self's loop.
 volatile std::sig_atomic_t g_child_pid = 0;
@@ -98,6 +88,19 @@ class ForwardSignals {
 
 }  // namespace
 
+bool single_threaded() {
+  std::error_code ec;
+  int threads = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec); !ec && it != decltype(it)(); it.increment(ec))
+    ++threads;
+  return !ec && threads == 1;
+}
+
+bool may_fork_in_image(const char* off_variable) {
+  const char* off = std::getenv(off_variable);
+  return !(off != nullptr && std::string(off) == "0") && !cuda_support::loaded() && single_threaded();
+}
+
 void set_self_runner(SelfRunner runner) {
   g_runner = runner;
   g_start_threads = at::get_num_threads();
@@ -125,13 +128,11 @@ ChildOutcome run_self(const std::vector<std::string>& args, const std::function<
   argv.push_back(nullptr);
   envp.push_back(nullptr);
 
-  // In this process's image when it can: everything the run needs is loaded already.
-  const char* fork_runs = std::getenv("STRATA_FORK_RUNS");
-  // Not where LibTorch's CUDA library is loaded: CUDA does not survive a fork once initialized.
-  const bool in_image = g_runner != nullptr && !(fork_runs != nullptr && std::string(fork_runs) == "0") &&
-                        !cuda_support::loaded() && single_threaded();
+  // In this process's image when it can: everything the run needs is loaded already. The child
+  // drops the variables of a rank, as envp above does for an exec'd one.
+  const bool in_image = g_runner != nullptr && may_fork_in_image("STRATA_FORK_RUNS");
   std::vector<std::string> rank_names;
-  for (char** e = environ; e && *e; ++e) {
+  for (char** e = environ; in_image && e && *e; ++e) {
     const std::string entry = *e;
     if (const auto name = entry.substr(0, entry.find('=')); is_rank_variable(name)) rank_names.push_back(name);
   }
@@ -159,11 +160,9 @@ ChildOutcome run_self(const std::vector<std::string>& args, const std::function<
       // This process had one thread: what it allocates from here on is its own. The run ends the
       // process as a program would, but without the parent's static destructors and atexit work.
       for (const auto& name : rank_names) ::unsetenv(name.c_str());
-      // LibTorch's process-wide settings as a fresh start has them: the checks this process ran
-      // (every run of a comparison is validated here first) may have changed them, and a run
-      // sets them only where its experiment asks.
+      // LibTorch's threads as a fresh start has them: the checks this process ran (every run of a
+      // comparison is validated here first) may have set them, and a rank alone keeps the default.
       at::set_num_threads(g_start_threads);
-      at::globalContext().setDeterministicAlgorithms(false, /*warn_only=*/false);
       run_dir_locks_closed_in_child();
       int code = 1;
       try {

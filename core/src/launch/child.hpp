@@ -28,11 +28,18 @@ ChildOutcome run_self(const std::vector<std::string>& args, const std::function<
 
 /// The command line of this program (argv[1..] in, exit code out), as its main() runs it. When one is
 /// set, run_self forks a child that runs `args` through it, instead of starting the program again
-/// (0.25 s of CPU a run: `strata check` and `compare` run hundreds), provided this process has one
-/// thread (a fork copies only the caller's; another thread may hold a lock), LibTorch's CUDA
-/// library is not loaded (CUDA does not survive a fork) and STRATA_FORK_RUNS is not 0. The child's environment drops the variables of a rank, as an exec'd one's does.
+/// (0.25 s of CPU a run: `strata check` and `compare` run hundreds), where
+/// may_fork_in_image("STRATA_FORK_RUNS"). The child's environment drops the variables of a rank, as an exec'd one's does.
 using SelfRunner = int (*)(const std::vector<std::string>& args);
 void set_self_runner(SelfRunner runner);
+
+/// Whether this process has only the calling thread (a fork copies only it: another thread may
+/// hold a lock the child would then wait on for good).
+bool single_threaded();
+/// Whether this process may fork a child that goes on in its image (a run of check or compare, a
+/// rank of strata run): `off_variable` is not "0", LibTorch's CUDA library is not loaded (CUDA,
+/// once initialized, does not survive a fork) and this process has one thread.
+bool may_fork_in_image(const char* off_variable);
 
 /// A child `strata ARGS` (run_self) whose output went to DIR/output.log.
 struct LoggedChild {

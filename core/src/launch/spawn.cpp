@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <csignal>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +26,7 @@
 
 #include "comm/job_guard.hpp"
 #include "job/verdict.hpp"
+#include "launch/child.hpp"
 #include "launch/supervisor.hpp"
 #include "strata/errors.hpp"
 #include "text/units.hpp"
@@ -290,12 +290,7 @@ int spawn_and_supervise(const SpawnOptions& options) {
 int fork_and_supervise(const SpawnOptions& options, int& local_rank) {
   validate(options);
   check_job_secret();
-  if (options.nnodes != 1 || options.max_restarts != 0) return kForkUnavailable;
-  std::error_code ec;
-  int threads = 0;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec); !ec && it != decltype(it)(); it.increment(ec))
-    ++threads;
-  if (threads != 1) return kForkUnavailable;
+  if (options.nnodes != 1 || options.max_restarts != 0 || !single_threaded()) return kForkUnavailable;
   // A job of several ranks: each learns its place from the variables an exec'd rank would get.
   // Drawn before fork: the children only set them.
   std::vector<std::vector<std::pair<std::string, std::string>>> variables;
@@ -325,10 +320,9 @@ int fork_and_supervise(const SpawnOptions& options, int& local_rank) {
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(kExecFailed);
       adopt_rank_beacon(beacons.keep_for_child(rank));
       signals.reset();
-      for (const auto& [key, value] : variables.empty() ? std::vector<std::pair<std::string, std::string>>()
-                                                        : variables[static_cast<std::size_t>(rank)])
-        ::setenv(key.c_str(), value.c_str(), /*overwrite=*/1);
       if (options.nproc > 1) {
+        for (const auto& [key, value] : variables[static_cast<std::size_t>(rank)])
+          ::setenv(key.c_str(), value.c_str(), /*overwrite=*/1);
         // As an exec'd rank's: no terminal input for N processes at once.
         if (const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC); devnull >= 0) {
           ::dup2(devnull, STDIN_FILENO);
