@@ -24,6 +24,7 @@
 #include <boost/dll/shared_library.hpp>
 #include <fmt/format.h>
 
+#include "io/raw_stderr.hpp"
 #include "strata/errors.hpp"
 #include "strata/logger.hpp"
 #include "strata/plugin.hpp"
@@ -89,24 +90,6 @@ struct CrashText {
 };
 CrashText crash_text;
 
-void write_stderr(const char* text, std::size_t size) noexcept {
-  while (size > 0) {
-    const ssize_t n = ::write(STDERR_FILENO, text, size);
-    if (n <= 0) {
-      if (n < 0 && errno == EINTR) continue;
-      return;
-    }
-    text += n;
-    size -= static_cast<std::size_t>(n);
-  }
-}
-
-void write_stderr(const char* text) noexcept {
-  std::size_t size = 0;
-  while (text[size] != '\0') ++size;
-  write_stderr(text, size);
-}
-
 void on_fatal_signal(int signal) {
   const char* name = signal == SIGABRT   ? "SIGABRT"
                      : signal == SIGSEGV ? "SIGSEGV"
@@ -114,10 +97,10 @@ void on_fatal_signal(int signal) {
                      : signal == SIGILL  ? "SIGILL"
                      : signal == SIGFPE  ? "SIGFPE"
                                          : "a fatal signal";
-  write_stderr(crash_text.head, crash_text.head_size);
-  write_stderr(name);
-  write_stderr(crash_text.where);
-  write_stderr(").\n  fix: remove it from the plugin search path (STRATA_PLUGIN_PATH, [plugins] paths) or rebuild "
+  detail::write_stderr(crash_text.head, crash_text.head_size);
+  detail::write_stderr(name);
+  detail::write_stderr(crash_text.where);
+  detail::write_stderr(").\n  fix: remove it from the plugin search path (STRATA_PLUGIN_PATH, [plugins] paths) or rebuild "
                "it.\n");
   ::_exit(2);
 }

@@ -50,7 +50,7 @@ strata::Registry toy_registry() {
 }
 
 /// Loads `text` (plus overrides) and returns the ConfigError it raises.
-strata::ConfigError error_of(const std::string& text, const std::vector<std::string>& overrides = {},
+strata::ConfigError config_error(const std::string& text, const std::vector<std::string>& overrides = {},
                              bool plugins = false) {
   TempDir dir;
   auto file = dir.write("exp.toml", text);
@@ -97,19 +97,19 @@ TEST_CASE("a good file loads with defaults filled in") {
 }
 
 TEST_CASE("syntax errors and duplicate keys point at their line and column") {
-  auto err = error_of(replace(kGood, "steps = 5", "steps = = 5"));
+  auto err = config_error(replace(kGood, "steps = 5", "steps = = 5"));
   CHECK(err.where().line == 15);
   CHECK(err.where().column > 1);
-  auto dup = error_of(replace(kGood, "steps = 5", "steps = 5\nsteps = 6"));
+  auto dup = config_error(replace(kGood, "steps = 5", "steps = 5\nsteps = 6"));
   CHECK(dup.where().line == 16);
   CHECK(err.exit_code() == 2);
 }
 
 TEST_CASE("unknown sections and keys suggest the nearest name") {
-  auto section = error_of(replace(kGood, "[train]", "[trian]"));
+  auto section = config_error(replace(kGood, "[train]", "[trian]"));
   CHECK(section.where().line == 14);
   CHECK(std::string(section.what()).find("Did you mean 'train'?") != std::string::npos);
-  auto key = error_of(replace(kGood, "steps = 5", "stpes = 5"));
+  auto key = config_error(replace(kGood, "steps = 5", "stpes = 5"));
   CHECK(key.where().line == 15);
   CHECK(key.where().column == 1);
   CHECK(key.key() == "train.stpes");
@@ -117,23 +117,23 @@ TEST_CASE("unknown sections and keys suggest the nearest name") {
 }
 
 TEST_CASE("wrong types and out-of-range values name the key and echo the value") {
-  auto type = error_of(replace(kGood, "steps = 5", "steps = \"five\""));
+  auto type = config_error(replace(kGood, "steps = 5", "steps = \"five\""));
   CHECK(type.where().line == 15);
   CHECK(type.where().column == 9);
   CHECK(type.key() == "train.steps");
   CHECK(std::string(type.what()) == "expected an integer, got string \"five\".");
-  auto range = error_of(replace(kGood, "steps = 5", "steps = -1"));
+  auto range = config_error(replace(kGood, "steps = 5", "steps = -1"));
   CHECK(std::string(range.what()).rfind("steps must be >= 0", 0) == 0);
-  auto choice = error_of(std::string(kGood) + "lr_schedule = \"cosin\"\n");
+  auto choice = config_error(std::string(kGood) + "lr_schedule = \"cosin\"\n");
   CHECK(choice.where().line == 17);
   CHECK(std::string(choice.what()).find("Did you mean 'cosine'?") != std::string::npos);
-  auto lr = error_of(std::string(kGood) + "\n[optimizer]\nlr = -1\n");
+  auto lr = config_error(std::string(kGood) + "\n[optimizer]\nlr = -1\n");
   CHECK(lr.key() == "optimizer.lr");
   CHECK(lr.where().line == 19);
 }
 
 TEST_CASE("cross-field checks point at the offending key") {
-  auto micro = error_of(std::string(kGood) + "micro_batches = 3\n");
+  auto micro = config_error(std::string(kGood) + "micro_batches = 3\n");
   CHECK(micro.key() == "train.micro_batches");
   CHECK(micro.where().line == 17);
   CHECK(std::string(micro.what()).find("not divisible") != std::string::npos);
@@ -151,25 +151,25 @@ TEST_CASE("more warmup steps than steps are accepted and kept as written (the tr
 }
 
 TEST_CASE("a missing plugin section or name is an error at the file") {
-  auto missing = error_of(replace(kGood, "[model]\nname = \"toy\"\nwidth = 4\n", ""));
+  auto missing = config_error(replace(kGood, "[model]\nname = \"toy\"\nwidth = 4\n", ""));
   CHECK(missing.key() == "model");
   CHECK(missing.where().line >= 1);
-  auto bad_name = error_of(replace(kGood, "name = \"toy\"", "name = 3"));
+  auto bad_name = config_error(replace(kGood, "name = \"toy\"", "name = 3"));
   CHECK(bad_name.key() == "model.name");
   CHECK(bad_name.where().line == 5);
 }
 
 TEST_CASE("plugin sections are validated against the plugin's schema") {
-  auto unknown = error_of(replace(kGood, "name = \"single\"", "name = \"singel\""), {}, true);
+  auto unknown = config_error(replace(kGood, "name = \"single\"", "name = \"singel\""), {}, true);
   CHECK(unknown.key() == "strategy.name");
   CHECK(unknown.where().line == 12);
   CHECK(std::string(unknown.what()).find("available: single") != std::string::npos);
   CHECK(std::string(unknown.what()).find("Did you mean 'single'?") != std::string::npos);
-  auto option = error_of(replace(kGood, "width = 4", "widht = 4"), {}, true);
+  auto option = config_error(replace(kGood, "width = 4", "widht = 4"), {}, true);
   CHECK(option.key() == "model.widht");
   CHECK(option.where().line == 6);
   CHECK(std::string(option.fix()).find("strata describe toy") != std::string::npos);
-  auto value = error_of(replace(kGood, "width = 4", "width = 0"), {}, true);
+  auto value = config_error(replace(kGood, "width = 4", "width = 0"), {}, true);
   CHECK(value.key() == "model.width");
   CHECK(value.where().column == 9);
 }
@@ -181,12 +181,12 @@ TEST_CASE("--set overrides are validated and located as overrides") {
   CHECK(e.train.steps == 50);
   CHECK(e.optimizer.name == "sgd");
   CHECK(e.eval.every == 0);
-  auto bad = error_of(kGood, {"train.steps=abc"});
+  auto bad = config_error(kGood, {"train.steps=abc"});
   CHECK(bad.where().str() == "--set train.steps=abc");
   CHECK(bad.key() == "train.steps");
-  auto typo = error_of(kGood, {"train.stpes=5"});
+  auto typo = config_error(kGood, {"train.stpes=5"});
   CHECK(std::string(typo.what()).find("Did you mean 'steps'?") != std::string::npos);
-  auto shape = error_of(kGood, {"steps"});
+  auto shape = config_error(kGood, {"steps"});
   CHECK(shape.where().str() == "--set steps");
 }
 

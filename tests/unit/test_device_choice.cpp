@@ -18,7 +18,7 @@ DeviceView bound(int gpus, const std::string& launcher, const std::string& visib
 }
 
 /// The message of the Error the choice throws ("" when none).
-std::string error_of(const std::string& requested, int local_rank, int local_world_size, const DeviceView& view) {
+std::string choice_error(const std::string& requested, int local_rank, int local_world_size, const DeviceView& view) {
   try {
     choose_device(requested, local_rank, local_world_size, view);
   } catch (const strata::Error& e) {
@@ -28,7 +28,7 @@ std::string error_of(const std::string& requested, int local_rank, int local_wor
   return "";
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using strata::test::contains;
 
 const c10::Device kCuda0(c10::kCUDA, 0);
 
@@ -82,7 +82,7 @@ TEST_CASE("one GPU bound to each rank by its launcher is cuda:0 for every rank")
 
 TEST_CASE("GPUs short of the ranks under an external launcher are an error naming the binding") {
   for (const char* device : {"auto", "cuda"}) {
-    const auto text = error_of(device, 2, 4, bound(2, "slurm", "0,1", "SLURM_LOCALID=2"));
+    const auto text = choice_error(device, 2, 4, bound(2, "slurm", "0,1", "SLURM_LOCALID=2"));
     CHECK(contains(text, "the GPUs are short"));
     CHECK(contains(text, "local rank 2 of 4"));
     CHECK(contains(text, "SLURM_LOCALID=2"));
@@ -96,7 +96,7 @@ TEST_CASE("one GPU seen by every rank of an external launcher that bound nothing
   // cuda:0, and NCCL would fail at its first collective ("Duplicate GPU").
   for (const char* device : {"auto", "cuda"})
     for (const char* launcher : {"torchrun", "openmpi"}) {
-      const auto text = error_of(device, 1, 2, bound(1, launcher, "", "LOCAL_RANK=1"));
+      const auto text = choice_error(device, 1, 2, bound(1, launcher, "", "LOCAL_RANK=1"));
       CHECK(contains(text, "the GPUs are short"));
       CHECK(contains(text, "CUDA_VISIBLE_DEVICES=(unset)"));
       CHECK(contains(text, std::string("started by ") + launcher));
@@ -110,18 +110,18 @@ TEST_CASE("one GPU seen by every rank of an external launcher that bound nothing
 TEST_CASE("device cuda takes the local rank's GPU and refuses a host short of GPUs") {
   CHECK(choose_device("cuda", 0, 1, own(1)).device == kCuda0);
   CHECK(choose_device("cuda", 1, 2, own(2)).device == c10::Device(c10::kCUDA, 1));
-  CHECK(contains(error_of("cuda", 0, 1, own(0)), "sees no CUDA device"));
-  const auto short_host = error_of("cuda", 1, 2, own(1));
+  CHECK(contains(choice_error("cuda", 0, 1, own(0)), "sees no CUDA device"));
+  const auto short_host = choice_error("cuda", 1, 2, own(1));
   CHECK(contains(short_host, "the GPUs are short"));
   CHECK(contains(short_host, "local rank 1 of 2"));
-  CHECK(error_of("cuda", 0, 2, own(2)).empty());
+  CHECK(choice_error("cuda", 0, 2, own(2)).empty());
 }
 
 TEST_CASE("device cuda:N is that GPU when it exists") {
   CHECK(choose_device("cuda:0", 0, 1, own(1)).device == kCuda0);
   CHECK(choose_device("cuda:3", 1, 2, own(4)).device == c10::Device(c10::kCUDA, 3));
-  CHECK(contains(error_of("cuda:1", 0, 1, own(1)), "device \"cuda:1\" does not exist; this process sees 1 CUDA device"));
-  CHECK(contains(error_of("cuda:0", 0, 1, own(0)), "sees no CUDA device"));
+  CHECK(contains(choice_error("cuda:1", 0, 1, own(1)), "device \"cuda:1\" does not exist; this process sees 1 CUDA device"));
+  CHECK(contains(choice_error("cuda:0", 0, 1, own(0)), "sees no CUDA device"));
 }
 
 TEST_CASE("NCCL refuses the ranks of a host on one named GPU before any rendezvous") {

@@ -8,13 +8,7 @@
 
 namespace {
 
-strata::EnvLookup lookup(std::map<std::string, std::string> env) {
-  return [env](const std::string& name) -> std::optional<std::string> {
-    auto it = env.find(name);
-    if (it == env.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using strata::test::lookup_in;
 
 bool any_contains(const std::vector<std::string>& lines, const std::string& part) {
   for (const auto& l : lines)
@@ -25,7 +19,7 @@ bool any_contains(const std::vector<std::string>& lines, const std::string& part
 }  // namespace
 
 TEST_CASE("blocking waits, disabled async error handling and blocking launches are each named once") {
-  const auto w = strata::environment_warnings(lookup({{"TORCH_NCCL_BLOCKING_WAIT", "1"},
+  const auto w = strata::environment_warnings(lookup_in({{"TORCH_NCCL_BLOCKING_WAIT", "1"},
                                                       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
                                                       {"CUDA_LAUNCH_BLOCKING", "1"}}),
                                               /*nccl=*/true, /*cuda=*/true);
@@ -34,21 +28,21 @@ TEST_CASE("blocking waits, disabled async error handling and blocking launches a
   CHECK(any_contains(w, "TORCH_NCCL_ASYNC_ERROR_HANDLING=0: a failed or timed-out collective"));
   CHECK(any_contains(w, "CUDA_LAUNCH_BLOCKING=1: every kernel launch waits"));
   // The older names count too.
-  const auto old = strata::environment_warnings(lookup({{"NCCL_BLOCKING_WAIT", "1"}, {"NCCL_ASYNC_ERROR_HANDLING", "0"}}),
+  const auto old = strata::environment_warnings(lookup_in({{"NCCL_BLOCKING_WAIT", "1"}, {"NCCL_ASYNC_ERROR_HANDLING", "0"}}),
                                                 true, true);
   CHECK(old.size() == 2);
   CHECK(any_contains(old, "NCCL_BLOCKING_WAIT=1"));
 }
 
 TEST_CASE("the environment is quiet where the settings are harmless or do not apply") {
-  CHECK(strata::environment_warnings(lookup({}), true, true).empty());
-  CHECK(strata::environment_warnings(lookup({{"TORCH_NCCL_BLOCKING_WAIT", "0"},
+  CHECK(strata::environment_warnings(lookup_in({}), true, true).empty());
+  CHECK(strata::environment_warnings(lookup_in({{"TORCH_NCCL_BLOCKING_WAIT", "0"},
                                              {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
                                              {"CUDA_LAUNCH_BLOCKING", "0"}}),
                                      true, true)
             .empty());
   // Gloo on the CPU: NCCL's and CUDA's settings change nothing.
-  CHECK(strata::environment_warnings(lookup({{"TORCH_NCCL_BLOCKING_WAIT", "1"}, {"CUDA_LAUNCH_BLOCKING", "1"}}), false,
+  CHECK(strata::environment_warnings(lookup_in({{"TORCH_NCCL_BLOCKING_WAIT", "1"}, {"CUDA_LAUNCH_BLOCKING", "1"}}), false,
                                      false)
             .empty());
 }

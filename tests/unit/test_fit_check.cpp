@@ -18,9 +18,9 @@ namespace es = strata::estimate;
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+using strata::test::kGiB;
 
-const strata::Registry& bundled() { return strata::test::bundled_plugins(); }
+using strata::test::bundled_plugins;
 
 strata::ModelContext mrpc_tokens(std::int64_t seq_len) {
   strata::ModelContext c;
@@ -35,20 +35,20 @@ strata::ModelContext mrpc_tokens(std::int64_t seq_len) {
 /// The request run.cpp makes for the preset: the plugin's estimates, activations halved for
 /// bfloat16 (the plugin counts float32 ones).
 es::FitRequest tinyllama(const std::string& strategy, int world, double device_gib, std::int64_t seq_len = 128) {
-  const auto& schema = bundled().at(strata::PluginKind::kModel, "llama").schema;
+  const auto& schema = bundled_plugins().at(strata::PluginKind::kModel, "llama").schema;
   strata::Options o = schema.defaults();
   o.set("preset", std::string("tinyllama-1.1b"));
   const auto context = mrpc_tokens(seq_len);
-  const auto parameters = bundled().estimate_model("llama", o, context);
-  const auto memory = bundled().estimate_model_memory("llama", o, context);
+  const auto parameters = bundled_plugins().estimate_model("llama", o, context);
+  const auto memory = bundled_plugins().estimate_model_memory("llama", o, context);
   REQUIRE(parameters.has_value());
   REQUIRE(memory.has_value());
   es::FitRequest r;
   r.strategy = strategy;
   r.world_size = world;
   // Every strategy with its defaults, read from its plugin's plan, every rank on one host.
-  r.model = [](const std::string& s) { return es::strategy_model(bundled(), s, {}); };
-  r.candidates = es::fit_candidates(bundled(), world);
+  r.model = [](const std::string& s) { return es::strategy_model(bundled_plugins(), s, {}); };
+  r.candidates = es::fit_candidates(bundled_plugins(), world);
   r.parameters = *parameters;
   r.unit_parameters = memory->unit_parameters;
   r.activation_bytes_per_sample = memory->activation_bytes_per_sample * 0.5;
@@ -163,10 +163,10 @@ TEST_CASE("fit check: every bundled model's memory estimate has the units of the
   text.data.vocab_size = 50;
   text.data.seq_len = 16;
   for (const Case& k : {Case{"mlp", images}, Case{"cnn", images}, Case{"vit", images}, Case{"llama", text}}) {
-    const auto o = bundled().at(strata::PluginKind::kModel, k.name).schema.defaults();
-    const auto m = bundled().estimate_model_memory(k.name, o, k.context);
+    const auto o = bundled_plugins().at(strata::PluginKind::kModel, k.name).schema.defaults();
+    const auto m = bundled_plugins().estimate_model_memory(k.name, o, k.context);
     REQUIRE_MESSAGE(m.has_value(), k.name);
-    const auto model = bundled().create_model(k.name, o, k.context);
+    const auto model = bundled_plugins().create_model(k.name, o, k.context);
     REQUIRE_MESSAGE(m->unit_parameters.size() == model->units().size(), k.name);
     for (std::size_t u = 0; u < model->units().size(); ++u) {
       double params = 0;
@@ -188,7 +188,7 @@ TEST_CASE("fit check: optimizer offload is suggested where only it fits, and cou
   r.host_memory = 64 * kGiB;
   strata::Options offload;
   offload.set("offload", std::string("optimizer"));
-  r.offloaded = [offload] { return es::strategy_model(bundled(), "zero3", offload); };
+  r.offloaded = [offload] { return es::strategy_model(bundled_plugins(), "zero3", offload); };
   const auto c = es::check_fit(r);
   CHECK_FALSE(c.fits);
   CHECK(c.estimate.memory.host == 0);
@@ -200,7 +200,7 @@ TEST_CASE("fit check: optimizer offload is suggested where only it fits, and cou
 
   // The same request with offload on: it fits the device; the host's share is checked apart.
   auto on = r;
-  on.model = [offload](const std::string&) { return es::strategy_model(bundled(), "zero3", offload); };
+  on.model = [offload](const std::string&) { return es::strategy_model(bundled_plugins(), "zero3", offload); };
   on.offloaded = nullptr;
   const auto fits = es::check_fit(on);
   CHECK(fits.fits);

@@ -11,7 +11,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-constexpr double kGiB = 1024.0 * 1024 * 1024;
+using strata::test::kGiB;
 
 void write(const fs::path& file, const std::string& text) {
   fs::create_directories(file.parent_path());

@@ -24,28 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A fresh directory under the system temp directory, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device random;
-    path_ = fs::temp_directory_path() / ("strata_test_idx_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter++) + "_" + std::to_string(random()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
+using strata::test::TempDir;
 
 using Bytes = std::vector<unsigned char>;
 
@@ -90,17 +69,7 @@ void write_gz(const fs::path& file, const Bytes& bytes) {
   REQUIRE(gzclose(gz) == Z_OK);
 }
 
-/// The message of the strata::Error that `fn` throws ("" and a failed check when none).
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const strata::Error& e) {
-    return e.what();
-  }
-  FAIL_CHECK("expected a strata::Error");
-  return {};
-}
+using strata::test::error_of;
 
 /// The element type as LibTorch names it ("Byte", "Float", ...): readable when a check fails.
 std::string dtype_of(const torch::Tensor& t) { return c10::toString(t.scalar_type()); }

@@ -18,7 +18,7 @@
 
 namespace {
 
-const strata::Registry& bundled() { return strata::test::bundled_plugins(); }
+using strata::test::bundled_plugins;
 
 /// A small Llama's config.json with `extra` members (", \"key\": value, ...") appended; of another
 /// model_type of the family with `type`.
@@ -31,7 +31,7 @@ std::string config_json(const std::string& extra, const std::string& type = "lla
 /// The llama model built from a config.json holding `json`, on token sequences of length 16.
 std::shared_ptr<strata::Model> build(const strata::test::TempDir& dir, const std::string& json) {
   dir.write("config.json", json);
-  const auto& schema = bundled().at(strata::PluginKind::kModel, "llama").schema;
+  const auto& schema = bundled_plugins().at(strata::PluginKind::kModel, "llama").schema;
   strata::Options options = schema.defaults();
   options.set("config_from", dir.path().string());
   strata::ModelContext context;
@@ -39,7 +39,7 @@ std::shared_ptr<strata::Model> build(const strata::test::TempDir& dir, const std
   context.data.input_dtype = torch::kInt64;
   context.data.vocab_size = 50;
   context.data.seq_len = 16;
-  return bundled().create_model("llama", options, context);
+  return bundled_plugins().create_model("llama", options, context);
 }
 
 /// The config.json the model built from `json` would save: what it read.

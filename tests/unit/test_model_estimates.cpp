@@ -25,11 +25,11 @@ using Overrides = std::vector<std::pair<std::string, strata::OptionValue>>;
 
 constexpr I kMaxWidth = I{1} << 31;  // the plugins' bound on widths
 
-const strata::Registry& bundled() { return strata::test::bundled_plugins(); }
+using strata::test::bundled_plugins;
 
 /// Model `name`'s defaults with `overrides`, each checked against the schema as the host would.
 strata::Options options(const std::string& name, const Overrides& overrides = {}) {
-  const auto& schema = bundled().at(strata::PluginKind::kModel, name).schema;
+  const auto& schema = bundled_plugins().at(strata::PluginKind::kModel, name).schema;
   strata::Options o = schema.defaults();
   for (const auto& [key, value] : overrides) {
     const strata::OptionSpec* spec = schema.find(key);
@@ -59,7 +59,7 @@ strata::ModelContext tokens(I classes = 0, I vocab = 50, I length = 16) {
 }
 
 double estimate(const std::string& name, const strata::Options& o, const strata::ModelContext& c) {
-  const std::optional<double> n = bundled().estimate_model(name, o, c);
+  const std::optional<double> n = bundled_plugins().estimate_model(name, o, c);
   REQUIRE_MESSAGE(n.has_value(), name << " declares no estimator");
   return *n;
 }
@@ -68,7 +68,7 @@ double estimate(const std::string& name, const strata::Options& o, const strata:
 void check_exact(const std::string& name, const Overrides& overrides, const strata::ModelContext& c) {
   const strata::Options o = options(name, overrides);
   const double estimated = estimate(name, o, c);
-  const auto model = bundled().create_model(name, o, c);
+  const auto model = bundled_plugins().create_model(name, o, c);
   CHECK_MESSAGE(estimated == static_cast<double>(model->parameter_count()),
                 name << " with " << overrides.size() << " override(s): estimate " << estimated << ", built "
                      << model->parameter_count());
@@ -96,7 +96,7 @@ std::string thrown(F f) {
 void check_same_error(const std::string& name, const Overrides& overrides, const strata::ModelContext& c,
                       const std::string& expected_start) {
   const strata::Options o = options(name, overrides);
-  const std::string built = thrown([&] { bundled().create_model(name, o, c); });
+  const std::string built = thrown([&] { bundled_plugins().create_model(name, o, c); });
   const std::string estimated = thrown([&] { estimate(name, o, c); });
   CHECK_MESSAGE(built.rfind(expected_start, 0) == 0, name << " threw \"" << built << "\"");
   CHECK(estimated == built);
@@ -106,7 +106,7 @@ void check_same_error(const std::string& name, const Overrides& overrides, const
 
 TEST_CASE("every bundled model declares a parameter estimator") {
   for (const auto& name : {"mlp", "cnn", "vit", "llama"})
-    CHECK_MESSAGE(bundled().at(strata::PluginKind::kModel, name).estimator, name);
+    CHECK_MESSAGE(bundled_plugins().at(strata::PluginKind::kModel, name).estimator, name);
 }
 
 TEST_CASE("mlp: the estimate is the built parameter count") {
@@ -192,7 +192,7 @@ TEST_CASE("absurd sizes give a large finite estimate at once, without allocating
        tokens());
 
   // Past the schema's bounds (the host refuses them) the estimator still answers in doubles.
-  const auto& spec = *bundled().at(strata::PluginKind::kModel, "mlp").schema.find("hidden");
+  const auto& spec = *bundled_plugins().at(strata::PluginKind::kModel, "mlp").schema.find("hidden");
   CHECK_FALSE(spec.check(Ints{I{9'000'000'000'000'000'000}}).empty());
   CHECK_FALSE(spec.check(Ints(1025, I{1})).empty());
   strata::Options o = options("mlp");
@@ -234,8 +234,8 @@ TEST_CASE("llama: every block uses one batch's RoPE tables and mask, computed on
   torch::manual_seed(0);
   const auto o = options("llama", {{"hidden_size", I{32}}, {"num_heads", I{4}}, {"num_kv_heads", I{2}},
                                    {"intermediate_size", I{40}}, {"num_layers", I{3}}});
-  const auto model = bundled().create_model("llama", o, tokens(0, 50, 8));
-  const auto twin = bundled().create_model("llama", o, tokens(0, 50, 8));  // the same weights, no batch seen yet
+  const auto model = bundled_plugins().create_model("llama", o, tokens(0, 50, 8));
+  const auto twin = bundled_plugins().create_model("llama", o, tokens(0, 50, 8));  // the same weights, no batch seen yet
   {
     torch::NoGradGuard no_grad;
     auto to = twin->named_parameters();
@@ -308,8 +308,8 @@ TEST_CASE("llama: loss_chunk_tokens gives lm_head-then-cross-entropy's loss and 
   batch.targets.index_put_({1, torch::indexing::Slice(6)}, strata::kIgnoreIndex);  // skipped tokens
   for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
     CAPTURE(c10::toString(dtype));
-    const auto plain = bundled().create_model("llama", options("llama", shape), context);
-    const auto fused = bundled().create_model("llama", options("llama", chunked), context);
+    const auto plain = bundled_plugins().create_model("llama", options("llama", shape), context);
+    const auto fused = bundled_plugins().create_model("llama", options("llama", chunked), context);
     {
       torch::NoGradGuard no_grad;
       auto to = fused->named_parameters();
@@ -360,13 +360,13 @@ TEST_CASE("llama: loss_chunk_tokens gives lm_head-then-cross-entropy's loss and 
   }
   // The memory estimate holds no logits per sample: 2 s V float32 (logits and log-softmax) fewer.
   const auto held = [&](const Overrides& o) {
-    return bundled().estimate_model_memory("llama", options("llama", o), context)->activation_bytes_per_sample;
+    return bundled_plugins().estimate_model_memory("llama", options("llama", o), context)->activation_bytes_per_sample;
   };
   CHECK(held(shape) - held(chunked) == 2.0 * 8 * 50 * 4);
   // Sequence classification has no lm_head to fuse.
   Overrides classify = chunked;
   classify.emplace_back("task", "sequence_classification"s);
-  CHECK_THROWS_AS(bundled().create_model("llama", options("llama", classify), tokens(3, 50, 8)), strata::OptionError);
+  CHECK_THROWS_AS(bundled_plugins().create_model("llama", options("llama", classify), tokens(3, 50, 8)), strata::OptionError);
 }
 
 // ---- llama: fused_ops (RMSNorm with its residual add, RoPE in place, SwiGLU) -------------------
@@ -407,8 +407,8 @@ void check_fused_model(const std::string& name, const Overrides& shape, const st
     for (const auto& b : batches) {
       CAPTURE(c10::toString(dtype));
       CAPTURE(b.mask.defined());
-      const auto plain = bundled().create_model(name, options(name, shape), context);
-      const auto fused = bundled().create_model(name, options(name, fused_options), context);
+      const auto plain = bundled_plugins().create_model(name, options(name, shape), context);
+      const auto fused = bundled_plugins().create_model(name, options(name, fused_options), context);
       {
         torch::NoGradGuard no_grad;
         auto to = fused->named_parameters();

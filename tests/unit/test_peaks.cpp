@@ -26,7 +26,7 @@ double tflops(const std::string& device, const std::string& dtype) {
   return peak->tflops;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using strata::test::contains;
 
 }  // namespace
 

@@ -17,18 +17,9 @@ using strata::test::temporaries;
 using strata::test::TempDir;
 namespace fs = std::filesystem;
 
-/// The message of the strata::Error `f` throws ("" when it throws none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const strata::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using strata::test::error_of;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using strata::test::contains;
 
 /// Same dtype, shape and bytes (works for dtypes LibTorch cannot compare, such as uint16).
 bool same_bytes(const torch::Tensor& a, const torch::Tensor& b) {

@@ -11,12 +11,16 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 #include <unistd.h>
+
+#include "strata/errors.hpp"
 
 namespace strata::test {
 
@@ -36,6 +40,7 @@ class TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
   /// Writes `text` to `name` inside the directory and returns its path.
   std::filesystem::path write(const std::string& name, const std::string& text) const {
     auto file = path_ / name;
@@ -46,6 +51,30 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+/// The message of the strata::Error that `f` throws ("" when it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const strata::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// An environment to look variables up in (job/world.hpp's EnvLookup), from a map.
+inline std::function<std::optional<std::string>(const std::string&)> lookup_in(std::map<std::string, std::string> env) {
+  return [env = std::move(env)](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 /// The names of `dir`'s temporary files (".NAME.RANDOM.tmp" from AtomicFile).
 inline std::vector<std::string> temporaries(const std::filesystem::path& dir) {

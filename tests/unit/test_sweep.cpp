@@ -7,16 +7,16 @@
 
 namespace {
 
-struct NoOptions {};
+struct NoSweepOptions {};
 struct Replicas {
   std::int64_t replicas = 2;
 };
 
-strata::Registry toy_registry() {
+strata::Registry sweep_registry() {
   strata::Registry r;
   const auto none = [](const auto&) { return std::shared_ptr<strata::Strategy>(); };
-  r.add_strategy("single", "one device", strata::Schema<NoOptions>{}, none, strata::Placement::one_device());
-  r.add_strategy("ddp", "rank per device", strata::Schema<NoOptions>{}, none);
+  r.add_strategy("single", "one device", strata::Schema<NoSweepOptions>{}, none, strata::Placement::one_device());
+  r.add_strategy("ddp", "rank per device", strata::Schema<NoSweepOptions>{}, none);
   strata::Schema<Replicas> replicas;
   replicas.option("replicas", &Replicas::replicas, "devices");
   r.add_strategy("dp", "devices in one process", replicas, none, strata::Placement::devices_in_process("replicas"));
@@ -57,7 +57,7 @@ optimizer.lr = [0.1, 0.01]
   REQUIRE(sweep.axes.size() == 3);
   CHECK(sweep.axes[2].key == "optimizer.lr");  // unquoted dotted keys too, in file order
   CHECK(sweep.baseline == std::vector<std::pair<std::string, std::string>>{{"strategy", "single"}, {"world_size", "1"}});
-  const auto plan = strata::plan_sweep(sweep, toy_registry(), "single", 1, 32);
+  const auto plan = strata::plan_sweep(sweep, sweep_registry(), "single", 1, 32);
   // single runs at world size 1 only: 2 lr values; ddp and dp: 2 x 2 each; 3 repeats by default.
   REQUIRE(plan.combinations.size() == 10);
   CHECK(plan.runs.size() == 30);
@@ -95,7 +95,7 @@ baseline = { strategy = "ddp", world_size = 2 }
 strategy = ["ddp"]
 world_size = [2, 4]
 )");
-  const auto plan = strata::plan_sweep(strata::parse_sweep(file), toy_registry(), "single", 1, 16);
+  const auto plan = strata::plan_sweep(strata::parse_sweep(file), sweep_registry(), "single", 1, 16);
   REQUIRE(plan.runs.size() == 4);
   CHECK(plan.runs[0].label == "ddp-w2-r1");
   CHECK(plan.runs[1].label == "ddp-w2-r2");
@@ -128,7 +128,7 @@ strategy = ["single", "ddp"]
 world_size = [1, 2]
 )");
   try {
-    strata::plan_sweep(strata::parse_sweep(file), toy_registry(), "single", 1, 32);
+    strata::plan_sweep(strata::parse_sweep(file), sweep_registry(), "single", 1, 32);
     FAIL("no error");
   } catch (const strata::ConfigError& e) {
     CHECK(e.where().line == 3);

@@ -34,16 +34,16 @@ std::uint64_t read_le(std::string_view bytes, std::size_t offset, int width) {
   return v;
 }
 
-/// A fresh directory under the system temp dir, removed when the guard goes away.
-struct TempDir {
+/// A fresh path under the system temp dir (not created), removed with its contents when the guard goes away.
+struct ScratchPath {
   fs::path path;
-  TempDir() {
+  ScratchPath() {
     static std::atomic<int> counter{0};
     const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
     path = fs::temp_directory_path() /
            ("strata_tb_test_" + std::to_string(ticks) + "_" + std::to_string(counter++));
   }
-  ~TempDir() {
+  ~ScratchPath() {
     std::error_code ec;
     fs::remove_all(path, ec);
   }
@@ -160,7 +160,7 @@ TEST_CASE("protobuf encoder matches the wire-format reference examples") {
 }
 
 TEST_CASE("EventWriter writes CRC-valid records TensorBoard can read") {
-  TempDir tmp;
+  ScratchPath tmp;
   fs::path file;
   {
     strata::tb::EventWriter writer(tmp.path / "tb");
@@ -239,7 +239,7 @@ TEST_CASE("EventWriter writes CRC-valid records TensorBoard can read") {
 }
 
 TEST_CASE("EventWriter reports a directory it cannot create") {
-  TempDir tmp;
+  ScratchPath tmp;
   fs::create_directories(tmp.path);
   const fs::path blocker = tmp.path / "not_a_dir";
   std::ofstream(blocker) << "x";
@@ -283,7 +283,7 @@ TEST_CASE("summary figures carry results.csv's names and summary.json's numbers"
   // Every name is one definition: no figure appears twice.
   CHECK(values.size() == strata::tb::summary_figures().size());
 
-  TempDir tmp;
+  ScratchPath tmp;
   fs::path file;
   {
     strata::tb::EventWriter writer(tmp.path);
@@ -299,7 +299,7 @@ TEST_CASE("summary figures carry results.csv's names and summary.json's numbers"
 }
 
 TEST_CASE("EventWriter names a full disk and keeps only complete records") {
-  TempDir tmp;
+  ScratchPath tmp;
   fs::create_directories(tmp.path);
   fs::path file;
   std::string error;

@@ -15,24 +15,18 @@ namespace {
 
 using Env = std::map<std::string, std::string>;
 
-strata::EnvLookup lookup(const Env& env) {
-  return [env](const std::string& name) -> std::optional<std::string> {
-    auto it = env.find(name);
-    if (it == env.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using strata::test::lookup_in;
 
 strata::WorldInfo world(const Env& env) {
-  auto w = strata::world_from_environment(lookup(env));
+  auto w = strata::world_from_environment(lookup_in(env));
   REQUIRE(w.has_value());
   return *w;
 }
 
 /// The message of the UsageError the environment causes ("" when none).
-std::string error_of(const Env& env) {
+std::string world_error(const Env& env) {
   try {
-    strata::world_from_environment(lookup(env));
+    strata::world_from_environment(lookup_in(env));
   } catch (const strata::UsageError& e) {
     CHECK(e.exit_code() == 2);
     CHECK_FALSE(e.fix().empty());
@@ -41,13 +35,13 @@ std::string error_of(const Env& env) {
   return "";
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using strata::test::contains;
 
 }  // namespace
 
 TEST_CASE("world: no launcher variables means no world") {
-  CHECK_FALSE(strata::world_from_environment(lookup({})).has_value());
-  CHECK_FALSE(strata::world_from_environment(lookup({{"PATH", "/bin"}, {"LOCAL_RANK", "0"}})).has_value());
+  CHECK_FALSE(strata::world_from_environment(lookup_in({})).has_value());
+  CHECK_FALSE(strata::world_from_environment(lookup_in({{"PATH", "/bin"}, {"LOCAL_RANK", "0"}})).has_value());
 }
 
 TEST_CASE("world: torchrun with every variable") {
@@ -82,29 +76,29 @@ TEST_CASE("world: strata-spawned ranks say so") {
 }
 
 TEST_CASE("world: torchrun inconsistencies name the variable") {
-  CHECK(contains(error_of({{"RANK", "0"}}), "WORLD_SIZE"));
-  CHECK(contains(error_of({{"WORLD_SIZE", "2"}}), "RANK"));
+  CHECK(contains(world_error({{"RANK", "0"}}), "WORLD_SIZE"));
+  CHECK(contains(world_error({{"WORLD_SIZE", "2"}}), "RANK"));
   for (const char* bad : {"1x", "", "-1", " 1", "99999999999999999999"}) {
     CAPTURE(bad);
-    CHECK(contains(error_of({{"RANK", bad}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}), "RANK='"));
+    CHECK(contains(world_error({{"RANK", bad}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}), "RANK='"));
   }
-  CHECK(contains(error_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}), "RANK=2"));
-  CHECK(contains(error_of({{"RANK", "0"}, {"WORLD_SIZE", "0"}}), "WORLD_SIZE=0"));
-  CHECK(contains(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}}), "MASTER_PORT"));
-  CHECK(contains(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}), "MASTER_PORT='70000'"));
-  CHECK(contains(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "0"}}), "MASTER_PORT='0'"));
-  CHECK(contains(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"}, {"MASTER_PORT", "1"}}),
+  CHECK(contains(world_error({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}), "RANK=2"));
+  CHECK(contains(world_error({{"RANK", "0"}, {"WORLD_SIZE", "0"}}), "WORLD_SIZE=0"));
+  CHECK(contains(world_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}}), "MASTER_PORT"));
+  CHECK(contains(world_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}), "MASTER_PORT='70000'"));
+  CHECK(contains(world_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "0"}}), "MASTER_PORT='0'"));
+  CHECK(contains(world_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"}, {"MASTER_PORT", "1"}}),
                  "LOCAL_RANK=2"));
-  CHECK(contains(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "3"}, {"MASTER_PORT", "1"}}),
+  CHECK(contains(world_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "3"}, {"MASTER_PORT", "1"}}),
                  "LOCAL_WORLD_SIZE=3"));
   // Across hosts, neither the local rank nor the master can be guessed.
   const Env multi = {{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}};
-  CHECK(contains(error_of(multi), "LOCAL_RANK is unset"));
+  CHECK(contains(world_error(multi), "LOCAL_RANK is unset"));
   Env with_local = multi;
   with_local.insert_or_assign("LOCAL_RANK", std::string("1"));
-  CHECK(contains(error_of(with_local), "MASTER_ADDR is unset"));
+  CHECK(contains(world_error(with_local), "MASTER_ADDR is unset"));
   with_local.insert_or_assign("MASTER_ADDR", std::string());
-  CHECK(contains(error_of(with_local), "MASTER_ADDR is set but empty"));
+  CHECK(contains(world_error(with_local), "MASTER_ADDR is set but empty"));
   with_local.insert_or_assign("MASTER_ADDR", std::string("node01"));
   CHECK(world(with_local).local_rank == 1);
 }
@@ -140,24 +134,24 @@ TEST_CASE("world: Slurm tasks per node follow this node's entry") {
   env.insert_or_assign("SLURM_NODEID", std::string("2"));
   CHECK(world(env).local_world_size == 3);
   env.insert_or_assign("SLURM_NODEID", std::string("3"));
-  CHECK(contains(error_of(env), "SLURM_TASKS_PER_NODE='4(x2),3'"));
+  CHECK(contains(world_error(env), "SLURM_TASKS_PER_NODE='4(x2),3'"));
   env.erase("SLURM_NODEID");
   env.insert_or_assign("SLURM_TASKS_PER_NODE", std::string("4(x"));
-  CHECK(contains(error_of(env), "SLURM_TASKS_PER_NODE"));
+  CHECK(contains(world_error(env), "SLURM_TASKS_PER_NODE"));
 }
 
 TEST_CASE("world: a Slurm allocation without a step of several tasks is not a job") {
-  CHECK_FALSE(strata::world_from_environment(lookup({{"SLURM_JOB_ID", "42"}})).has_value());
-  CHECK_FALSE(strata::world_from_environment(lookup({{"SLURM_JOB_ID", "42"}, {"SLURM_NTASKS", "1"}})).has_value());
-  CHECK_FALSE(strata::world_from_environment(lookup({{"SLURM_JOB_ID", "42"}, {"SLURM_NTASKS", "4"}})).has_value());
+  CHECK_FALSE(strata::world_from_environment(lookup_in({{"SLURM_JOB_ID", "42"}})).has_value());
+  CHECK_FALSE(strata::world_from_environment(lookup_in({{"SLURM_JOB_ID", "42"}, {"SLURM_NTASKS", "1"}})).has_value());
+  CHECK_FALSE(strata::world_from_environment(lookup_in({{"SLURM_JOB_ID", "42"}, {"SLURM_NTASKS", "4"}})).has_value());
 }
 
 TEST_CASE("world: a Slurm batch script, extern or interactive step is not a rank") {
   // sbatch -n 2: the batch script sees SLURM_PROCID=0 and SLURM_NTASKS=2 but is one process.
   const Env batch = {{"SLURM_JOB_ID", "42"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"},
                      {"SLURM_NODEID", "0"}, {"SLURM_TASKS_PER_NODE", "2"}, {"SLURM_JOB_NODELIST", "node01"}};
-  CHECK_FALSE(strata::world_from_environment(lookup(batch)).has_value());
-  auto a = strata::slurm_allocation(lookup(batch));
+  CHECK_FALSE(strata::world_from_environment(lookup_in(batch)).has_value());
+  auto a = strata::slurm_allocation(lookup_in(batch));
   REQUIRE(a.has_value());
   CHECK(a->ntasks == 2);
   CHECK(a->job_id == "42");
@@ -165,31 +159,31 @@ TEST_CASE("world: a Slurm batch script, extern or interactive step is not a rank
     Env env = batch;
     env["SLURM_STEP_ID"] = special;
     CAPTURE(special);
-    CHECK_FALSE(strata::world_from_environment(lookup(env)).has_value());
-    CHECK(strata::slurm_allocation(lookup(env)).has_value());
+    CHECK_FALSE(strata::world_from_environment(lookup_in(env)).has_value());
+    CHECK(strata::slurm_allocation(lookup_in(env)).has_value());
   }
   // A step srun started (ids count from 0) is a job of ranks, and not an allocation's shell.
   Env step = batch;
   step["SLURM_STEP_ID"] = "0";
   CHECK(world(step).world_size == 2);
   CHECK(world(step).source.find("SLURM_NTASKS=2") != std::string::npos);
-  CHECK_FALSE(strata::slurm_allocation(lookup(step)).has_value());
+  CHECK_FALSE(strata::slurm_allocation(lookup_in(step)).has_value());
   step.erase("SLURM_STEP_ID");
   step["SLURM_STEPID"] = "3";  // the older spelling
   CHECK(world(step).rank == 0);
   // salloc -n1's shell: no step, one task.
-  auto salloc = strata::slurm_allocation(lookup({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "1"}}));
+  auto salloc = strata::slurm_allocation(lookup_in({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "1"}}));
   REQUIRE(salloc.has_value());
   CHECK(salloc->ntasks == 1);
-  CHECK_FALSE(strata::slurm_allocation(lookup({})).has_value());
+  CHECK_FALSE(strata::slurm_allocation(lookup_in({})).has_value());
 }
 
 TEST_CASE("world: Kubeflow PyTorchJob pods are nodes strata launches, not ranks") {
   // The training operator sets RANK to the pod's node rank and WORLD_SIZE for the whole job.
   const Env pod = {{"PET_NNODES", "2"}, {"PET_NPROC_PER_NODE", "4"}, {"PET_NODE_RANK", "1"}, {"RANK", "1"},
                    {"WORLD_SIZE", "8"}, {"MASTER_ADDR", "job-master-0"}, {"MASTER_PORT", "23456"}};
-  CHECK_FALSE(strata::world_from_environment(lookup(pod)).has_value());
-  auto n = strata::node_launch_from_environment(lookup(pod));
+  CHECK_FALSE(strata::world_from_environment(lookup_in(pod)).has_value());
+  auto n = strata::node_launch_from_environment(lookup_in(pod));
   REQUIRE(n.has_value());
   CHECK(n->nnodes == 2);
   CHECK(n->node_rank == 1);
@@ -198,20 +192,20 @@ TEST_CASE("world: Kubeflow PyTorchJob pods are nodes strata launches, not ranks"
   CHECK(n->master_port == 23456);
   Env auto_pod = pod;
   auto_pod["PET_NPROC_PER_NODE"] = "auto";
-  CHECK(strata::node_launch_from_environment(lookup(auto_pod))->nproc_per_node == 0);
+  CHECK(strata::node_launch_from_environment(lookup_in(auto_pod))->nproc_per_node == 0);
   Env fixed_range = pod;
   fixed_range["PET_NNODES"] = "2:2";
-  CHECK(strata::node_launch_from_environment(lookup(fixed_range))->nnodes == 2);
+  CHECK(strata::node_launch_from_environment(lookup_in(fixed_range))->nnodes == 2);
   // The ranks strata (or torchrun) starts in the pod have LOCAL_RANK: they are ranks.
   Env rank = pod;
   rank.insert({{"LOCAL_RANK", "3"}, {"LOCAL_WORLD_SIZE", "4"}});
   rank["RANK"] = "7";
-  CHECK_FALSE(strata::node_launch_from_environment(lookup(rank)).has_value());
+  CHECK_FALSE(strata::node_launch_from_environment(lookup_in(rank)).has_value());
   CHECK(world(rank).rank == 7);
   // Bad values are usage errors naming the variable.
   auto node_error = [](Env env) {
     try {
-      strata::node_launch_from_environment(lookup(env));
+      strata::node_launch_from_environment(lookup_in(env));
     } catch (const strata::UsageError& e) {
       return std::string(e.what());
     }
@@ -242,13 +236,13 @@ TEST_CASE("world: torchrun's agent store") {
 }
 
 TEST_CASE("world: Slurm inconsistencies name the variable") {
-  CHECK(contains(error_of({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "1"}}), "SLURM_PROCID=4"));
-  CHECK(contains(error_of({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "4"}}), "SLURM_PROCID='x'"));
+  CHECK(contains(world_error({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "1"}}), "SLURM_PROCID=4"));
+  CHECK(contains(world_error({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "4"}}), "SLURM_PROCID='x'"));
   // Two tasks, one per node by default, no master and no job id.
-  CHECK(contains(error_of({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"},
+  CHECK(contains(world_error({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"},
                            {"SLURM_NODELIST", "n[1-2]"}}),
                  "SLURM_JOB_ID"));
-  CHECK(contains(error_of({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
+  CHECK(contains(world_error({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
                            {"SLURM_JOB_ID", "3"}, {"SLURM_NODELIST", "n[1-2]"}}),
                  "SLURM_LOCALID=1"));
 }
@@ -268,10 +262,10 @@ TEST_CASE("world: OpenMPI") {
   CHECK(local.master_addr == "127.0.0.1");
   CHECK(local.master_port == 9);
 
-  CHECK(contains(error_of({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+  CHECK(contains(world_error({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
                            {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}),
                  "MASTER_ADDR"));
-  CHECK(contains(error_of({{"OMPI_COMM_WORLD_RANK", "0"}}), "OMPI_COMM_WORLD_SIZE"));
+  CHECK(contains(world_error({{"OMPI_COMM_WORLD_RANK", "0"}}), "OMPI_COMM_WORLD_SIZE"));
 }
 
 TEST_CASE("world: torchrun wins over Slurm and OpenMPI, Slurm over OpenMPI") {

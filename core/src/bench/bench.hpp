@@ -7,7 +7,14 @@
 #include <string>
 #include <vector>
 
+namespace c10 {
+struct Device;
+}
+
 namespace strata {
+
+/// Waits for the work queued on `device` (CUDA); nothing on the CPU. Ends a timed benchmark loop.
+void synchronize(const c10::Device& device);
 
 /// `strata bench comms`: nccl-tests style bandwidth of each collective over a range of sizes.
 /// Options are kept as given (empty: the default that depends on the device), validated by

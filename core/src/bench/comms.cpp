@@ -270,10 +270,6 @@ class Case {
   torch::Tensor input_, output_;
 };
 
-void synchronize(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
-}
-
 /// Measures one size; nullopt when it holds no whole element per rank.
 std::optional<Row> measure(Comm& comm, const Plan& plan, Collective c, std::int64_t bytes, bool first) {
   const int n = comm.world_size();

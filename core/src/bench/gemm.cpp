@@ -103,10 +103,6 @@ std::string describe(const torch::Device& device) {
   return device_name(device);
 }
 
-void synchronize(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
-}
-
 GemmRow measure(const Shape& s, const torch::Device& device, torch::ScalarType type, int steps, int warmup) {
   const auto options = torch::TensorOptions().dtype(type).device(device);
   const auto a = torch::randn({s.m, s.k}, options);
@@ -154,6 +150,10 @@ void write_outputs(const GemmBenchRequest& r, const std::string& dtype, const st
 }
 
 }  // namespace
+
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
 
 int bench_gemm(const GemmBenchRequest& r) {
   const std::vector<std::string> dtypes{"float32", "tf32", "bfloat16", "float16"};

@@ -64,7 +64,7 @@ constexpr const char* kCrashMarkers[] = {"terminate called", "Segmentation", "Ex
 
 enum class Verdict { kPass, kFail, kNotApplicable };
 
-struct Row {
+struct CheckRow {
   std::string check;
   std::string world;  ///< "-" for checks done once
   Verdict verdict = Verdict::kFail;
@@ -139,7 +139,7 @@ class Checker {
   }
 
   int count(Verdict v) const {
-    return static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [v](const Row& r) { return r.verdict == v; }));
+    return static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [v](const CheckRow& r) { return r.verdict == v; }));
   }
 
   /// The rows as a Markdown table.
@@ -437,7 +437,7 @@ class Checker {
   std::vector<std::optional<std::vector<estimate::UnitProfile>>> units_;  ///< per workload: its model's units, once built
   std::vector<std::pair<std::string, detail::Violation>> violations_;
   std::vector<Outcome> references_;  ///< the reference on each workload
-  std::vector<Row> rows_;
+  std::vector<CheckRow> rows_;
   std::vector<std::vector<std::string>> unmet_;  // per workload: the exactness conditions it does not meet
   std::map<std::string, Outcome> band_references_;  // by run label: the band's reference runs
   int total_ = 0, started_ = 0;

@@ -20,6 +20,7 @@
 #include "io/run_dir.hpp"
 #include "io/safetensors.hpp"
 #include "strata/errors.hpp"
+#include "text/shape_text.hpp"
 
 namespace strata::ckpt {
 
@@ -465,10 +466,6 @@ class DataFiles {
   const std::map<std::string, std::uint64_t>& bytes_;
   std::map<std::string, int> fds_;
 };
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  return "[" + fmt::format("{}", fmt::join(shape, ", ")) + "]";
-}
 
 }  // namespace
 

@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "io/raw_stderr.hpp"
 #include "text/errors_text.hpp"
 
 namespace strata {
@@ -53,9 +54,7 @@ struct SignalState {
 };
 SignalState g_signals;
 
-void write_error(const std::string& text) {
-  [[maybe_unused]] auto n = ::write(STDERR_FILENO, text.data(), text.size());
-}
+void write_error(const std::string& text) { detail::write_stderr(text.data(), text.size()); }
 
 double seconds(std::chrono::milliseconds ms) { return static_cast<double>(ms.count()) / 1000.0; }
 

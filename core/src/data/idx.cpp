@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "strata/errors.hpp"
+#include "text/shape_text.hpp"
 
 namespace strata {
 namespace {
@@ -53,15 +54,6 @@ std::string hex(std::uint32_t value, int digits) {
   char buffer[16];
   std::snprintf(buffer, sizeof buffer, "0x%0*X", digits, static_cast<unsigned>(value));
   return buffer;
-}
-
-std::string shape_text(const std::vector<std::int64_t>& dims) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(dims[i]);
-  }
-  return out + "]";
 }
 
 std::string plural(std::uint64_t n, const char* word) {

@@ -38,7 +38,7 @@ struct DeviceEntry {
 // H100 NVL and H200 NVL: 835*, 1671*. B200 (HGX B200, per GPU): TF32 2.25 PF*, BF16/FP16 4.5 PF*,
 // FP32 75. L40S: TF32 366*, BF16/FP16 733*. L4: 120*, 242*. A10: 125*, 250*. AMD MI300X/MI325X
 // datasheets give dense and sparse; these are the dense ones (FP32 matrix 163.4).
-constexpr std::array kTable{
+constexpr std::array kDevices{
     DeviceEntry{"A100", "NVIDIA A100 datasheet (SXM and PCIe", 19.5, 156, 312, 312},
     DeviceEntry{"H100 SXM", "NVIDIA H100 datasheet (SXM", 67, 494.5, 989.5, 989.5},
     DeviceEntry{"H100 PCIe", "NVIDIA H100 datasheet (PCIe", 51, 378, 756.5, 756.5},
@@ -82,7 +82,7 @@ const DeviceEntry* find_device(const std::string& device_name) {
     return std::any_of(w.begin(), w.end(), [&](const std::string& x) { return x.rfind(prefix, 0) == 0; });
   };
   auto entry = [](const char* name) -> const DeviceEntry* {
-    for (const auto& e : kTable)
+    for (const auto& e : kDevices)
       if (std::string(e.name) == name) return &e;
     return nullptr;
   };
@@ -227,7 +227,7 @@ std::string cpu_model() {
 
 std::string known_devices() {
   std::string out;
-  for (const auto& e : kTable) out += (out.empty() ? "" : ", ") + std::string(e.name);
+  for (const auto& e : kDevices) out += (out.empty() ? "" : ", ") + std::string(e.name);
   return out;
 }
 

@@ -19,6 +19,7 @@
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "strata/errors.hpp"
+#include "text/shape_text.hpp"
 
 namespace strata {
 
@@ -65,10 +66,6 @@ std::optional<std::uint64_t> whole_number(const Json& value) {
   const double d = value.number_or(-1);
   if (!(d >= 0) || d != std::floor(d) || d > kMaxExactInteger) return std::nullopt;
   return static_cast<std::uint64_t>(d);
-}
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  return "[" + fmt::format("{}", fmt::join(shape, ", ")) + "]";
 }
 
 }  // namespace

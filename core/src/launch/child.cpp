@@ -21,6 +21,7 @@
 
 #include "device/cuda_support.hpp"
 #include "io/atomic_file.hpp"
+#include "io/raw_stderr.hpp"
 #include "io/run_dir.hpp"
 #include "job/world.hpp"
 #include "strata/errors.hpp"
@@ -173,8 +174,7 @@ ChildOutcome run_self(const std::vector<std::string>& args, const std::function<
       ::_exit(code);
     }
     ::execve("/proc/self/exe", argv.data(), envp.data());
-    static const char message[] = "strata: cannot execute /proc/self/exe for a run\n";
-    [[maybe_unused]] auto n = ::write(STDERR_FILENO, message, sizeof message - 1);
+    detail::write_stderr("strata: cannot execute /proc/self/exe for a run\n");
     ::_exit(127);
   }
   const int fork_errno = errno;

@@ -27,6 +27,7 @@
 #include "comm/job_guard.hpp"
 #include "job/verdict.hpp"
 #include "launch/child.hpp"
+#include "io/raw_stderr.hpp"
 #include "launch/supervisor.hpp"
 #include "strata/errors.hpp"
 #include "text/units.hpp"
@@ -150,21 +151,6 @@ ChildPlan make_plan(const SpawnOptions& options, int local_rank, int port, const
   return plan;
 }
 
-/// Writes a message to stderr without allocating (usable between fork and exec).
-void write_stderr(const char* text) { [[maybe_unused]] auto n = ::write(STDERR_FILENO, text, std::strlen(text)); }
-
-/// Writes a non-negative number to stderr without allocating (strerror may allocate).
-void write_stderr(int value) {
-  char digits[16];
-  int i = sizeof digits - 1;
-  digits[i] = '\0';
-  do {
-    digits[--i] = static_cast<char>('0' + value % 10);
-    value /= 10;
-  } while (value > 0 && i > 0);
-  write_stderr(digits + i);
-}
-
 /// The child side of fork: only async-signal-safe calls until exec.
 [[noreturn]] void become_rank(const ChildPlan& plan, pid_t parent, int devnull, int beacon_fd,
                               const SignalPipe& signals, const sigset_t& mask) {
@@ -180,9 +166,9 @@ void write_stderr(int value) {
   // if a rebuild replaced the file meanwhile.
   ::execve("/proc/self/exe", plan.argv.data(), plan.envp.data());
   const int error = errno;
-  write_stderr("strata: cannot execute /proc/self/exe for a rank: errno ");
-  write_stderr(error);
-  write_stderr("\n");
+  detail::write_stderr("strata: cannot execute /proc/self/exe for a rank: errno ");
+  detail::write_stderr_number(error);
+  detail::write_stderr("\n");
   ::_exit(kExecFailed);
 }
 

@@ -26,6 +26,7 @@
 #include "io/safetensors.hpp"
 #include "strata/errors.hpp"
 #include "strata/model.hpp"
+#include "text/shape_text.hpp"
 
 namespace strata {
 
@@ -296,8 +297,6 @@ std::map<std::string, std::vector<std::int64_t>> checkpoint_tensors(const Model&
   for (const auto& b : model.named_buffers()) add(b.key(), b.value());
   return out;
 }
-
-std::string shape_text(const std::vector<std::int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 /// ConfigError at model.name unless checkpoint `c` holds exactly `model`'s tensors and shapes.
 void check_model_fits(const Experiment& e, const ckpt::Checkpoint& c, const Model& model) {

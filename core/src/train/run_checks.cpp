@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "ckpt/store.hpp"
+#include "prepare.hpp"
 #include "io/run_result.hpp"
 #include "strata/errors.hpp"
 #include "text/units.hpp"
@@ -17,10 +18,6 @@
 namespace strata {
 
 namespace fs = std::filesystem;
-
-namespace {
-constexpr double kFloat32Bytes = 4;
-}  // namespace
 
 void check_plan_fits_world(const Experiment& e, const Registry& registry, const WorldInfo& world) {
   const auto& entry = registry.at(PluginKind::kStrategy, e.strategy.name);

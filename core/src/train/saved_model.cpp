@@ -21,6 +21,7 @@
 #include "io/run_dir.hpp"
 #include "io/safetensors.hpp"
 #include "strata/errors.hpp"
+#include "text/shape_text.hpp"
 #include "train/model_diff.hpp"
 
 namespace strata {
@@ -71,8 +72,6 @@ struct Stored {
   std::string where;  // "train.init_from: <file>"
   std::string fix;
 };
-
-std::string shape_text(c10::IntArrayRef shape) { return "[" + fmt::format("{}", fmt::join(shape, ", ")) + "]"; }
 
 /// "a, b, c ... and 7 more"
 std::string listing(const std::vector<std::string>& items, std::size_t cap = 8) {
@@ -266,7 +265,7 @@ std::string load_state_dict(Model& model, const std::filesystem::path& path, boo
       // Derived buffers (e.g. rotary tables) have no place in the external format.
       const bool derived = target.buffer && !external.empty() && !has_external.count(target.name);
       if (!derived && !loaded_elsewhere(target))
-        missing.push_back(target.name + " " + shape_text(target.tensor.sizes()));
+        missing.push_back(target.name + " " + shape_text(target.tensor.sizes().vec()));
       continue;
     }
     for (const auto& source : target.sources) {
@@ -274,7 +273,7 @@ std::string load_state_dict(Model& model, const std::filesystem::path& path, boo
       const std::string label = source == target.name ? source : source + " = " + target.name;
       if (t.shape != target.tensor.sizes().vec())
         mismatched.push_back(fmt::format("{} (file {}, model {})", label, shape_text(t.shape),
-                                         shape_text(target.tensor.sizes())));
+                                         shape_text(target.tensor.sizes().vec())));
       else if (t.dtype != target.tensor.scalar_type() &&
                !(c10::isFloatingType(t.dtype) && c10::isFloatingType(target.tensor.scalar_type())))
         mismatched.push_back(fmt::format("{} (file dtype {}, model {})", label, c10::toString(t.dtype),
