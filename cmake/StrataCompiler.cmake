@@ -44,6 +44,13 @@ function(strata_unity_build target batch)
   endif()
 endfunction()
 
+# Test code (the unit tests, the fixture plugins, the config fuzzer, the GPU tests) compiles at -O1
+# in a Release build: the speed of what it runs is LibTorch's and libstrata_core's, compiled as they
+# are. A batch of ten unit test sources compiles in 35 s at -O1, 49 s at -O3.
+function(strata_test_code target)
+  target_compile_options(${target} PRIVATE $<$<CONFIG:Release>:-O1>)
+endfunction()
+
 # libstdc++ ahead of LibTorch, in every binary that links LibTorch.
 #
 # The PyPI LibTorch is built with Red Hat's gcc-toolset-13 on a GCC 8 system, which links the parts
