@@ -33,8 +33,8 @@ endfunction()
 # Unity build: `target`'s sources compiled `batch` at a time, each batch one translation unit. Every
 # Strata source includes LibTorch's headers, and a source of 200 lines costs 15-25 s to compile
 # because of them (parsing, then instantiating and optimizing the inline LibTorch code it uses);
-# in a batch that cost is paid once. A clean build of the libraries and tests takes about 40%
-# of the CPU time it takes source by source. The price: names at file scope (anonymous namespaces
+# in a batch that cost is paid once. Built so, the three targets take about 35% of the CPU time
+# they take source by source, and a clean build about 55% (BENCHMARKS.md). The price: names at file scope (anonymous namespaces
 # included) must be unique across a target's sources, and editing one source recompiles its batch.
 # Sources with their own compile options, definitions or include directories compile alone.
 # -DSTRATA_UNITY_BUILD=OFF compiles source by source.

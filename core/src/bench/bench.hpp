@@ -13,8 +13,10 @@ struct Device;
 
 namespace strata {
 
+namespace detail {
 /// Waits for the work queued on `device` (CUDA); nothing on the CPU. Ends a timed benchmark loop.
-void synchronize(const c10::Device& device);
+[[gnu::visibility("hidden")]] void synchronize_device(const c10::Device& device);
+}  // namespace detail
 
 /// `strata bench comms`: nccl-tests style bandwidth of each collective over a range of sizes.
 /// Options are kept as given (empty: the default that depends on the device), validated by

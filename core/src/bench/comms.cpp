@@ -62,7 +62,7 @@ enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kAll
 constexpr Collective kCollectives[] = {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
                                        Collective::kBroadcast, Collective::kAllToAll};
 
-const char* name_of(Collective c) {
+const char* collective_name(Collective c) {
   switch (c) {
     case Collective::kAllReduce: return "all_reduce";
     case Collective::kAllGather: return "all_gather";
@@ -93,7 +93,7 @@ UsageError unknown(const std::string& option, const std::string& value, const st
                     fmt::format("Use one of: {}.", detail::join(names, ", ")));
 }
 
-Plan make_plan(const CommsBenchRequest& r) {
+Plan comms_plan(const CommsBenchRequest& r) {
   Plan p;
   auto at_least = [](const char* option, double value, double low) {
     if (value < low)
@@ -115,9 +115,9 @@ Plan make_plan(const CommsBenchRequest& r) {
     p.collectives.assign(std::begin(kCollectives), std::end(kCollectives));
   } else {
     std::vector<std::string> names{"all"};
-    for (auto c : kCollectives) names.push_back(name_of(c));
+    for (auto c : kCollectives) names.push_back(collective_name(c));
     for (auto c : kCollectives)
-      if (r.collective == name_of(c)) p.collectives = {c};
+      if (r.collective == collective_name(c)) p.collectives = {c};
     if (p.collectives.empty()) throw unknown("--collective", r.collective, names);
   }
 
@@ -271,7 +271,7 @@ class Case {
 };
 
 /// Measures one size; nullopt when it holds no whole element per rank.
-std::optional<Row> measure(Comm& comm, const Plan& plan, Collective c, std::int64_t bytes, bool first) {
+std::optional<Row> measure_collective(Comm& comm, const Plan& plan, Collective c, std::int64_t bytes, bool first) {
   const int n = comm.world_size();
   const std::int64_t element = static_cast<std::int64_t>(c10::elementSize(plan.dtype));
   std::int64_t count = bytes / element;
@@ -283,17 +283,17 @@ std::optional<Row> measure(Comm& comm, const Plan& plan, Collective c, std::int6
     try {
       bench.run();
     } catch (const std::exception& e) {
-      throw UsageError(fmt::format("backend {} could not run {} on {} tensors{}: {}", plan.backend, name_of(c),
+      throw UsageError(fmt::format("backend {} could not run {} on {} tensors{}: {}", plan.backend, collective_name(c),
                                    plan.dtype_name, reduces(c) ? " with --op " + plan.op_name : "", e.what()),
                        "Choose another --dtype" + std::string(reduces(c) ? " or --op" : "") + ", or another --backend.");
     }
   }
   for (int i = 0; i < plan.warmup; ++i) bench.run();
   comm.barrier();
-  synchronize(comm.device());
+  detail::synchronize_device(comm.device());
   const auto start = Clock::now();
   for (int i = 0; i < plan.iters; ++i) bench.run();
-  synchronize(comm.device());
+  detail::synchronize_device(comm.device());
   const double mean_s = std::chrono::duration<double>(Clock::now() - start).count() / plan.iters;
   // The slowest rank's mean: a collective is done when its last rank is.
   auto time = torch::full({1}, mean_s, torch::TensorOptions().dtype(torch::kFloat64).device(comm.device()));
@@ -306,7 +306,7 @@ std::optional<Row> measure(Comm& comm, const Plan& plan, Collective c, std::int6
   comm.all_reduce(wrong, ReduceOp::kSum);
 
   Row row;
-  row.collective = name_of(c);
+  row.collective = collective_name(c);
   row.size_bytes = count * element;
   row.count = count;
   row.type = plan.dtype_name;
@@ -342,7 +342,7 @@ Json metadata(const Plan& plan, const WorldInfo& world) {
   return j;
 }
 
-void write_outputs(const CommsBenchRequest& request, const Plan& plan, const WorldInfo& world,
+void write_comms_outputs(const CommsBenchRequest& request, const Plan& plan, const WorldInfo& world,
                    const std::vector<Row>& rows, double avg_busbw, std::int64_t wrong_total) {
   if (!request.csv.empty()) {
     std::string csv = "collective,size_bytes,count,type,redop,time_us,algbw_gbps,busbw_gbps,wrong\n";
@@ -375,7 +375,7 @@ void write_outputs(const CommsBenchRequest& request, const Plan& plan, const Wor
 }
 
 /// One rank of the benchmark: connects, measures every collective and size, and (rank 0) prints.
-int run_rank(const CommsBenchRequest& request, const Plan& plan, WorldInfo world) {
+int run_comms_rank(const CommsBenchRequest& request, const Plan& plan, WorldInfo world) {
   torch::Device device = torch::kCPU;
   if (plan.device == "cuda") {
     // The rank's GPU follows what its launcher lets it see, as a training rank's does.
@@ -406,10 +406,10 @@ int run_rank(const CommsBenchRequest& request, const Plan& plan, WorldInfo world
   }
   std::vector<Row> rows;
   for (const auto c : plan.collectives) {
-    if (lead) std::cout << "# " << name_of(c) << "\n" << std::flush;
+    if (lead) std::cout << "# " << collective_name(c) << "\n" << std::flush;
     bool first = true;
     for (std::int64_t bytes = plan.min_bytes; bytes <= plan.max_bytes; bytes *= plan.factor) {
-      if (auto row = measure(*comm, plan, c, bytes, first)) {
+      if (auto row = measure_collective(*comm, plan, c, bytes, first)) {
         first = false;
         if (lead) std::cout << format_row(*row) << std::flush;
         rows.push_back(*row);
@@ -424,7 +424,7 @@ int run_rank(const CommsBenchRequest& request, const Plan& plan, WorldInfo world
   if (lead) {
     std::cout << fmt::format("# Wrong elements       : {} {}\n", wrong_total, wrong_total == 0 ? "OK" : "FAILED")
               << fmt::format("# Avg bus bandwidth    : {:.3f}\n#\n", avg_busbw) << std::flush;
-    write_outputs(request, plan, world, rows, avg_busbw, wrong_total);
+    write_comms_outputs(request, plan, world, rows, avg_busbw, wrong_total);
   }
   comm->barrier();  // nobody tears the group down while a peer still needs it
   if (wrong_total > 0 && lead)
@@ -435,15 +435,15 @@ int run_rank(const CommsBenchRequest& request, const Plan& plan, WorldInfo world
 }  // namespace
 
 int bench_comms(const CommsBenchRequest& request) {
-  const Plan plan = make_plan(request);
+  const Plan plan = comms_plan(request);
   if (const auto launched = world_from_environment()) {
     if (request.nproc > 1 && request.nproc != launched->world_size)
       throw UsageError(fmt::format("--nproc {} was given, but this process is rank {} of a {}-rank job started by {}.",
                                    request.nproc, launched->rank, launched->world_size, launched->launcher),
                        "Leave out --nproc under a launcher (it decides the ranks), or start strata once.");
-    return run_rank(request, plan, *launched);
+    return run_comms_rank(request, plan, *launched);
   }
-  if (request.nproc == 1) return run_rank(request, plan, WorldInfo{});
+  if (request.nproc == 1) return run_comms_rank(request, plan, WorldInfo{});
   // The ranks re-run this command with the options resolved here, so that they all agree.
   SpawnOptions spawn;
   spawn.nproc = request.nproc;

@@ -56,7 +56,7 @@ struct GemmRow {
   double tflops = 0;
 };
 
-torch::Device resolve_device(const std::string& requested) {
+torch::Device gemm_device(const std::string& requested) {
   const bool cuda = torch::cuda::is_available();
   const std::string d = requested.empty() ? (cuda ? "cuda" : "cpu") : requested;
   if (d == "cpu") return torch::kCPU;
@@ -98,28 +98,28 @@ std::vector<Shape> shapes_of(const GemmBenchRequest& r, bool cuda) {
 }
 
 /// What the measured peak is keyed by: the CUDA device name, or the CPU model and thread count.
-std::string describe(const torch::Device& device) {
+std::string device_description(const torch::Device& device) {
   if (!device.is_cuda()) return cpu_description(torch::get_num_threads());
   return device_name(device);
 }
 
-GemmRow measure(const Shape& s, const torch::Device& device, torch::ScalarType type, int steps, int warmup) {
+GemmRow measure_gemm(const Shape& s, const torch::Device& device, torch::ScalarType type, int steps, int warmup) {
   const auto options = torch::TensorOptions().dtype(type).device(device);
   const auto a = torch::randn({s.m, s.k}, options);
   const auto b = torch::randn({s.k, s.n}, options);
   auto c = torch::empty({s.m, s.n}, options);
   for (int i = 0; i < warmup; ++i) torch::mm_out(c, a, b);
-  synchronize(device);
+  detail::synchronize_device(device);
   const auto start = Clock::now();
   for (int i = 0; i < steps; ++i) torch::mm_out(c, a, b);
-  synchronize(device);
+  detail::synchronize_device(device);
   GemmRow row{s};
   row.time_s = std::chrono::duration<double>(Clock::now() - start).count() / steps;
   row.tflops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) / row.time_s / 1e12;
   return row;
 }
 
-void write_outputs(const GemmBenchRequest& r, const std::string& dtype, const std::string& description,
+void write_gemm_outputs(const GemmBenchRequest& r, const std::string& dtype, const std::string& description,
                    const std::vector<GemmRow>& rows, double best) {
   if (!r.csv.empty()) {
     std::string csv = "m,n,k,dtype,time_s,tflops\n";
@@ -151,7 +151,7 @@ void write_outputs(const GemmBenchRequest& r, const std::string& dtype, const st
 
 }  // namespace
 
-void synchronize(const torch::Device& device) {
+void detail::synchronize_device(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
@@ -160,7 +160,7 @@ int bench_gemm(const GemmBenchRequest& r) {
   if (std::find(dtypes.begin(), dtypes.end(), r.dtype) == dtypes.end())
     throw UsageError(fmt::format("unknown --dtype \"{}\".{}", r.dtype, detail::did_you_mean(r.dtype, dtypes)),
                      "Use one of: " + detail::join(dtypes) + ".");
-  const torch::Device device = resolve_device(r.device);
+  const torch::Device device = gemm_device(r.device);
   if (r.dtype == "tf32" && !device.is_cuda())
     throw UsageError("--dtype tf32 is a mode of NVIDIA GPUs' tensor cores; the CPU has none.",
                      "Use --dtype float32 (or bfloat16) with --device cpu, or --device cuda.");
@@ -178,7 +178,7 @@ int bench_gemm(const GemmBenchRequest& r) {
     c10::impl::getDeviceGuardImpl(device.type())->setDevice(device);
     at::globalContext().setAllowTF32CuBLAS(r.dtype == "tf32");
   }
-  const std::string description = describe(device);
+  const std::string description = device_description(device);
 
   std::cout << fmt::format("# strata bench gemm: {} on {}, {} steps after {} warmup\n", r.dtype, description, steps,
                            r.warmup)
@@ -186,7 +186,7 @@ int bench_gemm(const GemmBenchRequest& r) {
   std::vector<GemmRow> rows;
   double best = 0;
   for (const auto& shape : shapes) {
-    rows.push_back(measure(shape, device, type, steps, r.warmup));
+    rows.push_back(measure_gemm(shape, device, type, steps, r.warmup));
     const auto& row = rows.back();
     best = std::max(best, row.tflops);
     std::cout << fmt::format("{:>8} {:>8} {:>8} {:>12.4e} {:>12.4g}\n", shape.m, shape.n, shape.k, row.time_s, row.tflops)
@@ -201,7 +201,7 @@ int bench_gemm(const GemmBenchRequest& r) {
                              earlier->source, file);
   else
     std::cout << fmt::format("# recorded {:.4g} TF/s as the measured peak of this device in {}\n", best, file);
-  write_outputs(r, r.dtype, description, rows, best);
+  write_gemm_outputs(r, r.dtype, description, rows, best);
   return 0;
 }
 

@@ -15,7 +15,17 @@
 namespace strata {
 
 namespace fs = std::filesystem;
-using namespace detail;  // the core sections' schemas (config/schemas.hpp)
+// The core sections' schemas (config/schemas.hpp). Using-declarations, not a using-directive: in a
+// unity build the next sources of the batch see them too.
+using detail::checkpoint_schema;
+using detail::distributed_schema;
+using detail::eval_schema;
+using detail::experiment_schema;
+using detail::log_schema;
+using detail::optimizer_schema;
+using detail::plugins_schema;
+using detail::precision_schema;
+using detail::train_schema;
 
 struct ExperimentDocument {
   toml::table root;

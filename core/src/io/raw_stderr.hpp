@@ -7,10 +7,11 @@
 #include <cerrno>
 #include <cstddef>
 
+// Hidden: a plugin cannot interpose them, and a signal handler calls them without the PLT.
 namespace strata::detail {
 
 /// Writes all `size` bytes (retrying partial writes and EINTR); gives up silently on an error.
-inline void write_stderr(const char* text, std::size_t size) noexcept {
+[[gnu::visibility("hidden")]] inline void write_stderr(const char* text, std::size_t size) noexcept {
   while (size > 0) {
     const ssize_t n = ::write(STDERR_FILENO, text, size);
     if (n <= 0) {
@@ -22,14 +23,14 @@ inline void write_stderr(const char* text, std::size_t size) noexcept {
   }
 }
 
-inline void write_stderr(const char* text) noexcept {
+[[gnu::visibility("hidden")]] inline void write_stderr(const char* text) noexcept {
   std::size_t size = 0;
   while (text[size] != '\0') ++size;
   write_stderr(text, size);
 }
 
 /// A non-negative number in decimal (strerror and fmt may allocate).
-inline void write_stderr_number(int value) noexcept {
+[[gnu::visibility("hidden")]] inline void write_stderr_number(int value) noexcept {
   char digits[16];
   int i = sizeof digits - 1;
   digits[i] = '\0';
