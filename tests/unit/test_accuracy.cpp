@@ -7,7 +7,7 @@
 
 namespace {
 
-strata::ReportCell cell(const std::string& series, int world, std::vector<double> times, double peak) {
+strata::ReportCell accuracy_cell(const std::string& series, int world, std::vector<double> times, double peak) {
   strata::ReportCell c;
   c.series = series;
   c.world_size = world;
@@ -41,9 +41,9 @@ TEST_CASE("accuracy: each cell's prediction against its median, medians over wor
   e["rows"].push_back(row("dp", 2, 0.012, 800, 1500));      // the process's figure is the one compared
   e["rows"].push_back(row("ddp", 3, 0.020, 900, 0, false)); // not applicable: no row
   const std::vector<strata::ReportCell> cells = {
-      cell("single", 1, {0.009, 0.010, 0.012}, 1000), cell("ddp", 2, {0.010, 0.0101, 0.0099}, 1000),
-      cell("zero3", 2, {0.020}, 1000), cell("dp", 2, {0.012}, 1500), cell("ddp", 3, {0.02}, 900),
-      cell("ddp, lr=0.1", 2, {0.01}, 1000)};
+      accuracy_cell("single", 1, {0.009, 0.010, 0.012}, 1000), accuracy_cell("ddp", 2, {0.010, 0.0101, 0.0099}, 1000),
+      accuracy_cell("zero3", 2, {0.020}, 1000), accuracy_cell("dp", 2, {0.012}, 1500), accuracy_cell("ddp", 3, {0.02}, 900),
+      accuracy_cell("ddp, lr=0.1", 2, {0.01}, 1000)};
   const auto a = strata::accuracy(cells, e);
   REQUIRE(a.rows.size() == 4);
   CHECK(a.rows[0].time_error() == doctest::Approx(0.0));
@@ -76,7 +76,7 @@ TEST_CASE("accuracy: no cell above world size 1 leaves the medians undefined, no
   strata::Json e = strata::Json::object();
   e["rows"] = strata::Json::array();
   e["rows"].push_back(row("single", 1, 0.010, 1000));
-  const auto a = strata::accuracy({cell("single", 1, {0.01}, 1000)}, e);
+  const auto a = strata::accuracy({accuracy_cell("single", 1, {0.01}, 1000)}, e);
   CHECK(a.counted == 0);
   CHECK(std::isnan(a.median_time_error));
   CHECK(strata::accuracy_markdown(a).find("step time n/a, peak memory n/a") != std::string::npos);
@@ -90,8 +90,8 @@ TEST_CASE("accuracy: a sweep of one device counts its strategies at world size 1
   e["rows"].push_back(row("ddp", 1, 0.011, 1200));    // +10% time, +20% memory
   e["rows"].push_back(row("zero3", 1, 0.009, 900));   // -40% time, -10% memory
   e["rows"].push_back(row("fsdp", 1, 0.012, 1000));   // +20% time, 0 memory
-  const auto a = strata::accuracy({cell("single", 1, {0.02}, 2000), cell("ddp", 1, {0.01}, 1000),
-                                   cell("zero3", 1, {0.015}, 1000), cell("fsdp", 1, {0.01}, 1000)},
+  const auto a = strata::accuracy({accuracy_cell("single", 1, {0.02}, 2000), accuracy_cell("ddp", 1, {0.01}, 1000),
+                                   accuracy_cell("zero3", 1, {0.015}, 1000), accuracy_cell("fsdp", 1, {0.01}, 1000)},
                                   e);
   CHECK(a.counted_world_1);
   CHECK(a.counted == 3);  // single@1, the profile's own run, is left out although it is off by -50%
@@ -110,8 +110,8 @@ TEST_CASE("accuracy: a cell noisier than 3% is reported apart, out of the median
   e["rows"].push_back(row("ddp", 2, 0.011, 1000));    // +10% against a tight cell
   e["rows"].push_back(row("ddp", 3, 0.010, 1000));    // -50% against a cell spread 40%
   e["rows"].push_back(row("zero3", 2, 0.0102, 1000)); // +2%
-  const auto a = strata::accuracy({cell("single", 1, {0.01}, 1000), cell("ddp", 2, {0.0100, 0.0101, 0.0100}, 1000),
-                                   cell("ddp", 3, {0.016, 0.020, 0.024}, 1000), cell("zero3", 2, {0.01}, 1000)},
+  const auto a = strata::accuracy({accuracy_cell("single", 1, {0.01}, 1000), accuracy_cell("ddp", 2, {0.0100, 0.0101, 0.0100}, 1000),
+                                   accuracy_cell("ddp", 3, {0.016, 0.020, 0.024}, 1000), accuracy_cell("zero3", 2, {0.01}, 1000)},
                                   e);
   REQUIRE(a.rows.size() == 4);
   CHECK_FALSE(a.rows[1].noisy);

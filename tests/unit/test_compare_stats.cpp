@@ -45,7 +45,7 @@ std::vector<std::string> labels(const std::vector<strata::SweepRun>& runs) {
 }
 
 /// A successful run whose summary has these figures (NaN: the key is left out).
-strata::RunResult run(double steady_step_s, double step_s = NAN, double batch = 32) {
+strata::RunResult run_result(double steady_step_s, double step_s = NAN, double batch = 32) {
   std::string json = fmt::format(R"({{"status": "ok", "global_batch_size": {}, "train_time_s": 1.0,
                                       "memory": {{"peak_bytes": 1000, "peak_tensor_bytes": 100}})", batch);
   if (std::isfinite(steady_step_s))
@@ -63,7 +63,7 @@ struct Runs {
   std::vector<strata::MeasuredRun> runs;
   void add(const std::string& series, int world, std::vector<double> times, std::string work = "") {
     for (std::size_t i = 0; i < times.size(); ++i) {
-      results.push_back(run(times[i]));
+      results.push_back(run_result(times[i]));
       runs.push_back({series, world, fmt::format("{}-w{}-r{}", series, world, i + 1), nullptr, "single", 1, work});
     }
   }
@@ -73,7 +73,7 @@ struct Runs {
   }
 };
 
-const strata::ReportCell& cell(const strata::Aggregate& a, const std::string& name) {
+const strata::ReportCell& report_cell(const strata::Aggregate& a, const std::string& name) {
   for (const auto& c : a.cells)
     if (c.name() == name) return c;
   FAIL("no cell " << name);
@@ -174,7 +174,7 @@ TEST_CASE("a combination's repeats: spread of the steady step time, speedup and 
   r.add("single", 1, {0.010, 0.011, 0.012});
   r.add("ddp", 2, {0.004, 0.005, 0.006});
   const auto a = r.aggregate();
-  const auto& base = cell(a, "single@1");
+  const auto& base = report_cell(a, "single@1");
   CHECK(base.is_baseline);
   CHECK(base.runs == 3);
   CHECK(base.ok == 3);
@@ -182,7 +182,7 @@ TEST_CASE("a combination's repeats: spread of the steady step time, speedup and 
   CHECK(base.step_time_s.median == doctest::Approx(0.011));
   CHECK(base.samples_per_s.max == doctest::Approx(32 / 0.010));
   CHECK(base.peak_bytes.median == doctest::Approx(1000));
-  const auto& ddp = cell(a, "ddp@2");
+  const auto& ddp = report_cell(a, "ddp@2");
   CHECK(ddp.baseline == "single@1");
   CHECK(ddp.speedup.low == doctest::Approx(0.010 / 0.006));
   CHECK(ddp.speedup.point == doctest::Approx(0.011 / 0.005));
@@ -208,28 +208,28 @@ TEST_CASE("verdicts: overlapping ranges are within noise and share a rank, above
   r.add("ddp", 2, {0.0048, 0.0052, 0.0056});   // 0.89..1.04 per device
   r.add("zero1", 2, {0.0030, 0.0033, 0.0034});  // 1.47..1.67x per device: suspect
   const auto a = r.aggregate(0.10);
-  CHECK(cell(a, "ddp@1").verdict == strata::stats::Verdict::kWithinNoise);
-  CHECK(cell(a, "zero1@1").verdict == strata::stats::Verdict::kSlower);
-  CHECK(cell(a, "single@1").rank == 1);
-  CHECK(cell(a, "ddp@1").rank == 1);
-  CHECK(cell(a, "ddp@1").within_noise_of == std::vector<std::string>{"single@1"});
-  CHECK(cell(a, "single@1").within_noise_of == std::vector<std::string>{"ddp@1"});
-  CHECK(cell(a, "zero1@1").rank == 3);
-  CHECK(cell(a, "zero1@1").within_noise_of.empty());
-  CHECK(cell(a, "zero1@2").rank == 1);  // ranked among world size 2 only
-  CHECK(cell(a, "ddp@2").rank == 2);
-  CHECK(cell(a, "zero1@2").suspect);
-  CHECK(cell(a, "zero1@2").efficiency_flag == "suspect");
-  CHECK(cell(a, "ddp@2").efficiency.low == doctest::Approx(0.010 / 0.0056 / 2));
-  CHECK(cell(a, "ddp@2").efficiency.point < 1.0);
-  CHECK(cell(a, "ddp@2").efficiency_flag == "within noise of 100%");  // its range reaches above 100%
-  CHECK(cell(a, "zero1@1").efficiency_flag.empty());  // at most 100%
+  CHECK(report_cell(a, "ddp@1").verdict == strata::stats::Verdict::kWithinNoise);
+  CHECK(report_cell(a, "zero1@1").verdict == strata::stats::Verdict::kSlower);
+  CHECK(report_cell(a, "single@1").rank == 1);
+  CHECK(report_cell(a, "ddp@1").rank == 1);
+  CHECK(report_cell(a, "ddp@1").within_noise_of == std::vector<std::string>{"single@1"});
+  CHECK(report_cell(a, "single@1").within_noise_of == std::vector<std::string>{"ddp@1"});
+  CHECK(report_cell(a, "zero1@1").rank == 3);
+  CHECK(report_cell(a, "zero1@1").within_noise_of.empty());
+  CHECK(report_cell(a, "zero1@2").rank == 1);  // ranked among world size 2 only
+  CHECK(report_cell(a, "ddp@2").rank == 2);
+  CHECK(report_cell(a, "zero1@2").suspect);
+  CHECK(report_cell(a, "zero1@2").efficiency_flag == "suspect");
+  CHECK(report_cell(a, "ddp@2").efficiency.low == doctest::Approx(0.010 / 0.0056 / 2));
+  CHECK(report_cell(a, "ddp@2").efficiency.point < 1.0);
+  CHECK(report_cell(a, "ddp@2").efficiency_flag == "within noise of 100%");  // its range reaches above 100%
+  CHECK(report_cell(a, "zero1@1").efficiency_flag.empty());  // at most 100%
   // Ranks hold within the same work: another lr is another ranking.
   Runs lr;
   lr.add("single, lr=0.1", 1, {0.010}, ", lr=0.1");
   lr.add("ddp, lr=0.2", 1, {0.020}, ", lr=0.2");
   const auto b = lr.aggregate();
-  CHECK(cell(b, "ddp, lr=0.2@1").rank == 1);
+  CHECK(report_cell(b, "ddp, lr=0.2@1").rank == 1);
 }
 
 TEST_CASE("identical work: world-size-1 strategies whose medians differ beyond the threshold are named") {
@@ -265,7 +265,7 @@ TEST_CASE("identical work: world-size-1 strategies whose medians differ beyond t
 
 TEST_CASE("summaries without steady_step_time_s fall back to step_time_s and say so, failed runs count apart") {
   Runs r;
-  r.results.push_back(run(NAN, 0.020));
+  r.results.push_back(run_result(NAN, 0.020));
   r.runs.push_back({"single", 1, "old-r1", nullptr, "single", 1, ""});
   r.add("single", 1, {0.010});
   strata::RunResult failed;
@@ -277,7 +277,7 @@ TEST_CASE("summaries without steady_step_time_s fall back to step_time_s and say
   CHECK(timing.step_time_s == doctest::Approx(0.020));
   CHECK(timing.samples_per_s == doctest::Approx(32 / 0.020));
   const auto a = r.aggregate();
-  const auto& c = cell(a, "single@1");
+  const auto& c = report_cell(a, "single@1");
   CHECK(!c.steady);
   CHECK(c.runs == 3);
   CHECK(c.ok == 2);

@@ -205,7 +205,7 @@ es::Profile two_units() {
   return p;
 }
 /// [strategy] options, as an experiment gives them.
-strata::Options options(std::vector<std::pair<std::string, strata::OptionValue>> values) {
+strata::Options strategy_options(std::vector<std::pair<std::string, strata::OptionValue>> values) {
   strata::Options o;
   for (auto& [key, value] : values) o.set(key, std::move(value));
   return o;
@@ -229,7 +229,7 @@ es::EstimateInput at_ranks(const es::Profile& p, int n) {
   in.world_size = n;
   return in;
 }
-es::StrategyEstimate run(const std::string& name, const es::Profile& p, int n, const strata::Options& o = {}) {
+es::StrategyEstimate estimate_of(const std::string& name, const es::Profile& p, int n, const strata::Options& o = {}) {
   return es::estimate_strategy(name, at_ranks(p, n), model(name, n, o));
 }
 }  // namespace
@@ -237,33 +237,33 @@ es::StrategyEstimate run(const std::string& name, const es::Profile& p, int n, c
 TEST_CASE("estimate: bus bytes per step of every built-in strategy follow docs/user-guide.md") {
   const auto p = two_units();
   const double psi4 = 900 * 4.0;
-  CHECK(run("single", p, 1).bus_bytes == 0.0);
-  CHECK(run("ddp", p, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
-  CHECK(run("zero1", p, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
-  CHECK(run("zero2", p, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(estimate_of("single", p, 1).bus_bytes == 0.0);
+  CHECK(estimate_of("ddp", p, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(estimate_of("zero1", p, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(estimate_of("zero2", p, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
   // Every unit gathered twice but the last (300 parameters), which stays gathered into its backward.
   const double sharded4 = (3.0 * 900 - 300) * 4.0;
-  CHECK(run("zero3", p, 3).bus_bytes == doctest::Approx(2.0 / 3 * sharded4));
-  CHECK(run("fsdp", p, 3).bus_bytes == doctest::Approx(2.0 / 3 * sharded4));
-  CHECK(run("fsdp", p, 3, options({{"sharding_strategy", std::string("SHARD_GRAD_OP")}})).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
-  CHECK(run("fsdp", p, 3, options({{"sharding_strategy", std::string("NO_SHARD")}})).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
-  CHECK(run("dp", p, 3).bus_bytes == doctest::Approx(2.0 * 2 * psi4));  // (K-1) copies each way
+  CHECK(estimate_of("zero3", p, 3).bus_bytes == doctest::Approx(2.0 / 3 * sharded4));
+  CHECK(estimate_of("fsdp", p, 3).bus_bytes == doctest::Approx(2.0 / 3 * sharded4));
+  CHECK(estimate_of("fsdp", p, 3, strategy_options({{"sharding_strategy", std::string("SHARD_GRAD_OP")}})).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(estimate_of("fsdp", p, 3, strategy_options({{"sharding_strategy", std::string("NO_SHARD")}})).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(estimate_of("dp", p, 3).bus_bytes == doctest::Approx(2.0 * 2 * psi4));  // (K-1) copies each way
   // Accumulation: zero2 reduce-scatters every micro-batch, ddp only the last.
   auto p2 = p;
   p2.micro_batches = 2;
-  CHECK(run("ddp", p2, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
-  CHECK(run("zero2", p2, 3).bus_bytes == doctest::Approx(3.0 * 2 / 3 * psi4));
-  CHECK(run("zero3", p2, 3).bus_bytes == doctest::Approx(2 * 2.0 / 3 * sharded4));
+  CHECK(estimate_of("ddp", p2, 3).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(estimate_of("zero2", p2, 3).bus_bytes == doctest::Approx(3.0 * 2 / 3 * psi4));
+  CHECK(estimate_of("zero3", p2, 3).bus_bytes == doctest::Approx(2 * 2.0 / 3 * sharded4));
   // SHARD_GRAD_OP frees a unit once its gradients are reduced: gathered again in every micro-batch.
-  CHECK(run("fsdp", p2, 3, options({{"sharding_strategy", std::string("SHARD_GRAD_OP")}})).bus_bytes == doctest::Approx(2 * 2.0 * 2 / 3 * psi4));
+  CHECK(estimate_of("fsdp", p2, 3, strategy_options({{"sharding_strategy", std::string("SHARD_GRAD_OP")}})).bus_bytes == doctest::Approx(2 * 2.0 * 2 / 3 * psi4));
   // NO_SHARD and HYBRID_SHARD average across replicas once a step, in the last micro-batch: NO_SHARD
   // as ddp; HYBRID_SHARD over 2 groups of 2 gathers and reduce-scatters in pairs every micro-batch
   // (1/2 of S each) and all-reduces its shards (450 elements) between the pairs once (2 x 1/2 of S).
-  CHECK(run("fsdp", p2, 3, options({{"sharding_strategy", std::string("NO_SHARD")}})).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
-  CHECK(run("fsdp", p2, 4, options({{"sharding_strategy", std::string("HYBRID_SHARD")}, {"shard_group_size", std::int64_t{2}}})).bus_bytes ==
+  CHECK(estimate_of("fsdp", p2, 3, strategy_options({{"sharding_strategy", std::string("NO_SHARD")}})).bus_bytes == doctest::Approx(2.0 * 2 / 3 * psi4));
+  CHECK(estimate_of("fsdp", p2, 4, strategy_options({{"sharding_strategy", std::string("HYBRID_SHARD")}, {"shard_group_size", std::int64_t{2}}})).bus_bytes ==
         doctest::Approx(2 * 0.5 * sharded4 + 1.0 * 450 * 4.0));
   // Padding to a multiple of the world size: 600 and 300 divide by 4? 300 does, 600 does; 7 pads both.
-  CHECK(run("zero3", p, 7).bus_bytes == doctest::Approx(6.0 / 7 * (3.0 * (602 + 301) - 301) * 4.0));
+  CHECK(estimate_of("zero3", p, 7).bus_bytes == doctest::Approx(6.0 / 7 * (3.0 * (602 + 301) - 301) * 4.0));
 }
 
 TEST_CASE("estimate: a plugin's schedule is read: hpz's backward gathers inside its sub-group") {
@@ -271,29 +271,29 @@ TEST_CASE("estimate: a plugin's schedule is read: hpz's backward gathers inside 
   // hpz at 4 ranks with sub-groups of 2, per micro-batch: both units gathered over 4 in forward
   // (3/4 x 3600 bytes), unit 0 gathered again over its sub-group of 2 in backward (1/2 x 2400; the
   // last unit stays gathered), gradients reduce-scattered over 4 (3/4 x 3600).
-  const auto hpz = run("hpz", p, 4, options({{"secondary_group_size", std::int64_t{2}}}));
+  const auto hpz = estimate_of("hpz", p, 4, strategy_options({{"secondary_group_size", std::int64_t{2}}}));
   CHECK_FALSE(hpz.coarse);
   CHECK(hpz.bus_bytes == doctest::Approx(2700.0 + 1200.0 + 2700.0));
   // zero3 gathers unit 0 from all 4 in backward; hpz with a sub-group of 4 moves zero3's bytes.
-  CHECK(run("zero3", p, 4).bus_bytes == doctest::Approx(2700.0 + 1800.0 + 2700.0));
-  CHECK(run("hpz", p, 4, options({{"secondary_group_size", std::int64_t{4}}})).bus_bytes ==
-        doctest::Approx(run("zero3", p, 4).bus_bytes));
+  CHECK(estimate_of("zero3", p, 4).bus_bytes == doctest::Approx(2700.0 + 1800.0 + 2700.0));
+  CHECK(estimate_of("hpz", p, 4, strategy_options({{"secondary_group_size", std::int64_t{4}}})).bus_bytes ==
+        doctest::Approx(estimate_of("zero3", p, 4).bus_bytes));
   // A sub-group of one rank keeps the unit whole (SHARD_GRAD_OP's bytes); one that does not divide
   // the shard group is refused, as the engine refuses it.
-  CHECK(run("hpz", p, 4, options({{"secondary_group_size", std::int64_t{1}}})).bus_bytes == doctest::Approx(2700.0 * 2));
-  CHECK_FALSE(run("hpz", p, 4, options({{"secondary_group_size", std::int64_t{3}}})).applicable);
+  CHECK(estimate_of("hpz", p, 4, strategy_options({{"secondary_group_size", std::int64_t{1}}})).bus_bytes == doctest::Approx(2700.0 * 2));
+  CHECK_FALSE(estimate_of("hpz", p, 4, strategy_options({{"secondary_group_size", std::int64_t{3}}})).applicable);
   // Between its forward and the end of its backward a unit keeps its sub-group's share. Without
   // prefetch, unit 0 runs backward gathered with its gradients (600 x 8 bytes) beside its own half
   // (300 x 4), where zero3 holds 600 x 8 only.
-  const auto no_prefetch = options({{"secondary_group_size", std::int64_t{2}}, {"prefetch", std::int64_t{0}}});
-  CHECK(run("hpz", p, 4, no_prefetch).memory.gathered == doctest::Approx(600 * 8.0 + 300 * 4.0));
-  CHECK(run("zero3", p, 4, options({{"prefetch", std::int64_t{0}}})).memory.gathered == doctest::Approx(600 * 8.0));
+  const auto no_prefetch = strategy_options({{"secondary_group_size", std::int64_t{2}}, {"prefetch", std::int64_t{0}}});
+  CHECK(estimate_of("hpz", p, 4, no_prefetch).memory.gathered == doctest::Approx(600 * 8.0 + 300 * 4.0));
+  CHECK(estimate_of("zero3", p, 4, strategy_options({{"prefetch", std::int64_t{0}}})).memory.gathered == doctest::Approx(600 * 8.0));
   // With the larger unit last (300 then 600 parameters), backward starts with unit 1 gathered with
   // its gradients (600 x 8) beside unit 0's half (150 x 4).
   auto last_big = p;
   last_big.units = {{"u0", 300}, {"u1", 600}};
-  CHECK(run("hpz", last_big, 4, no_prefetch).memory.gathered == doctest::Approx(600 * 8.0 + 150 * 4.0));
-  CHECK(run("zero3", last_big, 4, options({{"prefetch", std::int64_t{0}}})).memory.gathered == doctest::Approx(600 * 8.0));
+  CHECK(estimate_of("hpz", last_big, 4, no_prefetch).memory.gathered == doctest::Approx(600 * 8.0 + 150 * 4.0));
+  CHECK(estimate_of("zero3", last_big, 4, strategy_options({{"prefetch", std::int64_t{0}}})).memory.gathered == doctest::Approx(600 * 8.0));
 }
 
 TEST_CASE("estimate: a plan's own unit plans, and a last unit it does not keep gathered") {
@@ -321,33 +321,33 @@ TEST_CASE("estimate: a plan's own unit plans, and a last unit it does not keep g
 TEST_CASE("estimate: memory per rank by the strategies' sharding") {
   const auto p = two_units();
   const double psi = 900;
-  const auto ddp = run("ddp", p, 3).memory;
+  const auto ddp = estimate_of("ddp", p, 3).memory;
   CHECK(ddp.params == psi * 4);
   CHECK(ddp.grads == psi * 4);
   CHECK(ddp.optimizer == psi * 8);
   CHECK(ddp.activations == doctest::Approx(100.0 * 12 / 3));
   // The optimizer step's temporaries (a parameter-sized tensor) outweigh 400 bytes of activations.
   CHECK(ddp.peak() == doctest::Approx(16 * psi + 4 * psi));
-  const auto z1 = run("zero1", p, 3).memory;
+  const auto z1 = estimate_of("zero1", p, 3).memory;
   CHECK(z1.state() == doctest::Approx(8 * psi + 8 * psi / 3));
-  const auto z2 = run("zero2", p, 3).memory;
+  const auto z2 = estimate_of("zero2", p, 3).memory;
   CHECK(z2.state() == doctest::Approx(4 * psi + 12 * psi / 3));
   CHECK(z2.buffers == doctest::Approx(600 * 4.0));  // the larger unit's gradients, before they are reduced
   // On the CPU, after backward: Gloo's clone of the group a reduce-scatter into a separate chunk
   // all-reduces (one group of 900 here), and zero2's staged input besides; not on GPUs.
   CHECK(z2.after_backward == doctest::Approx(900 * 8.0));
-  CHECK(run("zero1", p, 3).memory.after_backward == doctest::Approx(900 * 4.0));
+  CHECK(estimate_of("zero1", p, 3).memory.after_backward == doctest::Approx(900 * 4.0));
   auto gpu = p;
   gpu.device = "cuda";
-  CHECK(run("zero2", gpu, 3).memory.after_backward == 0.0);
-  CHECK(run("zero1", gpu, 3).memory.after_backward == 0.0);
+  CHECK(estimate_of("zero2", gpu, 3).memory.after_backward == 0.0);
+  CHECK(estimate_of("zero1", gpu, 3).memory.after_backward == 0.0);
   auto big = p;  // parameters outweighing activations: the reductions after backward set the peak
   big.activation_bytes_per_sample = 0;
-  const auto z1big = run("zero1", big, 3).memory;
+  const auto z1big = estimate_of("zero1", big, 3).memory;
   CHECK(z1big.peak() == doctest::Approx(z1big.state() + std::max(900 * 4.0, 300 * 4.0)));
   // At world size 1 a unit is not gathered, only its gradients staged: 600 x 4 bytes.
-  CHECK(run("zero3", p, 1).memory.gathered == doctest::Approx(600 * 4.0));
-  const auto z3 = run("zero3", p, 3).memory;
+  CHECK(estimate_of("zero3", p, 1).memory.gathered == doctest::Approx(600 * 4.0));
+  const auto z3 = estimate_of("zero3", p, 3).memory;
   CHECK(z3.state() == doctest::Approx(16 * psi / 3));
   // In backward: unit 1 (300) gathered with its gradients plus unit 0 (600) prefetched, or unit 0
   // with its gradients: 600 x 8 bytes.
@@ -355,11 +355,11 @@ TEST_CASE("estimate: memory per rank by the strategies' sharding") {
   // SGD with momentum keeps 4 bytes a parameter; bf16 parameters keep float32 masters.
   auto sgd = p;
   sgd.optimizer = "sgd";
-  CHECK(run("ddp", sgd, 2).memory.optimizer == psi * 4);
+  CHECK(estimate_of("ddp", sgd, 2).memory.optimizer == psi * 4);
   auto bf16 = p;
   bf16.param_dtype = "bfloat16";
-  CHECK(run("ddp", bf16, 2).memory.params == psi * 6);
-  CHECK(run("zero3", bf16, 3).memory.params == doctest::Approx(psi / 3 * 6));
+  CHECK(estimate_of("ddp", bf16, 2).memory.params == psi * 6);
+  CHECK(estimate_of("zero3", bf16, 3).memory.params == doctest::Approx(psi / 3 * 6));
 }
 
 TEST_CASE("estimate: ddp overlaps its buckets with backward, and one big bucket cannot") {
@@ -370,8 +370,8 @@ TEST_CASE("estimate: ddp overlaps its buckets with backward, and one big bucket 
   in.network = &net;
   in.world_size = 2;
   // Buckets of 1 KiB: unit 1's 1200 bytes reduce while unit 0's backward (2 ms) runs.
-  const auto small = es::estimate_strategy("ddp", in, model("ddp", 2, options({{"bucket_cap_mb", 1200.0 / (1024.0 * 1024.0)}})));
-  const auto big = es::estimate_strategy("ddp", in, model("ddp", 2, options({{"bucket_cap_mb", 25.0}})));
+  const auto small = es::estimate_strategy("ddp", in, model("ddp", 2, strategy_options({{"bucket_cap_mb", 1200.0 / (1024.0 * 1024.0)}})));
+  const auto big = es::estimate_strategy("ddp", in, model("ddp", 2, strategy_options({{"bucket_cap_mb", 25.0}})));
   CHECK(small.bus_bytes == doctest::Approx(big.bus_bytes));
   CHECK(small.exposed_comm_s < big.exposed_comm_s);
   CHECK(big.exposed_comm_s == doctest::Approx(3600 * 1.0 / 1e6));  // everything after backward
@@ -395,7 +395,7 @@ TEST_CASE("estimate: zero1/zero2's parameter gathers overlap the next forward wh
     plan.reductions_in_flight = name == "zero1" ? 0 : 2;
     plan.wait_params_per_unit = true;
     const auto per_unit = plan_model(plan);
-    const auto own = model(name, 2, options({{"reduce_bucket_mb", 1200.0 / (1024.0 * 1024.0)}}));
+    const auto own = model(name, 2, strategy_options({{"reduce_bucket_mb", 1200.0 / (1024.0 * 1024.0)}}));
     CHECK(es::estimate_strategy(name, in, own).step_s == doctest::Approx(es::estimate_strategy(name, in, per_unit).step_s));
     plan.wait_params_per_unit = false;
     const auto at_once = plan_model(plan);
@@ -419,7 +419,7 @@ TEST_CASE("estimate: CPU ranks that fill their host's cores do not overlap their
   in.profile = &p;
   in.network = &net;
   in.world_size = 2;
-  const auto ddp = model("ddp", 2, options({{"bucket_cap_mb", 1200.0 / (1024.0 * 1024.0)}}));
+  const auto ddp = model("ddp", 2, strategy_options({{"bucket_cap_mb", 1200.0 / (1024.0 * 1024.0)}}));
   // 2 ranks of 2 threads on 4: the host is full, so Gloo's transfers and reductions take the ranks'
   // cores, and the step is compute plus communication.
   CHECK(es::collectives_share_cores(p, net, 2));
@@ -447,8 +447,8 @@ TEST_CASE("estimate: a strategy that declares no schedule is a replica that does
   CHECK(e.bus_bytes == 0.0);
   CHECK(e.note.find("declares no schedule") != std::string::npos);
   CHECK(e.memory.state() == doctest::Approx((4 + 4 + 8) * 900.0));
-  CHECK_FALSE(run("ddp", p, 4).coarse);
-  CHECK_FALSE(run("single", p, 2).applicable);
+  CHECK_FALSE(estimate_of("ddp", p, 4).coarse);
+  CHECK_FALSE(estimate_of("single", p, 2).applicable);
 }
 
 TEST_CASE("estimate: CPU ranks share their host's threads, GPU ranks compute alone") {
@@ -474,7 +474,7 @@ TEST_CASE("estimate: CPU ranks share their host's threads, GPU ranks compute alo
   CHECK(es::host_compute_factor(p, one_host, 4) == doctest::Approx(1.0));
   // So a CPU host's step compute stays what the profile measured in strong scaling: 9 ms.
   p.threads = 8;
-  CHECK(run("ddp", p, 4).compute_s == doctest::Approx(9e-3 + 1e-3 * 4.0));  // the optimizer step on 4x fewer threads
+  CHECK(estimate_of("ddp", p, 4).compute_s == doctest::Approx(9e-3 + 1e-3 * 4.0));  // the optimizer step on 4x fewer threads
   // [train] threads = 1 fixes every rank's threads: 4 ranks use 4 of the 8 cores, each 8x slower
   // than the 8-thread profile (linear, unmeasured), no time-sharing.
   auto fixed = p;
@@ -491,7 +491,7 @@ TEST_CASE("estimate: CPU ranks share their host's threads, GPU ranks compute alo
   auto old = p;
   old.threads = 0;
   CHECK(es::host_compute_factor(old, one_host, 4) == 1.0);
-  CHECK(run("ddp", gpu, 4).compute_s == doctest::Approx(9e-3 / 4 + 1e-3));
+  CHECK(estimate_of("ddp", gpu, 4).compute_s == doctest::Approx(9e-3 / 4 + 1e-3));
 }
 
 TEST_CASE("estimate: weak scaling keeps the batch per rank, and activations with it") {

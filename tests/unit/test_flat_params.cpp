@@ -13,7 +13,7 @@ namespace {
 
 using strata::test::make_params;
 
-strata::FlatGroupOptions options(int rank, int n, strata::Residency residency, strata::GradHolding grads,
+strata::FlatGroupOptions group_options(int rank, int n, strata::Residency residency, strata::GradHolding grads,
                                  torch::ScalarType param = torch::kFloat32) {
   strata::PrecisionPolicy policy;
   policy.param = param;
@@ -25,7 +25,7 @@ strata::FlatGroupOptions options(int rank, int n, strata::Residency residency, s
 TEST_CASE("a flat group pads to the shard size, owns one chunk and keeps the parameters as views") {
   auto params = make_params({5, 3});
   const auto values = torch::cat({params[0].detach().clone(), params[1].detach().clone()});
-  strata::FlatGroup g(params, {"a", "b"}, options(1, 3, strata::Residency::kPersistent, strata::GradHolding::kFull));
+  strata::FlatGroup g(params, {"a", "b"}, group_options(1, 3, strata::Residency::kPersistent, strata::GradHolding::kFull));
   CHECK(g.numel() == 8);
   CHECK(g.padded() == 9);
   CHECK(g.chunk() == 3);
@@ -59,7 +59,7 @@ TEST_CASE("a flat group pads to the shard size, owns one chunk and keeps the par
 TEST_CASE("under a bf16 policy the master is a float32 copy and gradients accumulate in float32") {
   auto params = make_params({4});
   strata::FlatGroup g(params, {"w"},
-                      options(0, 1, strata::Residency::kPersistent, strata::GradHolding::kFull, torch::kBFloat16));
+                      group_options(0, 1, strata::Residency::kPersistent, strata::GradHolding::kFull, torch::kBFloat16));
   CHECK_FALSE(g.aliased());
   CHECK((params[0].scalar_type() == torch::kBFloat16));
   CHECK((g.master().scalar_type() == torch::kFloat32));
@@ -84,7 +84,7 @@ TEST_CASE("under a bf16 policy the master is a float32 copy and gradients accumu
 
 TEST_CASE("a gathered group frees its full parameters and stages sharded gradients with zero padding") {
   auto params = make_params({3, 2});
-  strata::FlatGroup g(params, {"a", "b"}, options(0, 2, strata::Residency::kGathered, strata::GradHolding::kShard));
+  strata::FlatGroup g(params, {"a", "b"}, group_options(0, 2, strata::Residency::kGathered, strata::GradHolding::kShard));
   CHECK_FALSE(g.materialized());
   CHECK(strata::storage_bytes(g.param_tensors()) == 3 * 4);  // only this rank's master chunk
   CHECK(torch::equal(g.master(), torch::tensor({1.0f, 2.0f, 3.0f})));
@@ -106,7 +106,7 @@ TEST_CASE("a gathered group frees its full parameters and stages sharded gradien
   CHECK((narrow.scalar_type() == torch::kBFloat16));
   CHECK(torch::equal(narrow, torch::tensor({1.5f, 2.5f, 3.5f, 4.5f, 5.5f, 0.0f}).to(torch::kBFloat16)));
   CHECK_THROWS_AS(strata::FlatGroup({torch::zeros({2}, torch::kFloat64).requires_grad_()}, {"x"},
-                                    options(0, 1, strata::Residency::kPersistent, strata::GradHolding::kFull)),
+                                    group_options(0, 1, strata::Residency::kPersistent, strata::GradHolding::kFull)),
                   strata::Error);
 }
 
@@ -128,7 +128,7 @@ TEST_CASE("the reducer accumulates in float32, names parameters without a gradie
   auto local = strata::make_local_comm();
   strata::PrecisionPolicy policy;
   strata::FlatGroup g(params, {"used", "spare"},
-                      options(0, 1, strata::Residency::kPersistent, strata::GradHolding::kShard));
+                      group_options(0, 1, strata::Residency::kPersistent, strata::GradHolding::kShard));
   strata::GradReducerOptions o;
   o.owner = "test";
   o.missing_fix = "use every parameter";
@@ -175,7 +175,7 @@ TEST_CASE("sharded gradients are averaged over the replicas while backward goes 
   for (std::size_t i = 0; i < 3; ++i)
     groups.push_back(std::make_unique<strata::FlatGroup>(
         std::vector<torch::Tensor>{params[i]}, std::vector<std::string>{"p" + std::to_string(i)},
-        options(0, 1, strata::Residency::kPersistent, strata::GradHolding::kShard)));
+        group_options(0, 1, strata::Residency::kPersistent, strata::GradHolding::kShard)));
   std::vector<std::string> log;
   RecordingComm replicas(&log);
   strata::GradReducerOptions o;

@@ -28,7 +28,7 @@ constexpr I kMaxWidth = I{1} << 31;  // the plugins' bound on widths
 using strata::test::bundled_plugins;
 
 /// Model `name`'s defaults with `overrides`, each checked against the schema as the host would.
-strata::Options options(const std::string& name, const Overrides& overrides = {}) {
+strata::Options model_options(const std::string& name, const Overrides& overrides = {}) {
   const auto& schema = bundled_plugins().at(strata::PluginKind::kModel, name).schema;
   strata::Options o = schema.defaults();
   for (const auto& [key, value] : overrides) {
@@ -66,7 +66,7 @@ double estimate(const std::string& name, const strata::Options& o, const strata:
 
 /// The estimate equals the parameter count of the model built from the same options and data.
 void check_exact(const std::string& name, const Overrides& overrides, const strata::ModelContext& c) {
-  const strata::Options o = options(name, overrides);
+  const strata::Options o = model_options(name, overrides);
   const double estimated = estimate(name, o, c);
   const auto model = bundled_plugins().create_model(name, o, c);
   CHECK_MESSAGE(estimated == static_cast<double>(model->parameter_count()),
@@ -95,7 +95,7 @@ std::string thrown(F f) {
 /// Estimating throws exactly what building throws, and something is thrown.
 void check_same_error(const std::string& name, const Overrides& overrides, const strata::ModelContext& c,
                       const std::string& expected_start) {
-  const strata::Options o = options(name, overrides);
+  const strata::Options o = model_options(name, overrides);
   const std::string built = thrown([&] { bundled_plugins().create_model(name, o, c); });
   const std::string estimated = thrown([&] { estimate(name, o, c); });
   CHECK_MESSAGE(built.rfind(expected_start, 0) == 0, name << " threw \"" << built << "\"");
@@ -155,8 +155,8 @@ TEST_CASE("llama: the estimate is the built parameter count") {
 
 TEST_CASE("llama: the 1B presets estimate their published parameter counts without building") {
   // Hugging Face's counts for TinyLlama-1.1B (untied lm_head) and Llama-3.2-1B (tied).
-  CHECK(estimate("llama", options("llama", {{"preset", "tinyllama-1.1b"s}}), tokens()) == 1'100'048'384.0);
-  CHECK(estimate("llama", options("llama", {{"preset", "llama-3.2-1b"s}}), tokens()) == 1'235'814'400.0);
+  CHECK(estimate("llama", model_options("llama", {{"preset", "tinyllama-1.1b"s}}), tokens()) == 1'100'048'384.0);
+  CHECK(estimate("llama", model_options("llama", {{"preset", "llama-3.2-1b"s}}), tokens()) == 1'235'814'400.0);
 }
 
 TEST_CASE("an estimate throws what building would, without building") {
@@ -180,7 +180,7 @@ TEST_CASE("absurd sizes give a large finite estimate at once, without allocating
   // before returning, so a finite estimate within a second shows nothing was allocated.
   const auto start = std::chrono::steady_clock::now();
   const auto huge = [](const std::string& name, const Overrides& overrides, const strata::ModelContext& c) {
-    const double n = estimate(name, options(name, overrides), c);
+    const double n = estimate(name, model_options(name, overrides), c);
     CHECK_MESSAGE(std::isfinite(n), name);
     CHECK_MESSAGE(n > 1e18, name << ": " << n);
   };
@@ -195,7 +195,7 @@ TEST_CASE("absurd sizes give a large finite estimate at once, without allocating
   const auto& spec = *bundled_plugins().at(strata::PluginKind::kModel, "mlp").schema.find("hidden");
   CHECK_FALSE(spec.check(Ints{I{9'000'000'000'000'000'000}}).empty());
   CHECK_FALSE(spec.check(Ints(1025, I{1})).empty());
-  strata::Options o = options("mlp");
+  strata::Options o = model_options("mlp");
   o.set("hidden", Ints{I{9'000'000'000'000'000'000}});
   const double n = estimate("mlp", o, images(1, 28));
   CHECK(std::isfinite(n));
@@ -232,7 +232,7 @@ struct OpCount {
 
 TEST_CASE("llama: every block uses one batch's RoPE tables and mask, computed once, and a new batch gets its own") {
   torch::manual_seed(0);
-  const auto o = options("llama", {{"hidden_size", I{32}}, {"num_heads", I{4}}, {"num_kv_heads", I{2}},
+  const auto o = model_options("llama", {{"hidden_size", I{32}}, {"num_heads", I{4}}, {"num_kv_heads", I{2}},
                                    {"intermediate_size", I{40}}, {"num_layers", I{3}}});
   const auto model = bundled_plugins().create_model("llama", o, tokens(0, 50, 8));
   const auto twin = bundled_plugins().create_model("llama", o, tokens(0, 50, 8));  // the same weights, no batch seen yet
@@ -308,8 +308,8 @@ TEST_CASE("llama: loss_chunk_tokens gives lm_head-then-cross-entropy's loss and 
   batch.targets.index_put_({1, torch::indexing::Slice(6)}, strata::kIgnoreIndex);  // skipped tokens
   for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
     CAPTURE(c10::toString(dtype));
-    const auto plain = bundled_plugins().create_model("llama", options("llama", shape), context);
-    const auto fused = bundled_plugins().create_model("llama", options("llama", chunked), context);
+    const auto plain = bundled_plugins().create_model("llama", model_options("llama", shape), context);
+    const auto fused = bundled_plugins().create_model("llama", model_options("llama", chunked), context);
     {
       torch::NoGradGuard no_grad;
       auto to = fused->named_parameters();
@@ -360,13 +360,13 @@ TEST_CASE("llama: loss_chunk_tokens gives lm_head-then-cross-entropy's loss and 
   }
   // The memory estimate holds no logits per sample: 2 s V float32 (logits and log-softmax) fewer.
   const auto held = [&](const Overrides& o) {
-    return bundled_plugins().estimate_model_memory("llama", options("llama", o), context)->activation_bytes_per_sample;
+    return bundled_plugins().estimate_model_memory("llama", model_options("llama", o), context)->activation_bytes_per_sample;
   };
   CHECK(held(shape) - held(chunked) == 2.0 * 8 * 50 * 4);
   // Sequence classification has no lm_head to fuse.
   Overrides classify = chunked;
   classify.emplace_back("task", "sequence_classification"s);
-  CHECK_THROWS_AS(bundled_plugins().create_model("llama", options("llama", classify), tokens(3, 50, 8)), strata::OptionError);
+  CHECK_THROWS_AS(bundled_plugins().create_model("llama", model_options("llama", classify), tokens(3, 50, 8)), strata::OptionError);
 }
 
 // ---- llama: fused_ops (RMSNorm with its residual add, RoPE in place, SwiGLU) -------------------
@@ -407,8 +407,8 @@ void check_fused_model(const std::string& name, const Overrides& shape, const st
     for (const auto& b : batches) {
       CAPTURE(c10::toString(dtype));
       CAPTURE(b.mask.defined());
-      const auto plain = bundled_plugins().create_model(name, options(name, shape), context);
-      const auto fused = bundled_plugins().create_model(name, options(name, fused_options), context);
+      const auto plain = bundled_plugins().create_model(name, model_options(name, shape), context);
+      const auto fused = bundled_plugins().create_model(name, model_options(name, fused_options), context);
       {
         torch::NoGradGuard no_grad;
         auto to = fused->named_parameters();

@@ -39,7 +39,7 @@ std::string store_options_stage(const ProcessGroupOptions& o) {
   return o.world.rank == 0 ? "gather all ranks in its store" : "reach rank 0's store";
 }
 
-void validate(const ProcessGroupOptions& o) {
+void validate_group_options(const ProcessGroupOptions& o) {
   const auto& w = o.world;
   auto bad = [&](const std::string& what) {
     throw Error("process group options: " + what, "fix the launcher's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT");
@@ -112,7 +112,7 @@ void detail::C10dComm::connect_barrier() { backend_->barrier(barrier_options())-
 
 std::unique_ptr<ProcessGroupComm> make_process_group_comm(const ProcessGroupOptions& options) {
   using detail::throw_rendezvous_error;
-  validate(options);
+  validate_group_options(options);
   ProcessGroupOptions o = options;
 
   // Rendezvous: rank 0 hosts the TCPStore and (waitWorkers) returns only when every rank has

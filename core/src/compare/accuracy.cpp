@@ -23,7 +23,7 @@ const Json* predicted_row(const Json& estimate, const std::string& strategy, int
   return nullptr;
 }
 
-double number(const Json& j, const std::string& path) {
+double json_number(const Json& j, const std::string& path) {
   const Json* v = j.at_path(path);
   return v != nullptr ? v->number_or(NAN) : NAN;
 }
@@ -48,13 +48,13 @@ Accuracy accuracy(const std::vector<ReportCell>& cells, const Json& estimate) {
     AccuracyRow r;
     r.strategy = cell.series;
     r.world_size = cell.world_size;
-    r.predicted_s = number(*p, "step_time_s");
+    r.predicted_s = json_number(*p, "step_time_s");
     r.measured_s = cell.step_time_s.median;
     r.spread = cell.step_time_s.n > 1 ? cell.step_time_s.relative_range() : 0.0;
     r.noisy = r.spread > kAccuracyNoise;
-    const double process = number(*p, "memory.process_peak_bytes");
+    const double process = json_number(*p, "memory.process_peak_bytes");
     r.process_bytes = std::isfinite(process) && process > 0;
-    r.predicted_bytes = r.process_bytes ? process : number(*p, "memory.peak_bytes");
+    r.predicted_bytes = r.process_bytes ? process : json_number(*p, "memory.peak_bytes");
     r.measured_bytes = cell.peak_tensor_bytes.n > 0 ? cell.peak_tensor_bytes.median : NAN;
     if (const Json* coarse = p->find("coarse")) r.coarse = coarse->bool_or(false);
     a.rows.push_back(r);

@@ -108,7 +108,7 @@ std::string value_of(const SweepRun& run, const std::string& key) {
 
 /// The run's summary figures (tb::summary_figures(): the columns TensorBoard's summary/* scalars
 /// are named after), NaN without a summary.
-double figure(const CompareRow& r, const tb::SummaryFigure& f) {
+double summary_figure_value(const CompareRow& r, const tb::SummaryFigure& f) {
   return r.result.summary ? tb::figure_value(*r.result.summary, f) : NAN;
 }
 
@@ -289,7 +289,7 @@ std::string results_csv(const CompareRecord& rec) {
     // append(), not "," + text: GCC 12 warns (-Wrestrict) about the temporary string of the latter.
     const auto number = [&](double v) { out.append(",").append(csv_number(v)); };
     for (const auto& f : figures) {
-      number(figure(r, f));
+      number(summary_figure_value(r, f));
       if (f.name == std::string("samples_per_s")) {
         number(r.speedup.value_or(NAN));
         number(r.efficiency.value_or(NAN));
@@ -451,7 +451,7 @@ Json results_json(const CompareRecord& rec) {
     o["status"] = r.status();
     o["segments"] = r.result.segments.empty() ? Json() : Json(static_cast<std::int64_t>(r.result.segments.size()));
     for (const auto& f : tb::summary_figures()) {
-      o[f.name] = json_number(figure(r, f));
+      o[f.name] = json_number(summary_figure_value(r, f));
       if (f.name == std::string("samples_per_s")) {
         o["speedup"] = json_number(r.speedup.value_or(NAN));
         o["efficiency"] = json_number(r.efficiency.value_or(NAN));

@@ -60,7 +60,7 @@ std::string marker_field(const std::string& marker, const std::string& key) {
   return {};
 }
 
-[[noreturn]] void refuse(const fs::path& dir, const std::string& marker) {
+[[noreturn]] void refuse_run_dir(const fs::path& dir, const std::string& marker) {
   std::string who;
   if (const auto pid = marker_field(marker, "pid"); !pid.empty())
     who = fmt::format(" (started {} by pid {} on {})", marker_field(marker, "started"), pid, marker_field(marker, "host"));
@@ -227,14 +227,14 @@ fs::path make_run_directory(const fs::path& out, const std::string& out_dir, con
     if (create_marker(out)) {
       if (use == RunDirUse::kNew && holds_unmarked_run(out)) {
         ::unlink((out / kRunMarkerFile).c_str());
-        refuse(out, "");
+        refuse_run_dir(out, "");
       }
       return out;
     }
     // Marked already: by an earlier run, by a run racing this one, or by the launcher of this rank.
     if (use == RunDirUse::kNew) {
       const std::string marker = read_marker(out);
-      if (marker_field(marker, "claim") != run_claim()) refuse(out, marker);
+      if (marker_field(marker, "claim") != run_claim()) refuse_run_dir(out, marker);
     }
     return out;
   }
@@ -248,7 +248,7 @@ fs::path make_run_directory(const fs::path& out, const std::string& out_dir, con
                        kWritableFix);
     dir = base.string() + "-" + std::to_string(i);
   }
-  if (use != RunDirUse::kShare && !create_marker(dir)) refuse(dir, read_marker(dir));
+  if (use != RunDirUse::kShare && !create_marker(dir)) refuse_run_dir(dir, read_marker(dir));
   return dir;
 }
 

@@ -49,7 +49,7 @@ std::optional<int> read_count(const EnvLookup& env, const std::string& name) {
 }
 
 /// "NAME=4" for a variable, "4 tasks per node (...)" for a described default.
-std::string describe(const std::string& name, int value) {
+std::string describe_variable(const std::string& name, int value) {
   if (name.find(' ') == std::string::npos) return name + "=" + std::to_string(value);
   return std::to_string(value) + " " + name;
 }
@@ -72,7 +72,7 @@ constexpr RankVars kOpenMpiVars{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", 
 int default_local_rank(const WorldInfo& w, const RankVars& v, const std::string& local_size_name) {
   if (w.local_world_size == w.world_size) return w.rank;
   inconsistent(std::string(v.local_rank) + " is unset while the job spans hosts (" +
-                   describe(local_size_name, w.local_world_size) + " < " + v.size + "=" +
+                   describe_variable(local_size_name, w.local_world_size) + " < " + v.size + "=" +
                    std::to_string(w.world_size) + ").",
                std::string("Set ") + v.local_rank + " to this process's rank on its host.");
 }
@@ -92,14 +92,14 @@ void settle_ranks(WorldInfo& w, std::optional<int> local_rank, const RankVars& v
                  std::string("Give each process a distinct ") + v.rank + " in 0.." + val(w.world_size - 1) + ".");
   }
   if (w.local_world_size < 1 || w.local_world_size > w.world_size) {
-    inconsistent(describe(local_size_name, w.local_world_size) + " must be between 1 and " + v.size + "=" +
+    inconsistent(describe_variable(local_size_name, w.local_world_size) + " must be between 1 and " + v.size + "=" +
                      val(w.world_size) + ".",
                  "Set " + local_size_name + " to the number of processes on this host.");
   }
   w.local_rank = local_rank ? *local_rank : default_local_rank(w, v, local_size_name);
   if (w.local_rank >= w.local_world_size) {
     inconsistent(std::string(v.local_rank) + "=" + val(w.local_rank) + " is not below " +
-                     describe(local_size_name, w.local_world_size) + ".",
+                     describe_variable(local_size_name, w.local_world_size) + ".",
                  std::string("Give each process on a host a distinct ") + v.local_rank + " in 0.." +
                      val(w.local_world_size - 1) + ".");
   }
@@ -114,7 +114,7 @@ std::string master_addr(const EnvLookup& env, const WorldInfo& w, const RankVars
   }
   if (!fallback_host.empty()) return fallback_host;
   if (w.local_world_size == w.world_size) return "127.0.0.1";
-  inconsistent("MASTER_ADDR is unset while the job spans hosts (" + describe(local_size_name, w.local_world_size) +
+  inconsistent("MASTER_ADDR is unset while the job spans hosts (" + describe_variable(local_size_name, w.local_world_size) +
                    " < " + v.size + "=" + std::to_string(w.world_size) + ").",
                "Set MASTER_ADDR to the hostname or address of the host that runs rank 0.");
 }
@@ -148,8 +148,8 @@ std::optional<WorldInfo> paired_world(const EnvLookup& env, const RankVars& v, c
   w.local_world_size_known = local_size.has_value();
   settle_ranks(w, read_count(env, v.local_rank), v, v.local_size);
   w.master_addr = master_addr(env, w, v, v.local_size);
-  w.source = describe(v.rank, w.rank) + " " + describe(v.size, w.world_size) + " " +
-             describe(v.local_size, w.local_world_size);
+  w.source = describe_variable(v.rank, w.rank) + " " + describe_variable(v.size, w.world_size) + " " +
+             describe_variable(v.local_size, w.local_world_size);
   return w;
 }
 
@@ -264,8 +264,8 @@ std::optional<WorldInfo> slurm_world(const EnvLookup& env) {
                  "Set MASTER_PORT to a free TCP port on the first node (the same on every rank).");
   }
   w.launcher = "slurm";
-  w.source = describe(v.rank, w.rank) + " " + describe(v.size, w.world_size) + " " +
-             describe(local_size_name, w.local_world_size) + " SLURM_STEP_ID=" + slurm_step_id(env).value_or("");
+  w.source = describe_variable(v.rank, w.rank) + " " + describe_variable(v.size, w.world_size) + " " +
+             describe_variable(local_size_name, w.local_world_size) + " SLURM_STEP_ID=" + slurm_step_id(env).value_or("");
   return w;
 }
 

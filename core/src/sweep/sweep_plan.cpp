@@ -169,7 +169,7 @@ SweepRun run_of(const SweepPlan& plan, std::size_t combination, int repeat) {
 namespace {
 
 /// SplitMix64 (Steele et al. 2014): spreads (seed, round) over the 64 bits of the generator's seed.
-std::uint64_t splitmix64(std::uint64_t x) {
+std::uint64_t mix64(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
@@ -184,7 +184,7 @@ std::vector<std::size_t> round_order(std::size_t combinations, std::int64_t seed
   if (!shuffle) return order;
   // std::shuffle and std::uniform_int_distribution are implementation-defined; mt19937_64's output
   // is not, and rejection sampling keeps each draw unbiased.
-  std::mt19937_64 random(splitmix64(static_cast<std::uint64_t>(seed) ^ splitmix64(static_cast<std::uint64_t>(round))));
+  std::mt19937_64 random(mix64(static_cast<std::uint64_t>(seed) ^ mix64(static_cast<std::uint64_t>(round))));
   for (std::size_t i = combinations; i > 1; --i) {
     const std::uint64_t bound = i, limit = std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % bound;
     std::uint64_t draw = random();

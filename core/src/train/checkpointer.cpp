@@ -299,7 +299,7 @@ std::map<std::string, std::vector<std::int64_t>> checkpoint_tensors(const Model&
 }
 
 /// ConfigError at model.name unless checkpoint `c` holds exactly `model`'s tensors and shapes.
-void check_model_fits(const Experiment& e, const ckpt::Checkpoint& c, const Model& model) {
+void check_checkpoint_holds_model(const Experiment& e, const ckpt::Checkpoint& c, const Model& model) {
   const auto expected = checkpoint_tensors(model);
   std::vector<std::string> missing, extra, reshaped;
   for (const auto& [name, shape] : expected) {
@@ -355,7 +355,7 @@ void check_resume(const Experiment& e, const fs::path& dir, const ResumeSubject&
                   fmt::format("strategy '{}' cannot resume a checkpoint: it does not implement strata::ShardedState.",
                               e.strategy.name),
                   "Resume under a strategy that has it (every built-in strategy does).");
-  if (subject.model != nullptr) check_model_fits(e, c, *subject.model);
+  if (subject.model != nullptr) check_checkpoint_holds_model(e, c, *subject.model);
   if (subject.data != nullptr) check_data_fits(e, dir, trainer, *subject.data);
   if (subject.verify_data) c.verify();
 }
