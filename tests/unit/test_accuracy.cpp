@@ -41,8 +41,11 @@ TEST_CASE("accuracy: each cell's prediction against its median, medians over wor
   e["rows"].push_back(row("dp", 2, 0.012, 800, 1500));      // the process's figure is the one compared
   e["rows"].push_back(row("ddp", 3, 0.020, 900, 0, false)); // not applicable: no row
   const std::vector<strata::ReportCell> cells = {
-      accuracy_cell("single", 1, {0.009, 0.010, 0.012}, 1000), accuracy_cell("ddp", 2, {0.010, 0.0101, 0.0099}, 1000),
-      accuracy_cell("zero3", 2, {0.020}, 1000), accuracy_cell("dp", 2, {0.012}, 1500), accuracy_cell("ddp", 3, {0.02}, 900),
+      accuracy_cell("single", 1, {0.009, 0.010, 0.012}, 1000),
+      accuracy_cell("ddp", 2, {0.010, 0.0101, 0.0099}, 1000),
+      accuracy_cell("zero3", 2, {0.020}, 1000),
+      accuracy_cell("dp", 2, {0.012}, 1500),
+      accuracy_cell("ddp", 3, {0.02}, 900),
       accuracy_cell("ddp, lr=0.1", 2, {0.01}, 1000)};
   const auto a = strata::accuracy(cells, e);
   REQUIRE(a.rows.size() == 4);
@@ -110,8 +113,10 @@ TEST_CASE("accuracy: a cell noisier than 3% is reported apart, out of the median
   e["rows"].push_back(row("ddp", 2, 0.011, 1000));    // +10% against a tight cell
   e["rows"].push_back(row("ddp", 3, 0.010, 1000));    // -50% against a cell spread 40%
   e["rows"].push_back(row("zero3", 2, 0.0102, 1000)); // +2%
-  const auto a = strata::accuracy({accuracy_cell("single", 1, {0.01}, 1000), accuracy_cell("ddp", 2, {0.0100, 0.0101, 0.0100}, 1000),
-                                   accuracy_cell("ddp", 3, {0.016, 0.020, 0.024}, 1000), accuracy_cell("zero3", 2, {0.01}, 1000)},
+  const auto a = strata::accuracy({accuracy_cell("single", 1, {0.01}, 1000),
+                                   accuracy_cell("ddp", 2, {0.0100, 0.0101, 0.0100}, 1000),
+                                   accuracy_cell("ddp", 3, {0.016, 0.020, 0.024}, 1000),
+                                   accuracy_cell("zero3", 2, {0.01}, 1000)},
                                   e);
   REQUIRE(a.rows.size() == 4);
   CHECK_FALSE(a.rows[1].noisy);

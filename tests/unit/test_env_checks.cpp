@@ -20,8 +20,8 @@ bool any_contains(const std::vector<std::string>& lines, const std::string& part
 
 TEST_CASE("blocking waits, disabled async error handling and blocking launches are each named once") {
   const auto w = strata::environment_warnings(lookup_in({{"TORCH_NCCL_BLOCKING_WAIT", "1"},
-                                                      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
-                                                      {"CUDA_LAUNCH_BLOCKING", "1"}}),
+                                                         {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
+                                                         {"CUDA_LAUNCH_BLOCKING", "1"}}),
                                               /*nccl=*/true, /*cuda=*/true);
   REQUIRE(w.size() == 3);
   CHECK(any_contains(w, "TORCH_NCCL_BLOCKING_WAIT=1: every wait for a collective blocks the host"));
@@ -37,8 +37,8 @@ TEST_CASE("blocking waits, disabled async error handling and blocking launches a
 TEST_CASE("the environment is quiet where the settings are harmless or do not apply") {
   CHECK(strata::environment_warnings(lookup_in({}), true, true).empty());
   CHECK(strata::environment_warnings(lookup_in({{"TORCH_NCCL_BLOCKING_WAIT", "0"},
-                                             {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
-                                             {"CUDA_LAUNCH_BLOCKING", "0"}}),
+                                                {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+                                                {"CUDA_LAUNCH_BLOCKING", "0"}}),
                                      true, true)
             .empty());
   // Gloo on the CPU: NCCL's and CUDA's settings change nothing.

@@ -343,7 +343,7 @@ Json metadata(const Plan& plan, const WorldInfo& world) {
 }
 
 void write_comms_outputs(const CommsBenchRequest& request, const Plan& plan, const WorldInfo& world,
-                   const std::vector<Row>& rows, double avg_busbw, std::int64_t wrong_total) {
+                         const std::vector<Row>& rows, double avg_busbw, std::int64_t wrong_total) {
   if (!request.csv.empty()) {
     std::string csv = "collective,size_bytes,count,type,redop,time_us,algbw_gbps,busbw_gbps,wrong\n";
     for (const auto& r : rows)

@@ -120,7 +120,7 @@ GemmRow measure_gemm(const Shape& s, const torch::Device& device, torch::ScalarT
 }
 
 void write_gemm_outputs(const GemmBenchRequest& r, const std::string& dtype, const std::string& description,
-                   const std::vector<GemmRow>& rows, double best) {
+                        const std::vector<GemmRow>& rows, double best) {
   if (!r.csv.empty()) {
     std::string csv = "m,n,k,dtype,time_s,tflops\n";
     for (const auto& row : rows)

@@ -54,8 +54,6 @@ struct SignalState {
 };
 SignalState g_signals;
 
-void write_error(const std::string& text) { detail::write_stderr(text.data(), text.size()); }
-
 double seconds(std::chrono::milliseconds ms) { return static_cast<double>(ms.count()) / 1000.0; }
 
 }  // namespace
@@ -582,7 +580,7 @@ void JobMonitor::fatal(const FailureRecord& verdict, int code, const std::string
                                                : std::string()) +
                      "error: " + record.error + "\n";
   if (!fix.empty()) text += "  fix: " + fix + "\n";
-  write_error(text);
+  detail::write_stderr(text.data(), text.size());
   std::fflush(nullptr);
   dump_flight_record();
   // Then the peers, through the store, unless it is the store that is gone.
