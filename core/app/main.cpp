@@ -19,6 +19,7 @@
 #include "sweep/sweep_check.hpp"
 #include "estimate/estimate.hpp"
 #include "export/export.hpp"
+#include "fork_server.hpp"
 #include "help.hpp"
 #include "io/build_info.hpp"
 #include "launch/child.hpp"
@@ -471,5 +472,8 @@ int run_in_image(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   strata::cuda_support::load_at_start();  // before anything asks LibTorch about CUDA
   strata::set_self_runner(&run_in_image);
+  // The test suite's fork server (fork_server.hpp): a test hook, as STRATA_FAULT is.
+  if (const char* socket = std::getenv("STRATA_FORK_SERVER"); socket != nullptr && argc == 1)
+    return strata::app::serve_forks(socket, &run_command_line);
   return run_command_line(argc, argv);
 }

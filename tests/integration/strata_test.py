@@ -19,6 +19,7 @@ Environment:
   TMPDIR                     where temporary directories go (never inside the repository)
 """
 
+import atexit
 import json
 import math
 import os
@@ -174,8 +175,64 @@ def _text(data):
 
 
 def strata(*args, env=None, timeout=DEFAULT_TIMEOUT, cwd=None):
-    """Runs `strata ARGS...` (arguments are converted to strings)."""
-    return run_command([strata_bin()] + [str(a) for a in args], env=env, timeout=timeout, cwd=cwd)
+    """Runs `strata ARGS...` (arguments are converted to strings), through this script's fork server
+    where there is one (_fork_socket)."""
+    command = [strata_bin()] + [str(a) for a in args]
+    socket = _fork_socket()
+    if socket is None:
+        return run_command(command, env=env, timeout=timeout, cwd=cwd)
+    result = run_command([_fork_server["client"], socket] + command, env=env, timeout=timeout, cwd=cwd)
+    result.args = command  # what ran, as a failure shows it
+    return result
+
+
+# The fork server (core/app/fork_server.hpp): one strata process per script, loaded once, that runs
+# each command in a fork of itself; strata_fork_client (STRATA_FORK_CLIENT, set by CTest) hands it
+# the command with this process's descriptors, directory and environment, and exits with its status.
+# A command whose start-up variables differ from the server's (OMP_*, LD_*, CUDA_*, ...) is started
+# afresh by the client. STRATA_TEST_FORK=0 starts every command afresh.
+_fork_server = {}
+
+
+def _fork_socket():
+    """This script's fork server's socket (started on first use), or None where there is none."""
+    if "socket" in _fork_server or "off" in _fork_server:
+        return _fork_server.get("socket")
+    client = os.environ.get("STRATA_FORK_CLIENT")
+    if not client or os.environ.get("STRATA_TEST_FORK") == "0" or not os.access(client, os.X_OK):
+        _fork_server["off"] = "no client"
+        return None
+    directory = tempfile.mkdtemp(prefix="strata-fork-")  # mode 0700: nobody else reaches the socket
+    path = os.path.join(directory, "socket")
+    env, _ = _clean_env({"STRATA_FORK_SERVER": path})
+    proc = subprocess.Popen([strata_bin()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env, cwd=directory)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    if not os.path.exists(path):
+        if proc.poll() is None:
+            proc.kill()
+        _, err = proc.communicate()
+        print("note: no fork server (%s); every command starts afresh" % (_text(err).strip() or "it did not start"))
+        shutil.rmtree(directory, ignore_errors=True)
+        _fork_server["off"] = "failed"
+        return None
+    _fork_server.update(socket=path, proc=proc, directory=directory, client=os.path.abspath(client))
+    atexit.register(_stop_fork_server)
+    return path
+
+
+def _stop_fork_server():
+    proc = _fork_server.get("proc")
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    shutil.rmtree(_fork_server.get("directory", ""), ignore_errors=True)
 
 
 def strata_run(config, out, *sets, env=None, timeout=DEFAULT_TIMEOUT, expect=0):

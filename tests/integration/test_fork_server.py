@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""The test suite's fork server (core/app/fork_server.hpp) runs a command as the process it stands for.
+
+- Through strata_fork_client, commands give the same exit code, stdout and stderr as started afresh,
+  in the client's working directory, with the client's environment (a variable the server never had).
+- A variable read at load (LD_PRELOAD here) starts the command afresh: the dynamic loader's own
+  complaint shows that it loaded again.
+- A command killed by a signal kills its client with it; a client killed (a test's timeout) takes
+  its command down.
+
+    STRATA_BIN=build/bin/strata STRATA_FORK_CLIENT=build/tests/integration/strata_fork_client \\
+      python3 tests/integration/test_fork_server.py
+"""
+import os
+import signal
+import subprocess
+import time
+
+import strata_test as st
+
+
+def server():
+    socket = st._fork_socket()
+    if socket is None:
+        raise st.Skip("no fork server here (STRATA_FORK_CLIENT unset, STRATA_TEST_FORK=0, or it cannot fork: "
+                      "LibTorch's CUDA library loaded)")
+    return socket, st._fork_server["proc"].pid
+
+
+def through_client(args, env=None, cwd=None):
+    socket, _ = server()
+    command = [st.strata_bin()] + [str(a) for a in args]
+    return st.run_command([st._fork_server["client"], socket] + command, env=env, cwd=cwd)
+
+
+def afresh(args, env=None, cwd=None):
+    return st.run_command([st.strata_bin()] + [str(a) for a in args], env=env, cwd=cwd)
+
+
+def same_as_afresh():
+    work = st.temp_dir("cwd")
+    with open(os.path.join(work, "exp.toml"), "w") as f:
+        f.write(open(st.GOOD_SYNTHETIC).read())
+    cases = [
+        (["--version"], None),
+        (["validate", "exp.toml"], None),                       # relative to the client's directory
+        (["validate", "missing.toml"], None),                   # exit 2, naming it
+        (["validate", "exp.toml", "--set", "train.stepz=3"], None),
+        (["plugins"], {"STRATA_PLUGIN_PATH": "/nonexistent-strata-plugins"}),  # warned: the client's variable
+        (["no-such-command"], None),
+    ]
+    for args, env in cases:
+        forked, fresh = through_client(args, env, work), afresh(args, env, work)
+        st.check((forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr),
+                 "strata %s through the fork server differs from a fresh start:\n%s\n%s"
+                 % (" ".join(args), forked.describe(), fresh.describe()))
+        print("  strata %s: exit %s, %d + %d bytes of output, as afresh" % (" ".join(args), forked.returncode,
+                                                                           len(forked.stdout), len(forked.stderr)))
+    st.expect_in("nonexistent-strata-plugins", through_client(["plugins"], cases[4][1], work).stderr)
+
+
+def load_time_variables_start_afresh():
+    result = through_client(["--version"], {"LD_PRELOAD": "/nonexistent-strata-preload.so"})
+    st.expect_exit(result, 0)
+    st.expect_stderr(result, "nonexistent-strata-preload.so")  # the dynamic loader of a fresh start said it
+
+
+def commands_of(server_pid):
+    return st.child_pids(server_pid)
+
+
+def wait_until(condition, what, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            st.fail("timed out waiting until %s" % what)
+        time.sleep(0.02)
+
+
+def long_run(label):
+    socket, pid = server()
+    out = st.temp_dir(label)
+    client = subprocess.Popen([st._fork_server["client"], socket, st.strata_bin(), "run", st.GOOD_SYNTHETIC,
+                               "--out", out, "--set", "train.steps=1000000"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              cwd=st.scratch_dir())
+    wait_until(lambda: commands_of(pid), "the server forked the command")
+    return client, pid
+
+
+def signals_cross_both_ways():
+    client, pid = long_run("killed_command")
+    (command,) = commands_of(pid)
+    os.kill(command, signal.SIGKILL)
+    st.check(client.wait(timeout=30) == -signal.SIGKILL,
+             "a command killed by SIGKILL: its client ended with %s" % client.returncode)
+    client, pid = long_run("killed_client")
+    client.kill()
+    client.wait(timeout=30)
+    wait_until(lambda: not commands_of(pid), "the killed client's command was gone")
+
+
+if __name__ == "__main__":
+    st.main([same_as_afresh, load_time_variables_start_afresh, signals_cross_both_ways])
