@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -94,13 +93,14 @@ bool read_request(int conn, Request& r) {
   do got = ::recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
   while (got < 0 && errno == EINTR);
   if (got <= 0) return false;
+  std::size_t received = 0;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     const std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < n; ++i, ++received) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      if (i < kPassedFds) r.fds[i] = fd;
+      if (received < kPassedFds) r.fds[received] = fd;
       else ::close(fd);
     }
   }
@@ -133,10 +133,13 @@ bool read_request(int conn, Request& r) {
 /// the C library, CUDA's detection in main): a command whose values differ from the server's is not
 /// the process a fork of the server would be.
 bool read_at_load(std::string_view name) {
-  for (std::string_view prefix : {"OMP_", "GOMP_", "KMP_", "LD_", "MALLOC_", "GLIBC_", "TORCH_", "PYTORCH_", "CUDA_",
-                                  "NVIDIA_", "NCCL_", "LC_"})
+  for (std::string_view prefix : {"OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "LD_", "MALLOC_", "GLIBC_", "TORCH_",
+                                  "PYTORCH_", "CUDA_", "NVIDIA_", "NCCL_", "LC_"})
     if (name.substr(0, prefix.size()) == prefix) return true;
-  return name == "LANG" || name == "LANGUAGE" || name == "TZ";
+  const std::string_view sanitizer = "SAN_OPTIONS";  // ASAN_OPTIONS, UBSAN_OPTIONS, ...
+  if (name.size() >= sanitizer.size() && name.substr(name.size() - sanitizer.size()) == sanitizer) return true;
+  // STRATA_CUDA: main() decides whether to open LibTorch's CUDA library before it serves.
+  return name == "LANG" || name == "LANGUAGE" || name == "TZ" || name == "STRATA_CUDA";
 }
 
 std::map<std::string, std::string> load_time_variables(char* const* env) {
@@ -164,8 +167,6 @@ int serve_forks(const char* socket_path, CommandRunner runner) {
         "STRATA_FORK_RUNS=0); start the commands themselves.");
     return 2;
   }
-  const pid_t parent = ::getppid();
-  if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent) return 0;  // its starter is gone
   ::unsetenv("STRATA_FORK_SERVER");
   const auto own_variables = load_time_variables(environ);
 
@@ -196,12 +197,18 @@ int serve_forks(const char* socket_path, CommandRunner runner) {
   std::map<pid_t, int> waiting;  // pid -> its client's connection (-1 once the client left)
   bool serving = signals >= 0;
   while (serving) {
-    std::vector<pollfd> fds{{signals, POLLIN, 0}, {listener, POLLIN, 0}};
+    // Its standard input is its lifetime: the starter holds the other end of a pipe (a thread of the
+    // starter that ends would fire PR_SET_PDEATHSIG), and its end of file ends the server.
+    std::vector<pollfd> fds{{signals, POLLIN, 0}, {listener, POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}};
     for (const auto& [pid, conn] : waiting)
       if (conn >= 0) fds.push_back({conn, POLLIN, 0});
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       break;
+    }
+    if (fds[2].revents != 0) {
+      char byte;
+      if (::read(STDIN_FILENO, &byte, 1) <= 0) serving = false;
     }
     if (fds[0].revents != 0) {
       signalfd_siginfo info{};
@@ -220,7 +227,7 @@ int serve_forks(const char* socket_path, CommandRunner runner) {
       }
     }
     // A client that went away (its only write was the request): its command goes too.
-    for (std::size_t i = 2; i < fds.size(); ++i) {
+    for (std::size_t i = 3; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       for (auto& [pid, conn] : waiting)
         if (conn == fds[i].fd) {
@@ -235,7 +242,7 @@ int serve_forks(const char* socket_path, CommandRunner runner) {
     if (conn < 0) continue;
     ucred peer{};
     socklen_t length = sizeof peer;
-    const timeval limit{10, 0};  // a client sends its request at once
+    const timeval limit{5, 0};  // a client sends its request at once
     ::setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
     Request request;
     if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 || peer.uid != ::geteuid() ||

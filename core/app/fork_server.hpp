@@ -22,8 +22,9 @@ namespace strata::app {
 /// The command line as main() runs it: argv in, exit code out.
 using CommandRunner = int (*)(int argc, char** argv);
 
-/// Serves `socket_path` until this process is signalled or its parent dies; returns main's exit code
-/// (2 with a message when it cannot serve). Each command runs through `runner` in a fork.
+/// Serves `socket_path` until this process is signalled or its standard input reaches its end (the
+/// starter holds a pipe to it); returns main's exit code (2 with a message when it cannot serve).
+/// Each command runs through `runner` in a fork.
 int serve_forks(const char* socket_path, CommandRunner runner);
 
 }  // namespace strata::app

@@ -8,6 +8,7 @@
 // Standard C++ and POSIX only: it starts in about a millisecond.
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -40,7 +41,7 @@ enum : std::int32_t { kStartYourself = 0, kStarted = 1, kExited = 2, kSignalled 
 
 bool write_all(int fd, const char* data, std::size_t n) {
   while (n > 0) {
-    const ssize_t put = ::write(fd, data, n);
+    const ssize_t put = ::send(fd, data, n, MSG_NOSIGNAL);  // a server gone: start it ourselves
     if (put < 0 && errno == EINTR) continue;
     if (put <= 0) return false;
     data += put;
@@ -112,12 +113,16 @@ int main(int argc, char** argv) {
   }
   // From here the command runs: its end is ours.
   const int pid = r.value;
-  if (!read_reply(conn, r)) {
-    std::fprintf(stderr, "strata_fork_client: the fork server went away while pid %d ran\n", pid);
+  if (!read_reply(conn, r)) {  // the command would run on, holding our output open
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+    std::fprintf(stderr, "strata_fork_client: the fork server went away while pid %d ran; it was killed\n", pid);
     return 125;
   }
   if (r.kind == kExited) return r.value;
   if (r.kind == kSignalled) {
+    const rlimit no_core{0, 0};  // the command dumped its core already, where it did
+    ::setrlimit(RLIMIT_CORE, &no_core);
     std::signal(r.value, SIG_DFL);
     ::kill(::getpid(), r.value);
     return 128 + r.value;

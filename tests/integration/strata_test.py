@@ -192,41 +192,51 @@ def strata(*args, env=None, timeout=DEFAULT_TIMEOUT, cwd=None):
 # A command whose start-up variables differ from the server's (OMP_*, LD_*, CUDA_*, ...) is started
 # afresh by the client. STRATA_TEST_FORK=0 starts every command afresh.
 _fork_server = {}
+_fork_lock = threading.Lock()  # scripts call strata() from several threads
 
 
 def _fork_socket():
     """This script's fork server's socket (started on first use), or None where there is none."""
-    if "socket" in _fork_server or "off" in _fork_server:
+    with _fork_lock:
+        if "socket" not in _fork_server and "off" not in _fork_server:
+            _start_fork_server()
         return _fork_server.get("socket")
+
+
+def _start_fork_server():
     client = os.environ.get("STRATA_FORK_CLIENT")
     if not client or os.environ.get("STRATA_TEST_FORK") == "0" or not os.access(client, os.X_OK):
         _fork_server["off"] = "no client"
-        return None
+        return
     directory = tempfile.mkdtemp(prefix="strata-fork-")  # mode 0700: nobody else reaches the socket
     path = os.path.join(directory, "socket")
     env, _ = _clean_env({"STRATA_FORK_SERVER": path})
-    proc = subprocess.Popen([strata_bin()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=env, cwd=directory)
+    with open(os.path.join(directory, "server.log"), "wb") as log:
+        # Its stdin is this process's pipe: the server ends at its end of file, when this process
+        # ends, however it ends (a thread that started it may end long before).
+        proc = subprocess.Popen([strata_bin()], stdin=subprocess.PIPE, stdout=log, stderr=log, env=env,
+                                cwd=directory)
     deadline = time.monotonic() + 60
     while not os.path.exists(path) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     if not os.path.exists(path):
         if proc.poll() is None:
             proc.kill()
-        _, err = proc.communicate()
-        print("note: no fork server (%s); every command starts afresh" % (_text(err).strip() or "it did not start"))
+        proc.wait()
+        with open(os.path.join(directory, "server.log"), "rb") as f:
+            why = _text(f.read()).strip() or "it did not start"
+        print("note: no fork server (%s); every command starts afresh" % why)
         shutil.rmtree(directory, ignore_errors=True)
         _fork_server["off"] = "failed"
-        return None
+        return
     _fork_server.update(socket=path, proc=proc, directory=directory, client=os.path.abspath(client))
     atexit.register(_stop_fork_server)
-    return path
 
 
 def _stop_fork_server():
     proc = _fork_server.get("proc")
     if proc is not None and proc.poll() is None:
-        proc.terminate()
+        proc.stdin.close()  # its end of file: it stops serving
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -4,7 +4,8 @@
 - Through strata_fork_client, commands give the same exit code, stdout and stderr as started afresh,
   in the client's working directory, with the client's environment (a variable the server never had).
 - A variable read at load (LD_PRELOAD here) starts the command afresh: the dynamic loader's own
-  complaint shows that it loaded again.
+  complaint comes twice, from the client's start and from strata's.
+- The server started from a thread that ends serves on (its lifetime is its starter's pipe).
 - A command killed by a signal kills its client with it; a client killed (a test's timeout) takes
   its command down.
 
@@ -14,6 +15,7 @@
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import strata_test as st
@@ -35,6 +37,19 @@ def through_client(args, env=None, cwd=None):
 
 def afresh(args, env=None, cwd=None):
     return st.run_command([st.strata_bin()] + [str(a) for a in args], env=env, cwd=cwd)
+
+
+def served_after_its_starting_thread_ended():
+    """The first command of the script, from a thread that then ends, starts the server; it serves on."""
+    results = []
+    starter = threading.Thread(target=lambda: results.append(st.strata("--version")))
+    starter.start()
+    starter.join()
+    server()
+    time.sleep(0.5)  # a server tied to the thread (PR_SET_PDEATHSIG) would be gone by now
+    for result in results + [st.strata("--version")]:
+        st.expect_exit(result, 0)
+    st.check(st._fork_server["proc"].poll() is None, "the fork server ended with the thread that started it")
 
 
 def same_as_afresh():
@@ -62,7 +77,10 @@ def same_as_afresh():
 def load_time_variables_start_afresh():
     result = through_client(["--version"], {"LD_PRELOAD": "/nonexistent-strata-preload.so"})
     st.expect_exit(result, 0)
-    st.expect_stderr(result, "nonexistent-strata-preload.so")  # the dynamic loader of a fresh start said it
+    # The dynamic loader says it at each start: the client's, then strata's own (a fork would not).
+    st.check(result.stderr.count("nonexistent-strata-preload.so") == 2,
+             "LD_PRELOAD set: strata was not started afresh (the loader spoke %d time(s), not twice)"
+             % result.stderr.count("nonexistent-strata-preload.so"), result)
 
 
 def commands_of(server_pid):
@@ -101,4 +119,4 @@ def signals_cross_both_ways():
 
 
 if __name__ == "__main__":
-    st.main([same_as_afresh, load_time_variables_start_afresh, signals_cross_both_ways])
+    st.main([served_after_its_starting_thread_ended, same_as_afresh, load_time_variables_start_afresh, signals_cross_both_ways])
