@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fork_wire.hpp"
 #include "launch/child.hpp"
 
 extern char** environ;
@@ -28,22 +29,14 @@ namespace strata::app {
 
 namespace {
 
-// The wire (both ends on this host, one user): the client's request is one message carrying its
-// stdin, stdout, stderr and working directory (SCM_RIGHTS) with a Header, then `bytes` of
-// NUL-terminated strings, argv then the environment. Each answer is a Reply.
-constexpr std::uint32_t kMagic = 0x53464b31;  // "SFK1"
+using fork_wire::Header;
+using fork_wire::kMagic;
+using fork_wire::kPassedFds;
+using fork_wire::read_exactly;
+using fork_wire::Reply;
+using fork_wire::ReplyKind;
+using fork_wire::send_all;
 constexpr std::uint32_t kMaxBytes = 64u << 20;
-constexpr int kPassedFds = 4;
-
-struct Header {
-  std::uint32_t magic, argc, envc, bytes;
-};
-
-enum ReplyKind : std::int32_t { kStartYourself = 0, kStarted = 1, kExited = 2, kSignalled = 3 };
-
-struct Reply {
-  std::int32_t kind, value;
-};
 
 /// A request read off a connection: the passed descriptors and the strings.
 struct Request {
@@ -65,30 +58,14 @@ void say(const std::string& text) {
 
 bool send_reply(int fd, ReplyKind kind, int value) {
   const Reply r{kind, value};
-  return ::send(fd, &r, sizeof r, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof r);
-}
-
-bool read_exactly(int fd, char* to, std::size_t n) {
-  while (n > 0) {
-    const ssize_t got = ::read(fd, to, n);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    to += got;
-    n -= static_cast<std::size_t>(got);
-  }
-  return true;
+  return send_all(fd, &r, sizeof r);
 }
 
 /// Reads one request; false when the peer sent something else (it is then dropped).
 bool read_request(int conn, Request& r) {
-  Header h{};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kPassedFds)];
-  iovec io{&h, sizeof h};
-  msghdr msg{};
-  msg.msg_iov = &io;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  fork_wire::HeaderMessage m;
+  Header& h = m.header;
+  msghdr& msg = m.msg;
   ssize_t got;
   do got = ::recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
   while (got < 0 && errno == EINTR);
@@ -219,8 +196,8 @@ int serve_forks(const char* socket_path, CommandRunner runner) {
         const auto it = waiting.find(pid);
         if (it == waiting.end()) continue;
         if (it->second >= 0) {
-          if (WIFSIGNALED(status)) send_reply(it->second, kSignalled, WTERMSIG(status));
-          else send_reply(it->second, kExited, WEXITSTATUS(status));
+          if (WIFSIGNALED(status)) send_reply(it->second, fork_wire::kSignalled, WTERMSIG(status));
+          else send_reply(it->second, fork_wire::kExited, WEXITSTATUS(status));
           ::close(it->second);
         }
         waiting.erase(it);
@@ -251,7 +228,7 @@ int serve_forks(const char* socket_path, CommandRunner runner) {
       continue;
     }
     if (!same_file(request.argv[0], "/proc/self/exe") || load_time_variables(request.envp.data()) != own_variables) {
-      send_reply(conn, kStartYourself, 0);
+      send_reply(conn, fork_wire::kStartYourself, 0);
       ::close(conn);
       continue;
     }
@@ -281,9 +258,9 @@ int serve_forks(const char* socket_path, CommandRunner runner) {
       std::fflush(nullptr);
       ::_exit(code);
     }
-    if (pid < 0 || !send_reply(conn, kStarted, pid)) {
+    if (pid < 0 || !send_reply(conn, fork_wire::kStarted, pid)) {
       if (pid > 0) ::kill(pid, SIGKILL);
-      else send_reply(conn, kStartYourself, errno);
+      else send_reply(conn, fork_wire::kStartYourself, errno);
       ::close(conn);
       if (pid > 0) waiting.emplace(pid, -1);
       continue;

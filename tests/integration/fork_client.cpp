@@ -20,18 +20,16 @@
 #include <cstring>
 #include <string>
 
+#include "fork_wire.hpp"
+
 extern char** environ;
 
 namespace {
 
-constexpr std::uint32_t kMagic = 0x53464b31;
-struct Header {
-  std::uint32_t magic, argc, envc, bytes;
-};
-struct Reply {
-  std::int32_t kind, value;
-};
-enum : std::int32_t { kStartYourself = 0, kStarted = 1, kExited = 2, kSignalled = 3 };
+using strata::fork_wire::kMagic;
+using strata::fork_wire::read_exactly;
+using strata::fork_wire::Reply;
+using strata::fork_wire::send_all;
 
 [[noreturn]] void start_itself(char** argv) {
   ::execv(argv[0], argv);
@@ -39,29 +37,7 @@ enum : std::int32_t { kStartYourself = 0, kStarted = 1, kExited = 2, kSignalled 
   ::_exit(127);
 }
 
-bool write_all(int fd, const char* data, std::size_t n) {
-  while (n > 0) {
-    const ssize_t put = ::send(fd, data, n, MSG_NOSIGNAL);  // a server gone: start it ourselves
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) return false;
-    data += put;
-    n -= static_cast<std::size_t>(put);
-  }
-  return true;
-}
-
-bool read_reply(int fd, Reply& r) {
-  char* to = reinterpret_cast<char*>(&r);
-  std::size_t n = sizeof r;
-  while (n > 0) {
-    const ssize_t got = ::read(fd, to, n);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    to += got;
-    n -= static_cast<std::size_t>(got);
-  }
-  return true;
-}
+bool read_reply(int fd, Reply& r) { return read_exactly(fd, &r, sizeof r); }
 
 }  // namespace
 
@@ -83,31 +59,25 @@ int main(int argc, char** argv) {
   for (int i = 0; i < command_argc; ++i) strings.append(command[i]).push_back('\0');
   std::uint32_t envc = 0;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e, ++envc) strings.append(*e).push_back('\0');
-  Header h{kMagic, static_cast<std::uint32_t>(command_argc), envc, static_cast<std::uint32_t>(strings.size())};
+  strata::fork_wire::HeaderMessage m;
+  m.header = {kMagic, static_cast<std::uint32_t>(command_argc), envc, static_cast<std::uint32_t>(strings.size())};
 
   const int cwd = ::open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (cwd < 0) start_itself(command);
-  const int fds[4] = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, cwd};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
-  iovec io{&h, sizeof h};
-  msghdr msg{};
-  msg.msg_iov = &io;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  const int fds[strata::fork_wire::kPassedFds] = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, cwd};
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof fds);
   std::memcpy(CMSG_DATA(c), fds, sizeof fds);
-  if (::sendmsg(conn, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof h) ||
-      !write_all(conn, strings.data(), strings.size()))
+  if (::sendmsg(conn, &m.msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof m.header) ||
+      !send_all(conn, strings.data(), strings.size()))
     start_itself(command);
   ::close(cwd);
 
   Reply r{};
-  if (!read_reply(conn, r) || r.kind == kStartYourself) start_itself(command);
-  if (r.kind != kStarted) {
+  if (!read_reply(conn, r) || r.kind == strata::fork_wire::kStartYourself) start_itself(command);
+  if (r.kind != strata::fork_wire::kStarted) {
     std::fprintf(stderr, "strata_fork_client: the server answered %d\n", r.kind);
     return 125;
   }
@@ -119,8 +89,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "strata_fork_client: the fork server went away while pid %d ran; it was killed\n", pid);
     return 125;
   }
-  if (r.kind == kExited) return r.value;
-  if (r.kind == kSignalled) {
+  if (r.kind == strata::fork_wire::kExited) return r.value;
+  if (r.kind == strata::fork_wire::kSignalled) {
     const rlimit no_core{0, 0};  // the command dumped its core already, where it did
     ::setrlimit(RLIMIT_CORE, &no_core);
     std::signal(r.value, SIG_DFL);
