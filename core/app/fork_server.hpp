@@ -16,6 +16,10 @@
 // this process may not fork in its image (LibTorch's CUDA library is loaded). A client that goes
 // away (killed at a test's timeout) takes its command down with it. Only this user may connect
 // (SO_PEERCRED), through a socket that the caller places in a directory of its own.
+//
+// What a fork does not exercise is the program's own start and its static destructors at exit: the
+// tests about those (integration.link, install, the launchers') start strata themselves, as does
+// every command with a start-up variable of its own, and every command where CUDA is loaded.
 
 namespace strata::app {
 
