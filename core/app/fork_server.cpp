@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fork_wire.hpp"
+#include "io/raw_stderr.hpp"
 #include "launch/child.hpp"
 
 extern char** environ;
@@ -41,7 +42,6 @@ constexpr std::uint32_t kMaxBytes = 64u << 20;
 /// A request read off a connection: the passed descriptors and the strings.
 struct Request {
   int fds[kPassedFds] = {-1, -1, -1, -1};
-  std::uint32_t argc = 0, envc = 0;
   std::vector<char> strings;
   std::vector<char*> argv, envp;  // into `strings`
 
@@ -53,7 +53,13 @@ struct Request {
 
 void say(const std::string& text) {
   const std::string line = "strata fork server: " + text + "\n";
-  (void)!::write(STDERR_FILENO, line.data(), line.size());
+  detail::write_stderr(line.data(), line.size());
+}
+
+/// Ends a command and its process group (the ranks it forked die with it too: PR_SET_PDEATHSIG).
+void kill_command(pid_t pid) {
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
 }
 
 bool send_reply(int fd, ReplyKind kind, int value) {
@@ -88,8 +94,6 @@ bool read_request(int conn, Request& r) {
       !read_exactly(conn, reinterpret_cast<char*>(&h) + got, sizeof h - static_cast<std::size_t>(got)))
     return false;
   if (h.magic != kMagic || h.argc == 0 || h.bytes > kMaxBytes) return false;
-  r.argc = h.argc;
-  r.envc = h.envc;
   r.strings.resize(h.bytes + 1, '\0');
   if (!read_exactly(conn, r.strings.data(), h.bytes)) return false;
   // Split into argc + envc strings; the count must match exactly.
@@ -177,8 +181,12 @@ int serve_forks(const char* socket_path, CommandRunner runner) {
     // Its standard input is its lifetime: the starter holds the other end of a pipe (a thread of the
     // starter that ends would fire PR_SET_PDEATHSIG), and its end of file ends the server.
     std::vector<pollfd> fds{{signals, POLLIN, 0}, {listener, POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}};
+    std::vector<pid_t> polled;  // the command of each client connection in `fds`, from fds[3] on
     for (const auto& [pid, conn] : waiting)
-      if (conn >= 0) fds.push_back({conn, POLLIN, 0});
+      if (conn >= 0) {
+        fds.push_back({conn, POLLIN, 0});
+        polled.push_back(pid);
+      }
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       break;
@@ -205,14 +213,11 @@ int serve_forks(const char* socket_path, CommandRunner runner) {
     }
     // A client that went away (its only write was the request): its command goes too.
     for (std::size_t i = 3; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
-      for (auto& [pid, conn] : waiting)
-        if (conn == fds[i].fd) {
-          ::kill(-pid, SIGKILL);
-          ::kill(pid, SIGKILL);
-          ::close(conn);
-          conn = -1;
-        }
+      const auto it = waiting.find(polled[i - 3]);
+      if (fds[i].revents == 0 || it == waiting.end() || it->second < 0) continue;  // or it ended above
+      kill_command(it->first);
+      ::close(it->second);
+      it->second = -1;
     }
     if (!serving || (fds[1].revents & POLLIN) == 0) continue;
     const int conn = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
@@ -254,7 +259,7 @@ int serve_forks(const char* socket_path, CommandRunner runner) {
       for (char* const* e = request.envp.data(); *e != nullptr; ++e) ::putenv(*e);
       // It ends as strata's own forked runs do (launch/child.cpp): its output flushed, without the
       // static destructors and atexit work of the image it shares (LibTorch's take 0.17 s).
-      const int code = runner(static_cast<int>(request.argc), request.argv.data());
+      const int code = runner(static_cast<int>(request.argv.size() - 1), request.argv.data());
       std::fflush(nullptr);
       ::_exit(code);
     }
@@ -269,8 +274,7 @@ int serve_forks(const char* socket_path, CommandRunner runner) {
     waiting.emplace(pid, conn);
   }
   for (auto& [pid, conn] : waiting) {
-    ::kill(-pid, SIGKILL);
-    ::kill(pid, SIGKILL);
+    kill_command(pid);
     if (conn >= 0) ::close(conn);
   }
   ::unlink(socket_path);
