@@ -5,7 +5,7 @@
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace strata::inline kit_v3 {
 

@@ -2,6 +2,8 @@
 // option variants and data kinds, the constructor's errors raised without building, and absurd
 // sizes answered at once with a large finite count.
 #include "test_support.hpp"
+
+#include <torch/csrc/autograd/function.h>
 #include "bundled_plugins.hpp"
 
 #include <chrono>

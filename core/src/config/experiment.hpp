@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "strata/errors.hpp"
-#include "strata/optim.hpp"
+#include "strata/optim_spec.hpp"
 #include "strata/options.hpp"
 #include "strata/registry.hpp"
 
