@@ -3,10 +3,14 @@
 if(STRATA_USE_CCACHE)
   find_program(STRATA_CCACHE ccache)
   if(STRATA_CCACHE)
-    # pch_defines/time_macros let ccache cache TUs that use a precompiled header.
+    # pch_defines/time_macros let ccache cache TUs that use a precompiled header. Depend mode: a
+    # miss hashes the headers listed in the compiler's own dependency file instead of running the
+    # preprocessor first, which costs about 1 s for a source that reaches LibTorch's headers (an
+    # empty cache, strategies/fsdp/fsdp.cpp: 10.6-11.3 s against 9.3-10.4 s without ccache); a hit
+    # takes 0.8 s either way.
     set(CMAKE_CXX_COMPILER_LAUNCHER
         "${CMAKE_COMMAND}" -E env "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime"
-        "${STRATA_CCACHE}")
+        "CCACHE_DEPEND=true" "${STRATA_CCACHE}")
     set(CMAKE_CUDA_COMPILER_LAUNCHER "${STRATA_CCACHE}")  # the fused model kernels (models/common)
   endif()
 endif()

@@ -46,6 +46,11 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 die() { REPORTED=1; printf 'setup: FAILED (%s): %s\n' "$STEP" "$*" >&2; exit 1; }
 on_exit() {
   local rc=$?
+  # Never leave apt running behind us: a dpkg stopped halfway breaks the package database.
+  if [[ -n "${TEST_APT_PID:-}" ]]; then
+    printf 'setup: waiting for the test packages'"'"' install to finish (log: %s)\n' "$TEST_APT_LOG" >&2
+    wait "$TEST_APT_PID" || true
+  fi
   if ((rc != 0 && REPORTED == 0)); then
     printf 'setup: FAILED in step "%s" (exit code %d); see the output above.\n' "$STEP" "$rc" >&2
   fi
@@ -72,13 +77,19 @@ STEP="packages"
 # fail for want of /etc/slurm/slurm.conf). chromium: the headless render of report.html in
 # test_report.py. iproute2: `ip netns` for test_multihost.py; procps: pgrep (strata_test.py).
 # chromium and slurm-wlm add about 126 MB of downloads and 22 s to a fresh install (Debian 12).
-# TEST_PACKAGES are installed with the others when setup runs as root; without root, missing ones
-# are named and the tests that need them skip, saying why.
+# When setup runs as root, missing TEST_PACKAGES are installed while the build compiles (nothing
+# in the build needs them; setup waits for them before it ends, and fails if they fail); without
+# root, missing ones are named and the tests that need them skip, saying why.
 PACKAGES=(build-essential cmake ninja-build ccache libboost-dev libboost-program-options-dev
           libtomlplusplus-dev doctest-dev libfmt-dev libgloo-dev zlib1g-dev dataset-fashion-mnist
-          libsentencepiece-dev openmpi-bin
+          libsentencepiece-dev
           python3-venv python3-pip)
-TEST_PACKAGES=(slurm-wlm chromium iproute2 procps)
+TEST_PACKAGES=(openmpi-bin slurm-wlm chromium iproute2 procps)
+# Set when the test packages are to be installed during the build; the install's pid and log.
+DEFERRED_PACKAGES=()
+APT_UPDATED=0
+TEST_APT_PID=""
+TEST_APT_LOG=""
 if [[ "${STRATA_SKIP_APT:-0}" == 1 ]]; then
   log "packages skipped (STRATA_SKIP_APT=1): dependencies must come from CMAKE_PREFIX_PATH"
 elif ! command -v dpkg-query >/dev/null 2>&1; then
@@ -97,8 +108,8 @@ else
   for pkg in "${TEST_PACKAGES[@]}"; do
     [[ -n "${installed[$pkg]:-}" ]] || missing_tests+=("$pkg")
   done
-  if [[ "$(id -u)" == 0 ]] && ((${#missing[@]} + ${#missing_tests[@]} > 0)); then
-    missing+=("${missing_tests[@]}")
+  if [[ "$(id -u)" == 0 ]] && ((${#missing_tests[@]} > 0)); then
+    DEFERRED_PACKAGES=("${missing_tests[@]}")
     missing_tests=()
   elif ((${#missing_tests[@]} > 0)); then
     log "not installed (not root): ${missing_tests[*]}; the tests that need them will report Skipped"
@@ -107,6 +118,7 @@ else
     if [[ "$(id -u)" == 0 ]]; then
       log "installing Debian packages: ${missing[*]}"
       apt-get update || die "apt-get update failed"
+      APT_UPDATED=1
       DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" \
         || die "apt-get install ${missing[*]} failed"
     else
@@ -121,7 +133,11 @@ MSG
       exit 1
     fi
   fi
-  log "packages ok"
+  if ((${#DEFERRED_PACKAGES[@]} > 0)); then
+    log "packages ok (for the tests, installed during the build: ${DEFERRED_PACKAGES[*]})"
+  else
+    log "packages ok"
+  fi
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -139,7 +155,10 @@ REQ_HASH="$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)"
 STAMP="$VENV/.strata-requirements.sha256"
 if [[ ! -f "$STAMP" || "$(<"$STAMP")" != "$REQ_HASH" ]]; then
   log "installing scripts/requirements.txt into $VENV (the torch wheel and its CUDA libraries are several GB: this can take a while)"
-  "$PY" -m pip install -r "$REQUIREMENTS" || die "pip install -r scripts/requirements.txt failed"
+  # --no-compile: pip would byte-compile all 10,500 Python files of the venv one after the other
+  # (about 35 s on a slow 2-core machine); Python compiles a module the first time it is imported
+  # instead, and only the imported ones.
+  "$PY" -m pip install --no-compile -r "$REQUIREMENTS" || die "pip install -r scripts/requirements.txt failed"
   printf '%s\n' "$REQ_HASH" > "$STAMP"
 fi
 # importlib.metadata is fast; `import torch` (seconds) is only needed when configuring.
@@ -216,6 +235,27 @@ fi
 # d. Build
 STEP="build"
 JOBS="${STRATA_JOBS:-$(nproc)}"
+if ((${#DEFERRED_PACKAGES[@]} > 0)); then
+  # The tests' packages download and unpack while the compiler has the CPUs (about 20 s of a fresh
+  # set-up saved). Its output goes to a log, shown if it fails.
+  TEST_APT_LOG="$BUILD/.strata-test-packages.log"
+  (
+    if ((APT_UPDATED == 0)); then apt-get update || exit 1; fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${DEFERRED_PACKAGES[@]}"
+  ) >"$TEST_APT_LOG" 2>&1 </dev/null &
+  TEST_APT_PID=$!
+fi
 BUILD_START=$SECONDS
 cmake --build "$BUILD" -j "$JOBS" || die "build failed (build dir $BUILD)"
-log "built in $((SECONDS - BUILD_START))s (setup total $((SECONDS - START_SECONDS))s)"
+log "built in $((SECONDS - BUILD_START))s"
+if [[ -n "$TEST_APT_PID" ]]; then
+  STEP="test packages"
+  pid=$TEST_APT_PID
+  TEST_APT_PID=""
+  if ! wait "$pid"; then
+    tail -n 20 "$TEST_APT_LOG" >&2
+    die "apt-get install ${DEFERRED_PACKAGES[*]} failed (its output: $TEST_APT_LOG)"
+  fi
+  log "test packages installed: ${DEFERRED_PACKAGES[*]}"
+fi
+log "setup total $((SECONDS - START_SECONDS))s"
