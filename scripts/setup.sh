@@ -155,9 +155,10 @@ REQ_HASH="$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)"
 STAMP="$VENV/.strata-requirements.sha256"
 if [[ ! -f "$STAMP" || "$(<"$STAMP")" != "$REQ_HASH" ]]; then
   log "installing scripts/requirements.txt into $VENV (the torch wheel and its CUDA libraries are several GB: this can take a while)"
-  # --no-compile: pip would byte-compile all 10,500 Python files of the venv one after the other
-  # (about 35 s on a slow 2-core machine); Python compiles a module the first time it is imported
-  # instead, and only the imported ones.
+  # --no-compile: pip would byte-compile the venv's 10,500 Python files one after the other (about
+  # 50 s of CPU on a slow 2-core machine), where a test run imports about 2,500 of them. Python
+  # compiles a module the first time it is imported instead; the tests keep what it compiles in
+  # build/pycache (PYTHONPYCACHEPREFIX, tests/integration/CMakeLists.txt).
   "$PY" -m pip install --no-compile -r "$REQUIREMENTS" || die "pip install -r scripts/requirements.txt failed"
   printf '%s\n' "$REQ_HASH" > "$STAMP"
 fi
