@@ -44,6 +44,7 @@ STEP="start"
 REPORTED=0
 log() { printf 'setup: %s\n' "$*" >&2; }
 die() { REPORTED=1; printf 'setup: FAILED (%s): %s\n' "$STEP" "$*" >&2; exit 1; }
+apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"; }
 on_exit() {
   local rc=$?
   # Never leave apt running behind us: a dpkg stopped halfway breaks the package database.
@@ -119,8 +120,7 @@ else
       log "installing Debian packages: ${missing[*]}"
       apt-get update || die "apt-get update failed"
       APT_UPDATED=1
-      DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" \
-        || die "apt-get install ${missing[*]} failed"
+      apt_install "${missing[@]}" || die "apt-get install ${missing[*]} failed"
     else
       REPORTED=1
       cat >&2 <<MSG
@@ -133,11 +133,7 @@ MSG
       exit 1
     fi
   fi
-  if ((${#DEFERRED_PACKAGES[@]} > 0)); then
-    log "packages ok (for the tests, installed during the build: ${DEFERRED_PACKAGES[*]})"
-  else
-    log "packages ok"
-  fi
+  log "packages ok${DEFERRED_PACKAGES[*]:+ (for the tests, installed during the build: ${DEFERRED_PACKAGES[*]})}"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -242,7 +238,7 @@ if ((${#DEFERRED_PACKAGES[@]} > 0)); then
   TEST_APT_LOG="$BUILD/.strata-test-packages.log"
   (
     if ((APT_UPDATED == 0)); then apt-get update || exit 1; fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${DEFERRED_PACKAGES[@]}"
+    apt_install "${DEFERRED_PACKAGES[@]}"
   ) >"$TEST_APT_LOG" 2>&1 </dev/null &
   TEST_APT_PID=$!
 fi
